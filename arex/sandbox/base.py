@@ -1,0 +1,170 @@
+"""The sandbox interface: where agent commands and grading runs happen.
+
+A sandbox is one long-lived, isolated machine per session of work: `start()`, then any number of
+`exec()` / file calls, then `stop()`. A command that fails returns an `ExecResult` describing the
+failure (exit code, timeout, out of memory); broken infrastructure (engine gone, image missing,
+container died) raises `SandboxError`.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.I)
+
+
+def parse_size(value: int | str) -> int:
+    """'512m' → bytes. Plain integers are bytes; k/m/g/t are powers of 1024."""
+    if isinstance(value, int):
+        return value
+    match = _SIZE.match(str(value))
+    if not match:
+        raise ValueError(f"not a size: {value!r} (use bytes or a number with k/m/g, e.g. '512m')")
+    number, unit = match.groups()
+    return int(float(number) * 1024 ** "_kmgt".index(unit.lower() or "_"))
+
+
+class Mount(BaseModel):
+    """A host folder made visible inside the sandbox."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+    source: str
+    """Host path of the folder (must exist)."""
+    target: str
+    """Absolute path inside the sandbox."""
+    read_only: bool = True
+    """Mount read-only (the default: skills, tests and data must not be changed by the agent)."""
+
+
+class SandboxConfig(BaseModel):
+    """How sandboxes are created. The defaults are the safe ones: no network, not root, limits on."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+    backend: str = "docker"
+    """Sandbox backend by short name (see arex.sandbox.BACKENDS)."""
+    image: str = "arex-base:latest"
+    """Image the sandbox starts from (built locally by scripts/build_base_image.sh)."""
+    user: str = "1000:1000"
+    """uid:gid every command runs as. Must not be root."""
+    workdir: str = "/workspace"
+    """Working directory for commands that do not name one."""
+    network: bool = False
+    """Allow network access. Off by default: tasks must not fetch anything at run time."""
+    memory: int = Field(default=parse_size("1g"))
+    """Memory limit (no swap), e.g. '512m' or '2g'; exceeding it is an 'oom' result."""
+    cpus: float = 1.0
+    """CPU limit in cores."""
+    pids_limit: int = 256
+    """Maximum number of processes and threads alive at once (contains fork bombs)."""
+    max_file_size: int = Field(default=parse_size("1g"))
+    """Largest file a command may write (RLIMIT_FSIZE)."""
+    timeout_s: float = 120.0
+    """Default wall-clock limit per command; on expiry the whole process tree is killed."""
+    output_limit: int = 32_000
+    """Bytes of stdout and of stderr kept per command (head and tail, with a truncation marker)."""
+    output_kill: int = Field(default=parse_size("64m"))
+    """A command printing more than this many bytes is killed ('output_limit' status)."""
+    mounts: tuple[Mount, ...] = ()
+    """Host folders to mount (read-only unless said otherwise)."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment variables set for every command."""
+
+    @field_validator("memory", "max_file_size", "output_kill", mode="before")
+    @classmethod
+    def _size(cls, value: int | str) -> int:
+        return parse_size(value)
+
+    @field_validator("user")
+    @classmethod
+    def _not_root(cls, value: str) -> str:
+        if value.split(":")[0] in ("0", "root"):
+            raise ValueError("sandboxes never run commands as root; use an unprivileged uid such as '1000:1000'")
+        return value
+
+
+ExecStatus = Literal["ok", "error", "timeout", "oom", "output_limit"]
+
+
+class ExecResult(BaseModel):
+    """What one command did. `status` is 'ok' only for exit code 0."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: ExecStatus
+    exit_code: int
+    stdout: str
+    stderr: str
+    duration_s: float
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    sandbox_restarted: bool = False
+    """True when the process tree could not be killed and the sandbox had to be restarted (files kept)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+class SandboxError(RuntimeError):
+    """Broken infrastructure (engine unreachable, image missing, container gone). Not the agent's fault."""
+
+
+class Sandbox(ABC):
+    """A running, isolated machine. Use as a context manager so it is always removed."""
+
+    def __init__(self, config: SandboxConfig, name: str = "sandbox"):
+        self.config = config
+        self.name = name
+
+    @abstractmethod
+    def start(self) -> None:
+        """Create and start the sandbox. Raises SandboxError if it cannot."""
+
+    @abstractmethod
+    def exec(
+        self,
+        command: str | list[str],
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        stdin: bytes | str | None = None,
+    ) -> ExecResult:
+        """Run a command (a string goes through bash -c) and wait for it, at most `timeout` seconds."""
+
+    @abstractmethod
+    def read_file(self, path: str, max_bytes: int | None = None) -> bytes:
+        """Return a file's bytes. FileNotFoundError if missing; ValueError if over `max_bytes`."""
+
+    @abstractmethod
+    def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
+        """Create or replace a file (parents created), owned by the sandbox user."""
+
+    @abstractmethod
+    def copy_in(self, host_dir: str | Path, sandbox_dir: str) -> None:
+        """Copy a host folder's contents into `sandbox_dir` (created if missing)."""
+
+    @abstractmethod
+    def copy_out(self, sandbox_dir: str, host_dir: str | Path, max_bytes: int | None = None) -> None:
+        """Copy a sandbox folder's contents into `host_dir`; ValueError if over `max_bytes`."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Remove the sandbox and everything in it. Safe to call twice."""
+
+    def __enter__(self) -> "Sandbox":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
