@@ -32,6 +32,7 @@ from docker.types import Ulimit
 from arex.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxError
 
 LABEL = "arex.sandbox"
+NETWORK_NONE = "none"  # the network mode of a sandbox without network
 OWNER_LABEL = "arex.owner_pid"
 FIX_ENGINE = "start it with: bash scripts/setup.sh (or: nohup dockerd --bridge=none --iptables=false &)"
 
@@ -152,7 +153,7 @@ class DockerSandbox(Sandbox):
                 init=True,
                 user=cfg.user,
                 working_dir=cfg.workdir,
-                network_mode="default" if cfg.network else "none",
+                network_mode="default" if cfg.network else NETWORK_NONE,
                 mem_limit=cfg.memory,
                 memswap_limit=cfg.memory,
                 nano_cpus=int(cfg.cpus * 1e9),
@@ -429,14 +430,20 @@ class DockerSandbox(Sandbox):
                 tar.extractall(host_dir, members=members, filter="data")
 
 
-def prune(all_owners: bool = False) -> list[str]:
-    """Remove arex sandbox containers left by crashed processes (or all of them). Returns names."""
-    client = docker_client()
-    removed = []
+def orphans(client: docker.DockerClient, all_owners: bool = False) -> list:
+    """arex sandbox containers whose owning process is gone (or all of them)."""
+    found = []
     for container in client.containers.list(all=True, filters={"label": LABEL}):
         owner = container.labels.get(OWNER_LABEL, "")
-        if not all_owners and owner.isdigit() and _alive(int(owner)):
-            continue
+        if all_owners or not (owner.isdigit() and _alive(int(owner))):
+            found.append(container)
+    return found
+
+
+def prune(all_owners: bool = False) -> list[str]:
+    """Remove arex sandbox containers left by crashed processes (or all of them). Returns names."""
+    removed = []
+    for container in orphans(docker_client(), all_owners):
         try:
             container.remove(force=True)
             removed.append(container.name)

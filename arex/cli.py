@@ -1,0 +1,111 @@
+"""The arex command line: one small function per verb, no logic of its own."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from arex.config import ArexConfig, ConfigError, load_config
+
+app = typer.Typer(help="arex: synthesize long-horizon self-improvement trajectories for training LLM agents.", no_args_is_help=True)
+sandbox_app = typer.Typer(help="Manage sandboxes.", no_args_is_help=True)
+config_app = typer.Typer(help="Inspect configuration.", no_args_is_help=True)
+app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(config_app, name="config")
+console = Console()
+err = Console(stderr=True)
+
+ConfigOpt = typer.Option(None, "-c", "--config", help="YAML file or key=value override; repeat to stack (later wins).")
+
+
+def _config(items: Optional[List[str]]) -> ArexConfig:
+    try:
+        return load_config(items or [])
+    except ConfigError as exc:
+        err.print(f"[red]{exc}[/red]", soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+def _fail(message: str, code: int = 1) -> None:
+    err.print(f"[red]{message}[/red]", soft_wrap=True)
+    raise typer.Exit(code)
+
+
+@app.callback()
+def _main() -> None:
+    # SIGTERM runs the same cleanup as Ctrl-C: `finally` blocks remove sandboxes.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+
+@config_app.command("show")
+def config_show(config: Optional[List[str]] = ConfigOpt) -> None:
+    """Print the resolved configuration as YAML."""
+    import yaml
+
+    console.print(yaml.safe_dump(_config(config).model_dump(mode="json"), sort_keys=False), end="")
+
+
+@app.command()
+def doctor(config: Optional[List[str]] = ConfigOpt) -> None:
+    """Check the engine, base image, local teacher and disk; print the fix for each problem."""
+    from arex.doctor import run_doctor
+
+    cfg = _config(config)
+    findings = run_doctor(cfg.sandbox.image)
+    table = Table(show_header=True, header_style="bold")
+    for column in ("check", "status", "detail"):
+        table.add_column(column)
+    for f in findings:
+        table.add_row(f.name, "[green]ok[/green]" if f.ok else "[red]PROBLEM[/red]", f.detail)
+    console.print(table)
+    problems = [f for f in findings if not f.ok]
+    for f in problems:
+        console.print(f"[bold]{f.name}[/bold]: fix with\n  {f.fix}", soft_wrap=True)
+    if problems:
+        raise typer.Exit(1)
+    console.print("[green]All checks passed.[/green]")
+
+
+@sandbox_app.command("prune")
+def sandbox_prune(all_: bool = typer.Option(False, "--all", help="Also remove sandboxes of arex processes still running.")) -> None:
+    """Remove sandbox containers left behind by crashed arex processes."""
+    from arex.sandbox import SandboxError
+    from arex.sandbox.docker import prune
+
+    try:
+        removed = prune(all_owners=all_)
+    except SandboxError as exc:
+        _fail(str(exc))
+    console.print(f"removed {len(removed)} sandbox container(s)" + (": " + ", ".join(removed) if removed else ""))
+
+
+@sandbox_app.command("check")
+def sandbox_check(
+    config: Optional[List[str]] = ConfigOpt,
+    only: Optional[List[str]] = typer.Option(None, "--only", help="Run just these checks (repeatable)."),
+) -> None:
+    """Run the sandbox conformance suite against the configured backend."""
+    from arex.sandbox.conformance import CHECKS, run_suite
+
+    cfg = _config(config)
+    unknown = [name for name in only or [] if name not in CHECKS]
+    if unknown:
+        _fail(f"Unknown check(s): {', '.join(unknown)}. Known: {', '.join(CHECKS)}", 2)
+    outcome = run_suite(cfg.sandbox.backend, only=only)
+    table = Table("check", "result")
+    for name, failure in outcome.items():
+        table.add_row(name, "[green]pass[/green]" if failure is None else f"[red]FAIL[/red] {failure[:200]}")
+    console.print(table)
+    failed = sum(1 for v in outcome.values() if v is not None)
+    console.print(f"{len(outcome) - failed} passed, {failed} failed")
+    if failed:
+        raise typer.Exit(1)
+
+
+if __name__ == "__main__":
+    app()

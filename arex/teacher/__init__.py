@@ -1,0 +1,1 @@
+"""The teacher: any OpenAI-compatible chat endpoint, and the bundled local model."""

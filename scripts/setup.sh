@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# One-command setup for arex on a Debian machine: Docker engine, base image, the package.
+# Idempotent: each step checks first and skips what is already there.
+#   AREX_EXTRAS  pip extras to install (default: test,local)
+#   PYTHON       interpreter to install into (default: python3)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+EXTRAS="${AREX_EXTRAS:-test,local}"
+log() { echo "[arex setup] $*"; }
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+
+# 1. System packages: the Docker engine and debootstrap (for the locally built base image).
+missing=()
+command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing ${missing[*]} ..."
+  $SUDO apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}" >/dev/null
+fi
+
+# 2. The engine. No bridge: containers run with no network, and must.
+if ! docker info >/dev/null 2>&1; then
+  log "starting dockerd (log: /var/log/arex-dockerd.log) ..."
+  $SUDO sh -c 'nohup dockerd --bridge=none --iptables=false >/var/log/arex-dockerd.log 2>&1 &'
+  for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+  docker info >/dev/null 2>&1 || { log "dockerd did not come up; see /var/log/arex-dockerd.log"; tail -20 /var/log/arex-dockerd.log >&2; exit 1; }
+fi
+log "docker engine: $(docker version --format '{{.Server.Version}}')"
+
+# 3. The base image, built locally (no image registry is reachable).
+bash scripts/build_base_image.sh
+
+# 4. The package and its extras, skipped when pyproject.toml has not changed since the last install.
+mkdir -p .arex
+stamp=".arex/setup-stamp"
+want="$(sha256sum pyproject.toml | cut -c1-16) $EXTRAS $($PYTHON -c 'import sys; print(sys.executable)')"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && $PYTHON -c 'import arex' >/dev/null 2>&1; then
+  log "python package up to date"
+else
+  log "pip install -e .[$EXTRAS] (llama-cpp-python compiles once, ~4 min; pip caches the wheel) ..."
+  $PYTHON -m pip install -q -e ".[$EXTRAS]"
+  echo "$want" > "$stamp"
+fi
+log "ready"
