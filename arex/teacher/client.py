@@ -1,0 +1,329 @@
+"""The teacher client: any OpenAI-compatible chat endpoint, with retries, limits and accounting.
+
+Transient failures (429, 5xx, timeouts, broken connections, malformed bodies, empty or truncated
+replies) are retried with jittered exponential backoff that honours Retry-After, within a cap on
+attempts and on total wait. Failures retrying cannot fix (authentication, context length, model
+not found, other bad requests) abort at once. Every attempt's tokens are counted: a retried
+response was still paid for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import os
+import time
+from typing import Any
+
+import openai
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
+
+from arex.specs import Attempt, TeacherCall, TeacherIdentity, Usage
+
+LOCAL_MODEL = "smollm2-135m-instruct"
+
+
+class Price(BaseModel):
+    """USD per million tokens."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+    input: float
+    """Uncached prompt tokens."""
+    output: float
+    """Completion tokens."""
+    cached_input: float | None = None
+    """Prompt tokens served from the provider's cache (defaults to the input price)."""
+
+
+class LocalServerConfig(BaseModel):
+    """The bundled local teacher (llama-cpp-python serving SmolLM2-135M-Instruct)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+    port: int = 0
+    """Port on 127.0.0.1; 0 picks a free one."""
+    n_ctx: int = 8192
+    """Context window in tokens."""
+    n_threads: int = 2
+    """CPU threads for generation."""
+    startup_timeout_s: float = 180.0
+    """How long to wait for the server to answer before giving up."""
+
+
+class TeacherConfig(BaseModel):
+    """Which model generates trajectories, how to sample it, and how to treat its failures."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+    base_url: str | None = None
+    """OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1. Unset: arex starts the local teacher."""
+    model: str = LOCAL_MODEL
+    """Model name sent with each request."""
+    api_key: str | None = None
+    """API key; unset reads the variable named by api_key_env."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """Environment variable holding the API key when api_key is unset."""
+    temperature: float = 0.7
+    """Sampling temperature."""
+    top_p: float = 1.0
+    """Nucleus sampling mass."""
+    max_tokens: int = 1024
+    """Completion length cap per call; hitting it is a 'truncated' reply."""
+    seed: int | None = None
+    """Sampling seed, where the server supports one."""
+    stop: list[str] | None = None
+    """Stop sequences."""
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    """Extra request fields for servers that take them (e.g. vLLM's top_k)."""
+    timeout_s: float = 300.0
+    """Per-attempt HTTP timeout."""
+    concurrency: int = 8
+    """Calls in flight at once per endpoint, shared by every rollout in this process."""
+    max_attempts: int = 6
+    """Attempts per call, first one included."""
+    max_wait_s: float = 600.0
+    """Total time a call may spend retrying before it is declared unreachable."""
+    backoff_base_s: float = 1.0
+    """First backoff step; later steps grow exponentially, with full jitter."""
+    backoff_max_s: float = 60.0
+    """Longest single wait (Retry-After included)."""
+    retry_empty: bool = True
+    """Retry replies with no content; if retries run out the call is recorded as 'empty'."""
+    retry_truncated: bool = True
+    """Retry replies cut at max_tokens; if retries run out the call is recorded as 'truncated'."""
+    track_cost: bool = True
+    """Compute cost from `prices`. An unknown price is an error unless this is off."""
+    prices: dict[str, Price] = Field(default_factory=lambda: {LOCAL_MODEL: Price(input=0.0, output=0.0)})
+    """Price per model name, USD per million tokens."""
+    local: LocalServerConfig = Field(default_factory=LocalServerConfig)
+    """Settings for the bundled local teacher."""
+
+    @model_validator(mode="after")
+    def _known_price(self) -> "TeacherConfig":
+        if self.track_cost and self.model not in self.prices:
+            raise ValueError(
+                f"no price for model '{self.model}': add teacher.prices.{self.model} "
+                "(input, output, cached_input in USD per million tokens) or set teacher.track_cost=false"
+            )
+        return self
+
+
+class TeacherError(RuntimeError):
+    """A call that cannot succeed. `kind` says which: auth, context_length, model_not_found,
+    bad_request (all abort at once) or unreachable (retries exhausted: an infrastructure failure)."""
+
+    def __init__(self, kind: str, message: str, attempts: list[Attempt] | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.attempts = attempts or []
+
+
+class _BadReply(Exception):
+    """A reply that arrived but is unusable (empty, truncated): retried like a fault."""
+
+    def __init__(self, call: TeacherCall):
+        super().__init__(call.status)
+        self.call = call
+
+
+_RETRYABLE = (
+    openai.RateLimitError,
+    openai.InternalServerError,
+    openai.APIConnectionError,  # includes APITimeoutError
+    openai.APIResponseValidationError,
+    json.JSONDecodeError,
+    _BadReply,
+)
+_limits: dict[tuple[str, int], asyncio.Semaphore] = {}
+
+
+def _endpoint_limit(base_url: str, concurrency: int) -> asyncio.Semaphore:
+    """One semaphore per endpoint per event loop, shared by every client in the process."""
+    key = (base_url, id(asyncio.get_running_loop()))
+    if key not in _limits:
+        _limits[key] = asyncio.Semaphore(concurrency)
+    return _limits[key]
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    if headers.get("retry-after-ms"):
+        try:
+            return float(headers["retry-after-ms"]) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value)
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+def _classify(exc: BaseException) -> TeacherError:
+    text = str(exc)
+    if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
+        return TeacherError("auth", f"The teacher endpoint refused the API key ({text}). Set teacher.api_key or the variable in teacher.api_key_env.")
+    if isinstance(exc, openai.NotFoundError):
+        return TeacherError("model_not_found", f"The teacher endpoint does not serve this model ({text}). Check teacher.model and teacher.base_url.")
+    if isinstance(exc, openai.BadRequestError):
+        code = (getattr(exc, "code", None) or "").lower()
+        lowered = text.lower()
+        if "context_length" in code or ("context" in lowered and any(w in lowered for w in ("length", "window", "maximum", "too long"))):
+            return TeacherError("context_length", f"The prompt exceeds the teacher's context window ({text}). Shorten the context or use a longer-context model.")
+        return TeacherError("bad_request", f"The teacher rejected the request ({text}).")
+    return TeacherError("bad_request", f"The teacher failed with a non-retryable error: {type(exc).__name__}: {text}")
+
+
+class TeacherClient:
+    """Async chat client for one OpenAI-compatible endpoint."""
+
+    def __init__(self, config: TeacherConfig, base_url: str | None = None):
+        self.config = config
+        self.base_url = (base_url or config.base_url or "").rstrip("/")
+        if not self.base_url:
+            raise TeacherError("bad_request", "No teacher endpoint: set teacher.base_url, or let the pipeline start the local teacher.")
+        api_key = config.api_key or os.environ.get(config.api_key_env) or "not-needed"
+        self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=api_key, timeout=config.timeout_s, max_retries=0)
+        self.usage = Usage()
+        self.price = config.prices.get(config.model) if config.track_cost else None
+
+    def sampling(self, **overrides: Any) -> dict[str, Any]:
+        cfg = self.config
+        params = {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_tokens": cfg.max_tokens}
+        if cfg.seed is not None:
+            params["seed"] = cfg.seed
+        if cfg.stop:
+            params["stop"] = list(cfg.stop)
+        params.update(overrides)
+        return params
+
+    def cost(self, prompt: int, cached: int, completion: int) -> float:
+        if self.price is None:
+            return 0.0
+        cached_price = self.price.cached_input if self.price.cached_input is not None else self.price.input
+        return ((prompt - cached) * self.price.input + cached * cached_price + completion * self.price.output) / 1e6
+
+    async def chat(self, messages: list[dict[str, Any]], **overrides: Any) -> TeacherCall:
+        """One call with retries. Returns a TeacherCall (status ok, empty or truncated); raises TeacherError."""
+        cfg = self.config
+        sampling = self.sampling(**overrides)
+        attempts: list[Attempt] = []
+        started = time.monotonic()
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(cfg.max_attempts) | stop_after_delay(cfg.max_wait_s),
+            wait=self._wait,
+            retry=retry_if_exception(lambda e: isinstance(e, _RETRYABLE)),
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    call = await self._attempt(messages, sampling, attempts)
+        except _BadReply as bad:
+            call = bad.call  # retries ran out: keep the last reply, marked empty/truncated
+        except _RETRYABLE as exc:
+            self._account(attempts, final=None)
+            raise TeacherError(
+                "unreachable",
+                f"The teacher at {self.base_url} failed {len(attempts)} time(s) in {time.monotonic() - started:.0f}s; "
+                f"last error: {type(exc).__name__}: {exc}",
+                attempts,
+            ) from None
+        except openai.OpenAIError as exc:
+            self._account(attempts, final=None)
+            raise _classify(exc) from None
+        call.attempts = attempts
+        call.retries = len(attempts) - 1
+        call.latency_s = round(time.monotonic() - started, 4)
+        self._account(attempts, final=call)
+        return call
+
+    def _account(self, attempts: list[Attempt], final: TeacherCall | None) -> None:
+        prompt = sum(a.prompt_tokens for a in attempts)
+        cached = sum(a.cached_tokens for a in attempts)
+        completion = sum(a.completion_tokens for a in attempts)
+        cost = self.cost(prompt, cached, completion)
+        if final is not None:
+            final.prompt_tokens, final.cached_tokens, final.completion_tokens, final.cost_usd = prompt, cached, completion, cost
+        u = self.usage
+        u.calls += 1
+        u.retries += max(0, len(attempts) - 1)
+        u.prompt_tokens += prompt
+        u.cached_tokens += cached
+        u.completion_tokens += completion
+        u.cost_usd += cost
+
+    def _wait(self, retry_state) -> float:
+        exc = retry_state.outcome.exception() if retry_state.outcome else None
+        hinted = _retry_after(exc) if exc is not None else None
+        if hinted is not None:
+            return min(hinted, self.config.backoff_max_s)
+        return wait_random_exponential(multiplier=self.config.backoff_base_s, max=self.config.backoff_max_s)(retry_state)
+
+    async def _attempt(self, messages, sampling, attempts: list[Attempt]) -> TeacherCall:
+        record = Attempt()
+        attempts.append(record)
+        t0 = time.monotonic()
+        try:
+            async with _endpoint_limit(self.base_url, self.config.concurrency):
+                response = await self._client.chat.completions.create(
+                    model=self.config.model,
+                    messages=messages,
+                    extra_body=self.config.extra_body or None,
+                    **sampling,
+                )
+        except Exception as exc:
+            record.error = f"{type(exc).__name__}: {exc}"[:500]
+            record.latency_s = round(time.monotonic() - t0, 4)
+            raise
+        record.latency_s = round(time.monotonic() - t0, 4)
+        usage = response.usage
+        if usage is not None:
+            record.prompt_tokens = usage.prompt_tokens or 0
+            record.completion_tokens = usage.completion_tokens or 0
+            details = getattr(usage, "prompt_tokens_details", None)
+            record.cached_tokens = (getattr(details, "cached_tokens", None) or 0) if details else 0
+        choice = response.choices[0] if response.choices else None
+        message = choice.message if choice else None
+        content = (message.content if message else None) or ""
+        reasoning = None
+        if message is not None:
+            reasoning = getattr(message, "reasoning_content", None) or (message.model_extra or {}).get("reasoning_content")
+        finish = choice.finish_reason if choice else None
+        status = "truncated" if finish == "length" else ("empty" if not content.strip() else "ok")
+        record.status = status
+        call = TeacherCall(
+            messages=messages,
+            sampling=sampling,
+            content=content,
+            reasoning_content=reasoning,
+            finish_reason=finish,
+            status=status,
+            model=response.model or self.config.model,
+            system_fingerprint=getattr(response, "system_fingerprint", None),
+        )
+        if (status == "empty" and self.config.retry_empty) or (status == "truncated" and self.config.retry_truncated):
+            record.error = f"{status} reply"
+            raise _BadReply(call)
+        return call
+
+    async def identity(self) -> TeacherIdentity:
+        """The endpoint, the model asked for, and what the server reports about itself."""
+        try:
+            listing = await self._client.models.list()
+            models = [m.model_dump() for m in listing.data]
+        except openai.OpenAIError as exc:
+            models = [{"error": f"{type(exc).__name__}: {exc}"[:300]}]
+        return TeacherIdentity(base_url=self.base_url, model=self.config.model, server_models=models, client=f"openai-python {openai.__version__}")
+
+    async def close(self) -> None:
+        await self._client.close()

@@ -1,0 +1,268 @@
+"""A scripted, deterministic OpenAI-compatible server on loopback, for tests and benchmarks.
+
+It answers /v1/chat/completions from a script (a list of replies consumed in order, or a function
+of the request) with configurable latency and injectable faults, and keeps its own counts (tokens
+reported, requests, peak concurrency) so the real client can be checked against them.
+
+    with ScriptedServer(["hello", Fault.rate_limit(retry_after=1), "again"]) as server:
+        client = TeacherClient(config, base_url=server.base_url)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Sequence, Union
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def count_tokens(text: str | None) -> int:
+    """The server's tokenizer: words and punctuation marks. Deterministic, cheap."""
+    return len(_TOKEN.findall(text or ""))
+
+
+@dataclass(frozen=True)
+class Reply:
+    content: str = ""
+    reasoning: str | None = None
+    finish_reason: str = "stop"
+    latency_s: float | None = None
+    """Overrides the server's latency for this reply."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A failure the server produces instead of a reply."""
+
+    kind: str
+    retry_after: float | None = None
+    delay_s: float = 0.0
+
+    @staticmethod
+    def rate_limit(retry_after: float | None = 1.0) -> "Fault":
+        return Fault("rate_limit", retry_after=retry_after)
+
+    @staticmethod
+    def server_error() -> "Fault":
+        return Fault("server_error")
+
+    @staticmethod
+    def timeout(delay_s: float = 5.0) -> "Fault":
+        """Stall longer than the client's timeout, then answer nothing useful."""
+        return Fault("timeout", delay_s=delay_s)
+
+    @staticmethod
+    def malformed_json() -> "Fault":
+        return Fault("malformed_json")
+
+    @staticmethod
+    def empty() -> "Fault":
+        return Fault("empty")
+
+    @staticmethod
+    def truncated() -> "Fault":
+        return Fault("truncated")
+
+    @staticmethod
+    def auth() -> "Fault":
+        return Fault("auth")
+
+    @staticmethod
+    def context_length() -> "Fault":
+        return Fault("context_length")
+
+    @staticmethod
+    def model_not_found() -> "Fault":
+        return Fault("model_not_found")
+
+
+Item = Union[str, Reply, Fault]
+Script = Union[Sequence[Item], Callable[[dict, int], Item]]
+
+_ERRORS = {
+    "rate_limit": (429, "rate_limit_exceeded", "Rate limit reached, slow down."),
+    "server_error": (500, "server_error", "The server had an error while processing your request."),
+    "auth": (401, "invalid_api_key", "Incorrect API key provided."),
+    "context_length": (400, "context_length_exceeded", "This model's maximum context length is 8192 tokens; your messages resulted in 9001 tokens."),
+    "model_not_found": (404, "model_not_found", "The model does not exist or you do not have access to it."),
+}
+
+
+class ScriptedServer:
+    def __init__(self, script: Script, model: str = "scripted-teacher", latency_s: float = 0.0, host: str = "127.0.0.1"):
+        self.script = script
+        self.model = model
+        self.latency_s = latency_s
+        self.requests: list[dict[str, Any]] = []
+        self.stats = {"requests": 0, "replies": 0, "in_flight": 0, "max_in_flight": 0, "prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0}
+        self._lock = threading.Lock()
+        self._previous_messages: list[dict] = []
+        self._httpd = ThreadingHTTPServer((host, 0), self._handler_class())
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> "ScriptedServer":
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> "ScriptedServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- behaviour --------------------------------------------------------------------------
+    def _next_item(self, request: dict) -> Item:
+        with self._lock:
+            index = self.stats["requests"]
+            self.stats["requests"] += 1
+            self.requests.append(request)
+        if callable(self.script):
+            return self.script(request, index)
+        if index >= len(self.script):
+            return Fault("exhausted")
+        return self.script[index]
+
+    def _prompt_usage(self, messages: list[dict]) -> tuple[int, int]:
+        per_message = [count_tokens(_text(m.get("content"))) + 4 for m in messages]
+        with self._lock:
+            shared = 0
+            for ours, theirs in zip(messages, self._previous_messages):
+                if ours != theirs:
+                    break
+                shared += 1
+            self._previous_messages = messages
+        return sum(per_message), sum(per_message[:shared])
+
+    def _completion(self, request: dict, reply: Reply) -> dict:
+        prompt, cached = self._prompt_usage(request.get("messages", []))
+        completion = count_tokens(reply.content) + count_tokens(reply.reasoning)
+        with self._lock:
+            self.stats["replies"] += 1
+            self.stats["prompt_tokens"] += prompt
+            self.stats["completion_tokens"] += completion
+            self.stats["cached_tokens"] += cached
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.reasoning is not None:
+            message["reasoning_content"] = reply.reasoning
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "system_fingerprint": "fp_scripted",
+            "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": cached},
+            },
+        }
+
+    def _handler_class(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:  # quiet
+                pass
+
+            def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    for key, value in (headers or {}).items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (a timeout fault)
+
+            def _error(self, status: int, code: str, message: str, headers=None) -> None:
+                body = {"error": {"message": message, "type": code, "code": code, "param": None}}
+                self._send(status, json.dumps(body).encode(), headers)
+
+            def do_GET(self) -> None:  # noqa: N802
+                if self.path.rstrip("/").endswith("/models"):
+                    listing = {"object": "list", "data": [{"id": server.model, "object": "model", "created": 0, "owned_by": "arex-scripted"}]}
+                    self._send(200, json.dumps(listing).encode())
+                else:
+                    self._error(404, "not_found", f"no route {self.path}")
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("Content-Length", 0))
+                raw = self.rfile.read(length)
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._error(404, "not_found", f"no route {self.path}")
+                    return
+                try:
+                    request = json.loads(raw)
+                except json.JSONDecodeError:
+                    self._error(400, "invalid_json", "request body is not JSON")
+                    return
+                with server._lock:
+                    server.stats["in_flight"] += 1
+                    server.stats["max_in_flight"] = max(server.stats["max_in_flight"], server.stats["in_flight"])
+                try:
+                    self._answer(request)
+                finally:
+                    with server._lock:
+                        server.stats["in_flight"] -= 1
+
+            def _answer(self, request: dict) -> None:
+                item = server._next_item(request)
+                if isinstance(item, str):
+                    item = Reply(content=item)
+                latency = item.latency_s if isinstance(item, Reply) and item.latency_s is not None else server.latency_s
+                if latency:
+                    time.sleep(latency)
+                if isinstance(item, Reply):
+                    self._send(200, json.dumps(server._completion(request, item)).encode())
+                    return
+                fault = item
+                if fault.kind == "exhausted":
+                    self._error(500, "script_exhausted", f"scripted server: the script has only {len(server.script)} replies")
+                elif fault.kind in _ERRORS:
+                    status, code, message = _ERRORS[fault.kind]
+                    headers = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None else None
+                    self._error(status, code, message, headers)
+                elif fault.kind == "timeout":
+                    time.sleep(fault.delay_s)
+                    self._error(504, "timeout", "scripted stall")
+                elif fault.kind == "malformed_json":
+                    self._send(200, b'{"id": "chatcmpl-broken", "choices": [{"index": 0, "message": {"role": "assist')
+                elif fault.kind == "empty":
+                    self._send(200, json.dumps(server._completion(request, Reply(content=""))).encode())
+                elif fault.kind == "truncated":
+                    self._send(200, json.dumps(server._completion(request, Reply(content="I will first", finish_reason="length"))).encode())
+                else:
+                    self._error(500, "unknown_fault", f"unknown fault kind {fault.kind!r}")
+
+        return Handler
+
+
+def _text(content: Any) -> str:
+    """Message content as text (OpenAI allows a list of parts)."""
+    if isinstance(content, list):
+        return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return content or ""
