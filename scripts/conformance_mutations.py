@@ -12,6 +12,7 @@ import contextlib
 import sys
 
 from arex.sandbox import docker as docker_backend
+from arex.sandbox.docker import DockerSandbox
 from arex.sandbox.conformance import CHECKS, Harness, readonly_source, suite_config
 
 
@@ -25,30 +26,50 @@ def patched(obj, attr, value):
         setattr(obj, attr, old)
 
 
-# name → (config changes, code patch or None, checks that must now fail)
+def without(change):
+    """Patch the Docker backend so it builds containers with one isolation option changed."""
+    original = DockerSandbox._container_options
+
+    def options(self, volumes):
+        opts = original(self, volumes)
+        change(opts)
+        return opts
+
+    return patched(DockerSandbox, "_container_options", options)
+
+
+class _Uncapped(docker_backend._Capped):
+    def __init__(self, limit):
+        super().__init__(10**12)
+
+
+# name → (patch, checks that must now fail). The suite's config stays as it is: the backend
+# simply stops applying one limit, which is the bug each check exists to catch.
 MUTATIONS = {
-    "no memory limit": ({"memory": 64 << 30}, None, ["out_of_memory_is_distinct"]),
-    "no pids limit": ({"pids_limit": -1}, None, ["pids_limit_caps_processes"]),
-    "host network": ({}, (docker_backend, "NETWORK_NONE", "host"), ["only_loopback_network", "cannot_reach_host_services"]),
-    "root user": ({"user": "0:0"}, None, ["user_is_not_root"]),
-    "mount writable": ("rw-mount", None, ["readonly_mount_is_not_writable"]),
-    "no output cap": ({"output_limit": 10**9}, None, ["stdout_is_capped_with_marker", "stderr_is_capped_with_marker"]),
-    "no output kill": ({"output_kill": 10**12}, None, ["output_flood_is_stopped"]),
-    "no file size limit": ({"max_file_size": 1 << 40}, None, ["file_size_limit"]),
-    "no default timeout": ({"timeout_s": 60}, None, ["timeout_status"]),
-    "kill only the top process": ({}, (docker_backend, "_KILL_TREE", 'kill -9 $(pgrep -f "sleep 60") 2>/dev/null; exit 0'), ["timeout_kills_the_whole_tree"]),
+    "no memory limit": (without(lambda o: (o.pop("mem_limit"), o.pop("memswap_limit"))), ["out_of_memory_is_distinct"]),
+    "no pids limit": (without(lambda o: o.pop("pids_limit")), ["pids_limit_caps_processes"]),
+    "host network": (without(lambda o: o.update(network_mode="host")), ["only_loopback_network", "cannot_reach_host_services"]),
+    "root user": ("user", ["user_is_not_root"]),
+    "capabilities kept": (without(lambda o: (o.pop("cap_drop"), o.pop("security_opt"))), ["no_privileges"]),
+    "mount writable": (without(lambda o: [v.update(mode="rw") for v in o["volumes"].values()]), ["readonly_mount_is_not_writable"]),
+    "no file size limit": (without(lambda o: o.pop("ulimits")), ["file_size_limit"]),
+    "no output cap": (patched(docker_backend, "_Capped", _Uncapped), ["stdout_is_capped_with_marker", "stderr_is_capped_with_marker"]),
+    "no output kill": ("output_kill", ["output_flood_is_stopped"]),
+    "no default timeout": ("timeout_s", ["timeout_status"]),
+    "kill only the top process": (patched(docker_backend, "_KILL_TREE", 'pkill -9 -f "^sleep 60"; exit 0'), ["timeout_kills_the_whole_tree"]),
 }
+# Exec-time settings are read from the config on every call: "removing" one means a huge value
+# (or root, which the config's own validation would refuse).
+_CONFIG_MUTATIONS = {"output_kill": 10**12, "timeout_s": 3600, "user": "0:0"}
 
 
 def main() -> int:
     bad = 0
     print(f"{'mutation':28} {'check':36} result")
-    for name, (changes, patch, checks) in MUTATIONS.items():
-        with readonly_source() as folder, (patched(*patch) if patch else contextlib.nullcontext()):
-            config = suite_config("docker", folder)
-            if changes == "rw-mount":
-                changes = {"mounts": tuple(m.model_copy(update={"read_only": False}) for m in config.mounts)}
-            harness = Harness(config.model_copy(update=changes))  # model_copy: skip validation on purpose
+    for name, (patch, checks) in MUTATIONS.items():
+        changes = {patch: _CONFIG_MUTATIONS[patch]} if isinstance(patch, str) else {}
+        with readonly_source() as folder, (contextlib.nullcontext() if changes else patch):
+            harness = Harness(suite_config("docker", folder).model_copy(update=changes))
             try:
                 for check in checks:
                     try:

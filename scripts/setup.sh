@@ -33,14 +33,22 @@ log "docker engine: $(docker version --format '{{.Server.Version}}')"
 bash scripts/build_base_image.sh
 
 # 4. The package and its extras, skipped when pyproject.toml has not changed since the last install.
+# llama.cpp is compiled for a portable x86-64 feature set: a -march=native build can crash with a
+# general-protection fault on virtual CPUs that advertise instructions (AMX) they do not allow.
+export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON}"
 mkdir -p .arex
 stamp=".arex/setup-stamp"
-want="$(sha256sum pyproject.toml | cut -c1-16) $EXTRAS $($PYTHON -c 'import sys; print(sys.executable)')"
+want="$(sha256sum pyproject.toml | cut -c1-16) $EXTRAS $($PYTHON -c 'import sys; print(sys.executable)') $CMAKE_ARGS"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && $PYTHON -c 'import arex' >/dev/null 2>&1; then
   log "python package up to date"
 else
-  log "pip install -e .[$EXTRAS] (llama-cpp-python compiles once, ~4 min; pip caches the wheel) ..."
+  log "pip install -e .[$EXTRAS] (llama-cpp-python compiles once, ~5 min) ..."
   $PYTHON -m pip install -q -e ".[$EXTRAS]"
+  if [[ ",$EXTRAS," == *",local,"* ]] && ! $PYTHON -m arex.teacher.local --smoke >/dev/null 2>&1; then
+    log "llama-cpp-python crashes on this CPU (a wheel built elsewhere or for -march=native?); rebuilding portably ..."
+    $PYTHON -m pip install -q --no-cache-dir --force-reinstall --no-deps "llama-cpp-python"
+    $PYTHON -m arex.teacher.local --smoke
+  fi
   echo "$want" > "$stamp"
 fi
 log "ready"

@@ -32,7 +32,6 @@ from docker.types import Ulimit
 from arex.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxError
 
 LABEL = "arex.sandbox"
-NETWORK_NONE = "none"  # the network mode of a sandbox without network
 OWNER_LABEL = "arex.owner_pid"
 FIX_ENGINE = "start it with: bash scripts/setup.sh (or: nohup dockerd --bridge=none --iptables=false &)"
 
@@ -145,29 +144,34 @@ class DockerSandbox(Sandbox):
                 raise SandboxError(f"Mount source '{mount.source}' does not exist (mount target {mount.target}).")
             volumes[str(Path(mount.source).resolve())] = {"bind": mount.target, "mode": "ro" if mount.read_only else "rw"}
         try:
-            self._container = client.containers.run(
-                cfg.image,
-                command=["sleep", "infinity"],
-                name=f"arex-{self.name}-{uuid.uuid4().hex[:10]}",
-                detach=True,
-                init=True,
-                user=cfg.user,
-                working_dir=cfg.workdir,
-                network_mode="default" if cfg.network else NETWORK_NONE,
-                mem_limit=cfg.memory,
-                memswap_limit=cfg.memory,
-                nano_cpus=int(cfg.cpus * 1e9),
-                pids_limit=cfg.pids_limit,
-                ulimits=[Ulimit(name="fsize", soft=cfg.max_file_size, hard=cfg.max_file_size)],
-                cap_drop=["ALL"],
-                security_opt=["no-new-privileges"],
-                environment=dict(cfg.env),
-                volumes=volumes,
-                labels={LABEL: "1", OWNER_LABEL: str(os.getpid()), "arex.name": self.name},
-            )
+            self._container = client.containers.run(**self._container_options(volumes))
         except docker.errors.APIError as exc:
             raise SandboxError(f"Could not start a sandbox from '{cfg.image}': {exc.explanation or exc}") from None
         _live.add(self)
+
+    def _container_options(self, volumes: dict) -> dict:
+        """Everything `containers.run` gets: the isolation and limits live here, in one place."""
+        cfg = self.config
+        return dict(
+            image=cfg.image,
+            command=["sleep", "infinity"],
+            name=f"arex-{self.name}-{uuid.uuid4().hex[:10]}",
+            detach=True,
+            init=True,
+            user=cfg.user,
+            working_dir=cfg.workdir,
+            network_mode="default" if cfg.network else "none",
+            mem_limit=cfg.memory,
+            memswap_limit=cfg.memory,
+            nano_cpus=int(cfg.cpus * 1e9),
+            pids_limit=cfg.pids_limit,
+            ulimits=[Ulimit(name="fsize", soft=cfg.max_file_size, hard=cfg.max_file_size)],
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            environment=dict(cfg.env),
+            volumes=volumes,
+            labels={LABEL: "1", OWNER_LABEL: str(os.getpid()), "arex.name": self.name},
+        )
 
     def stop(self) -> None:
         container, self._container = self._container, None

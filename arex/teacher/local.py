@@ -55,6 +55,32 @@ def check_server_installed() -> None:
             raise LocalTeacherMissing(f"The local teacher server needs '{module}' (llama-cpp-python[server]). Install it: {INSTALL_HINT}")
 
 
+REBUILD_HINT = (
+    "CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON' "
+    "pip install --no-cache-dir --force-reinstall --no-deps llama-cpp-python"
+)
+
+
+def smoke_test(timeout_s: float = 120.0) -> str | None:
+    """Load the model and generate one token in a child process. None if fine, else what broke.
+
+    A child, because a llama.cpp build for the wrong CPU dies with a signal, not an exception."""
+    code = (
+        "import sys; from llama_cpp import Llama; "
+        "m = Llama(model_path=sys.argv[1], n_ctx=256, n_threads=1, verbose=False); "
+        "m.create_completion('Hello', max_tokens=1)"
+    )
+    try:
+        proc = subprocess.run([sys.executable, "-c", code, str(find_gguf())], capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return f"generating one token took over {timeout_s:.0f}s"
+    if proc.returncode < 0:
+        return f"llama-cpp-python crashed with signal {-proc.returncode} (built for another CPU?); rebuild it: {REBUILD_HINT}"
+    if proc.returncode != 0:
+        return f"llama-cpp-python failed: {proc.stderr.strip()[-300:]}"
+    return None
+
+
 class LocalTeacher:
     """Runs llama-cpp-python's OpenAI-compatible server on 127.0.0.1 as a child process.
 
@@ -149,3 +175,10 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except OSError:
         pass
+
+
+if __name__ == "__main__":  # python -m arex.teacher.local --smoke (used by scripts/setup.sh)
+    problem = smoke_test() if "--smoke" in sys.argv else None
+    if problem:
+        print(problem, file=sys.stderr)
+    sys.exit(1 if problem else 0)

