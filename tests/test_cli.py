@@ -95,3 +95,11 @@ def test_prune_keeps_sandboxes_of_live_processes():
     with make_sandbox(SandboxConfig(), name="live-owner") as sandbox:
         runner.invoke(app, ["sandbox", "prune"])
         assert sandbox.exec("echo still here").stdout == "still here\n"
+
+
+@pytest.mark.docker
+def test_sandbox_check_runs_named_checks_and_rejects_unknown_ones():
+    result = runner.invoke(app, ["sandbox", "check", "--only", "exit_code_zero", "--only", "user_is_not_root"])
+    assert result.exit_code == 0 and "2 passed, 0 failed" in result.output
+    result = runner.invoke(app, ["sandbox", "check", "--only", "no_such_check"])
+    assert result.exit_code == 2 and "Unknown check(s): no_such_check" in result.output
