@@ -159,6 +159,10 @@ class Sandbox(ABC):
         """Copy a sandbox folder's contents into `host_dir`; ValueError if over `max_bytes`."""
 
     @abstractmethod
+    def set_memory_limit(self, memory: int) -> None:
+        """Change the memory limit (bytes) of the running sandbox, e.g. tighter after compiling."""
+
+    @abstractmethod
     def stop(self) -> None:
         """Remove the sandbox and everything in it. Safe to call twice."""
 

@@ -201,6 +201,14 @@ def check_out_of_memory_is_distinct(h: Harness) -> None:
         assert sb.exec("echo alive").stdout == "alive\n", "sandbox unusable after OOM"
 
 
+def check_memory_limit_can_be_tightened(h: Harness) -> None:
+    with h.fresh("conformance-memset") as sb:
+        assert sb.exec("python3 -c 'b = bytearray(160 * 1024 * 1024)'", timeout=30).ok, "160 MB must fit in 256 MB"
+        sb.set_memory_limit(96 * 1024 * 1024)
+        r = sb.exec("python3 -c 'b = bytearray(160 * 1024 * 1024)'", timeout=30)
+        assert r.status == "oom", r
+
+
 def check_pids_limit_caps_processes(h: Harness) -> None:
     code = (
         "import subprocess\n"

@@ -173,6 +173,12 @@ class DockerSandbox(Sandbox):
             labels={LABEL: "1", OWNER_LABEL: str(os.getpid()), "arex.name": self.name},
         )
 
+    def set_memory_limit(self, memory: int) -> None:
+        try:
+            self._require().update(mem_limit=memory, memswap_limit=memory)
+        except docker.errors.APIError as exc:
+            raise self._dead("memory limit update", exc) from None
+
     def stop(self) -> None:
         container, self._container = self._container, None
         _live.discard(self)

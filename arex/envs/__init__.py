@@ -1,0 +1,1 @@
+"""Environments: sources → validated, sandboxed tasks."""

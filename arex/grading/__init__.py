@@ -1,0 +1,1 @@
+"""Grading: the online judge and the ML metric grader."""

@@ -1,0 +1,272 @@
+"""The online judge: compile a submission, run it on every test in a grading sandbox, check, score.
+
+Trust boundaries:
+- The submission runs in its own fresh grading container (not the agent's), as an unprivileged
+  user, with only the current test's input (on stdin). Answers never enter that container.
+- Its output reaches the host through the exec stream, so it cannot be edited afterwards.
+- Checkers are trusted code: built-in ones run on the host; custom ones run in a separate checker
+  sandbox that holds no submission code, with the private data mounted read-only.
+- Verdicts come from the kernel and the host (exit signal, OOM event, host timers, output cap).
+  CPU time and peak memory from GNU time are evidence shown to the agent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+import secrets
+import shlex
+from collections import Counter
+from pathlib import Path
+
+from arex.grading.checkers import Check, check_builtin, interpret_kattis, interpret_testlib
+from arex.grading.languages import language_named
+from arex.sandbox import Mount, SandboxConfig, make_sandbox
+from arex.sandbox.base import Sandbox
+from arex.specs import GradeResult, JudgeSpec, TestCase, TestResult
+
+COMPILE_TIMEOUT_S = 60.0
+COMPILE_MEMORY = 2 << 30
+PRIVATE_MOUNT = "/judge/private"
+SIGXCPU = 24
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("AREX_CACHE", Path.home() / ".cache" / "arex"))
+
+
+class Judge:
+    """Grades submissions for one judge env (a folder holding task.yaml and private/)."""
+
+    def __init__(self, env_dir: str | Path, spec: JudgeSpec, sandbox: SandboxConfig | None = None):
+        self.env_dir = Path(env_dir)
+        self.private = self.env_dir / "private"
+        self.spec = spec
+        self.sandbox_config = sandbox or SandboxConfig()
+        self.wall_limit_s = max(2 * spec.time_limit_s, spec.time_limit_s + 1.0)
+
+    # -- grading -----------------------------------------------------------------------------
+    def grade(self, source: str, language: str, samples_only: bool = False, stop_on_failure: bool = False) -> GradeResult:
+        """Grade one submission. A broken submission is a low score; a broken env sets infra_error."""
+        lang = language_named(language)
+        tests = [t for t in self.spec.tests if t.sample or not samples_only]
+        limit = self.spec.output_limit_mb << 20
+        config = self.sandbox_config.model_copy(
+            update={"memory": COMPILE_MEMORY, "pids_limit": 128, "output_limit": 2 * limit + 4096, "output_kill": limit, "mounts": ()}
+        )
+        results: list[TestResult] = []
+        outputs: dict[str, str] = {}
+        with make_sandbox(config, f"judge-{self.spec.id}") as box:
+            box.write_file(lang.source, source)
+            if lang.compile:
+                compiled = box.exec(list(lang.compile), timeout=COMPILE_TIMEOUT_S)
+                if not compiled.ok:
+                    log = (compiled.stderr or compiled.stdout)[-3000:]
+                    results = [self._result(t, "CE", message=log) for t in tests]
+                    return self._finish(results, compile_log=log)
+            box.set_memory_limit((self.spec.memory_mb + 16) << 20)
+            for test in tests:
+                result, output = self._run(box, lang.run, test)
+                if output is not None:
+                    outputs[test.name] = output
+                results.append(result)
+                if stop_on_failure and result.verdict != "AC" and output is None:
+                    break
+        checks = self.check_outputs(outputs)
+        final = []
+        for result in results:
+            check = checks.get(result.name)
+            if check is not None:
+                verdict = "JE" if check.judge_error else ("AC" if check.accepted or (self.spec.scoring == "ratio" and check.ratio > 0) else "WA")
+                result = result.model_copy(update={"verdict": verdict, "ratio": check.ratio, "raw": check.raw, "message": check.message})
+            final.append(result)
+        return self._finish(final)
+
+    def _run(self, box: Sandbox, run: tuple[str, ...], test: TestCase) -> tuple[TestResult, str | None]:
+        """Run one test. Returns the result so far and the output to check (None if it did not finish)."""
+        data = (self.private / test.input).read_bytes()
+        cpu = max(1, math.ceil(self.spec.time_limit_s))
+        nonce = secrets.token_hex(6)
+        memory_kb = self.spec.memory_mb << 10
+        script = (
+            # Soft CPU limit sends SIGXCPU (a clear TLE); the hard limit one second later is the backstop.
+            f"ulimit -H -t {cpu + 1}; ulimit -S -t {cpu}; ulimit -s {memory_kb}; "
+            f"exec /usr/bin/time -f 'arex-time-{nonce} %e %U %S %M' -- {' '.join(run)}"
+        )
+        r = box.exec(["bash", "-c", script], timeout=self.wall_limit_s, stdin=data)
+        wall, cpu_s, memory, stderr = _parse_time(r.stderr, nonce)
+        evidence = {"time_s": cpu_s, "wall_s": wall if wall is not None else r.duration_s, "memory_kb": memory, "exit_code": r.exit_code}
+        if r.status == "timeout":
+            return self._result(test, "TLE", message=f"wall-clock limit {self.wall_limit_s:g}s exceeded", **evidence), None
+        if r.status == "oom":
+            return self._result(test, "MLE", message=f"memory limit {self.spec.memory_mb} MB exceeded", **evidence), None
+        if r.status == "output_limit":
+            return self._result(test, "OLE", message=f"output over {self.spec.output_limit_mb} MB", **evidence), None
+        signal_number = r.exit_code - 128 if r.exit_code > 128 else None
+        over_cpu = cpu_s is not None and cpu_s >= self.spec.time_limit_s
+        if signal_number == SIGXCPU or (signal_number == 9 and over_cpu):
+            return self._result(test, "TLE", signal=signal_number, message=f"CPU limit {self.spec.time_limit_s:g}s exceeded", **evidence), None
+        if r.exit_code != 0:
+            what = f"killed by signal {signal_number}" if signal_number else f"exit code {r.exit_code}"
+            return self._result(test, "RE", signal=signal_number, message=f"{what}; stderr: {stderr[-500:]}", **evidence), None
+        if over_cpu:
+            return self._result(test, "TLE", message=f"CPU time {cpu_s:.2f}s over the {self.spec.time_limit_s:g}s limit", **evidence), None
+        return self._result(test, "AC", **evidence), r.stdout
+
+    @staticmethod
+    def _result(test: TestCase, verdict: str, **fields) -> TestResult:
+        return TestResult(name=test.name, group=test.group, sample=test.sample, verdict=verdict, ratio=1.0 if verdict == "AC" else 0.0, raw=1.0 if verdict == "AC" else 0.0, **fields)
+
+    # -- checking ----------------------------------------------------------------------------
+    def check_outputs(self, outputs: dict[str, str]) -> dict[str, Check]:
+        """Check outputs (test name → output text) against the answers."""
+        tests = {t.name: t for t in self.spec.tests}
+        if not outputs:
+            return {}
+        checker = self.spec.checker
+        if checker.kind in ("exact", "token", "float"):
+            return {name: check_builtin(checker, out, (self.private / tests[name].answer).read_text(errors="replace")) for name, out in outputs.items()}
+        binary = self.checker_binary()
+        config = self.sandbox_config.model_copy(
+            update={"mounts": (Mount(source=str(self.private.resolve()), target=PRIVATE_MOUNT),), "memory": 1 << 30, "timeout_s": 60.0}
+        )
+        checks = {}
+        with make_sandbox(config, f"checker-{self.spec.id}") as box:
+            box.write_file("checker", binary.read_bytes(), mode=0o755)
+            for name, output in outputs.items():
+                test = tests[name]
+                box.write_file("team.out", output)
+                inp, ans = f"{PRIVATE_MOUNT}/{test.input}", f"{PRIVATE_MOUNT}/{test.answer}"
+                if checker.kind == "kattis":
+                    flags = " ".join(_quote(f) for f in checker.flags)
+                    r = box.exec(f"rm -rf /tmp/fb && mkdir /tmp/fb && ./checker {_quote(inp)} {_quote(ans)} /tmp/fb/ {flags} < team.out")
+                    score = _read_optional(box, "/tmp/fb/score.txt")
+                    message = _read_optional(box, "/tmp/fb/judgemessage.txt") or r.stderr
+                    checks[name] = interpret_kattis(r.exit_code, score, message.strip()[:300])
+                else:
+                    r = box.exec(["./checker", inp, "team.out", ans])
+                    checks[name] = interpret_testlib(r.exit_code, r.stdout, r.stderr)
+        return checks
+
+    def checker_binary(self) -> Path:
+        """The compiled custom checker, built once per checker source and cached on the host."""
+        source = self.private / (self.spec.checker.source or "")
+        if not source.is_file():
+            raise FileNotFoundError(f"Checker source '{source}' is missing from env '{self.spec.id}'.")
+        folder = source.parent
+        digest = hashlib.sha256()
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes())
+        binary = cache_dir() / "checkers" / digest.hexdigest()[:24] / "checker"
+        if binary.exists():
+            return binary
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        tmp = binary.with_suffix(".tmp")
+        if source.suffix == ".py":  # runs as is, with python3 from the image
+            code = source.read_bytes()
+            tmp.write_bytes(code if code.startswith(b"#!") else b"#!/usr/bin/env python3\n" + code)
+            tmp.replace(binary)
+            return binary
+        config = self.sandbox_config.model_copy(update={"memory": COMPILE_MEMORY, "mounts": ()})
+        with make_sandbox(config, f"checker-build-{self.spec.id}") as box:
+            box.copy_in(folder, "src")
+            built = box.exec(["g++", "-std=c++17", "-O2", "-pipe", "-I", "src", "-o", "checker", f"src/{source.name}"], timeout=COMPILE_TIMEOUT_S)
+            if not built.ok:
+                raise RuntimeError(f"Checker '{source.name}' of env '{self.spec.id}' does not compile:\n{built.stderr[-2000:]}")
+            tmp.write_bytes(box.read_file("checker"))
+        tmp.replace(binary)
+        return binary
+
+    # -- scoring -----------------------------------------------------------------------------
+    def _finish(self, results: list[TestResult], compile_log: str | None = None) -> GradeResult:
+        samples = [r for r in results if r.sample]
+        hidden = [r for r in results if not r.sample]
+        public, _ = self._score(samples, by_groups=False)
+        held, held_raw = self._score(hidden, by_groups=self.spec.scoring == "groups")
+        judge_errors = [r for r in results if r.verdict == "JE"]
+        details = {
+            "kind": "judge",
+            "scoring": self.spec.scoring,
+            "tests": [r.model_dump() for r in results],
+            "verdicts_hidden": dict(Counter(r.verdict for r in hidden)),
+            "verdicts_samples": dict(Counter(r.verdict for r in samples)),
+            "compile_log": compile_log,
+        }
+        return GradeResult(
+            public_score=public,
+            held_out_score=held,
+            held_out_raw=held_raw,
+            feedback=self._feedback(samples, hidden, public, compile_log),
+            details=details,
+            infra_error=f"checker failed on {len(judge_errors)} test(s): {judge_errors[0].message}" if judge_errors else None,
+        )
+
+    def _score(self, results: list[TestResult], by_groups: bool) -> tuple[float, float]:
+        if not results:
+            return 0.0, 0.0
+        if by_groups:
+            points = {g.name: g.points for g in self.spec.groups}
+            groups: dict[str, list[TestResult]] = {}
+            for r in results:
+                groups.setdefault(r.group, []).append(r)
+            total = sum(points.get(name, 1.0) for name in groups)
+            earned = sum(points.get(name, 1.0) for name, rs in groups.items() if all(r.verdict == "AC" for r in rs))
+            return earned / total, earned
+        if self.spec.scoring == "ratio":
+            return sum(r.ratio for r in results) / len(results), sum(r.raw for r in results) / len(results)
+        passed = sum(r.verdict == "AC" for r in results)
+        return passed / len(results), float(passed)
+
+    def _feedback(self, samples, hidden, public: float, compile_log: str | None) -> str:
+        lines = []
+        if compile_log is not None:
+            return "Compilation failed:\n" + compile_log[-2000:]
+        passed = sum(r.verdict == "AC" and r.ratio >= 1.0 for r in samples)
+        lines.append(f"Sample tests: {passed}/{len(samples)} passed (public score {public:.3f}).")
+        tests = {t.name: t for t in self.spec.tests}
+        for r in samples:
+            timing = f"{r.time_s:.2f}s CPU, {(r.memory_kb or 0) // 1024} MB" if r.time_s is not None else ""
+            lines.append(f"- {r.name}: {r.verdict}" + (f" ratio {r.ratio:.3f}" if self.spec.scoring == "ratio" else "") + (f" ({timing})" if timing else ""))
+            if r.verdict != "AC" or r.ratio < 1.0:
+                test = tests[r.name]
+                lines.append(f"  input: {_clip((self.private / test.input).read_text(errors='replace'))}")
+                lines.append(f"  expected: {_clip((self.private / test.answer).read_text(errors='replace'))}")
+                if r.message:
+                    lines.append(f"  detail: {_clip(r.message)}")
+        counts = Counter(r.verdict for r in hidden)
+        summary = ", ".join(f"{v} {n}" for v, n in sorted(counts.items()))
+        lines.append(f"Hidden tests: {counts.get('AC', 0)} of {len(hidden)} accepted. Verdicts: {summary or 'none run'}.")
+        slowest = max((r.time_s or 0.0 for r in hidden), default=0.0)
+        lines.append(f"Slowest hidden test: {slowest:.2f}s CPU of the {self.spec.time_limit_s:g}s limit.")
+        return "\n".join(lines)
+
+
+def _parse_time(stderr: str, nonce: str) -> tuple[float | None, float | None, int | None, str]:
+    """Pull GNU time's line out of stderr; return wall, cpu, peak KB and the program's own stderr."""
+    pattern = re.compile(rf"^arex-time-{nonce} (\S+) (\S+) (\S+) (\d+)$", re.M)
+    matches = list(pattern.finditer(stderr))
+    if not matches:
+        return None, None, None, stderr
+    m = matches[-1]
+    own = (stderr[: m.start()] + stderr[m.end():]).replace("Command exited with non-zero status", "").strip()
+    own = re.sub(r"Command terminated by signal \d+\n?", "", own)
+    return float(m.group(1)), float(m.group(2)) + float(m.group(3)), int(m.group(4)), own
+
+
+def _read_optional(box: Sandbox, path: str) -> str | None:
+    try:
+        return box.read_file(path, max_bytes=1 << 20).decode(errors="replace")
+    except FileNotFoundError:
+        return None
+
+
+def _quote(text: str) -> str:
+    return shlex.quote(text)
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more chars]"
+

@@ -1,0 +1,40 @@
+"""Languages a submission may be written in. Adding one is adding a row."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Language:
+    name: str
+    source: str
+    """File name the submission is saved as in the grading sandbox."""
+    compile: tuple[str, ...] | None
+    """Compile command (run in the folder holding `source`), or None."""
+    run: tuple[str, ...]
+    extensions: tuple[str, ...]
+
+
+LANGUAGES: dict[str, Language] = {
+    "cpp17": Language(
+        "cpp17", "solution.cpp", ("g++", "-std=c++17", "-O2", "-pipe", "-o", "solution", "solution.cpp"), ("./solution",), (".cpp", ".cc", ".cxx")
+    ),
+    "python3": Language("python3", "solution.py", ("python3", "-m", "py_compile", "solution.py"), ("python3", "solution.py"), (".py",)),
+}
+
+
+def language_named(name: str) -> Language:
+    try:
+        return LANGUAGES[name]
+    except KeyError:
+        raise ValueError(f"Unknown language '{name}'. Known languages: {', '.join(LANGUAGES)}.") from None
+
+
+def language_for(path: str) -> Language:
+    """The language of a source file, by its extension."""
+    for language in LANGUAGES.values():
+        if path.endswith(language.extensions):
+            return language
+    known = ", ".join(ext for lang in LANGUAGES.values() for ext in lang.extensions)
+    raise ValueError(f"Cannot tell the language of '{path}': known extensions are {known}.")
