@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from pathlib import Path
 from typing import List, Optional
 
 import typer
@@ -108,6 +109,32 @@ def sandbox_check(
     failed = sum(1 for v in outcome.values() if v is not None)
     console.print(f"{len(outcome) - failed} passed, {failed} failed")
     if failed:
+        raise typer.Exit(1)
+
+
+@app.command("build-envs")
+def build_envs_command(
+    sources: List[Path] = typer.Argument(..., help="Problem folders (arex, Kattis, Frontier-CS) or CodeContests .json/.jsonl files."),
+    out: Path = typer.Option(..., "--out", help="Folder the built envs and build-report.{json,md} go into."),
+    concurrency: int = typer.Option(2, help="Sources built at once."),
+    config: Optional[List[str]] = ConfigOpt,
+) -> None:
+    """Turn problem sources into validated envs; every rejection is reported with its reason."""
+    from arex.envs.build import build_envs
+
+    cfg = _config(config)
+    missing = [str(s) for s in sources if not s.exists()]
+    if missing:
+        _fail(f"Source(s) not found: {', '.join(missing)}", 2)
+    reports = build_envs(sources, out, cfg.sandbox, concurrency)
+    table = Table("env", "status", "scores", "reason", "s")
+    colors = {"accepted": "green", "skipped": "cyan", "rejected": "red", "error": "red"}
+    for r in reports:
+        scores = ", ".join(f"{k.split(':')[0]} {v:.2f}" for k, v in r.scores.items())
+        table.add_row(r.env_id or r.source, f"[{colors[r.status]}]{r.status}[/]", escape(scores), escape(r.reason), f"{r.seconds:.1f}")
+    console.print(table)
+    console.print(f"report: {out / 'build-report.json'} and {out / 'build-report.md'}")
+    if any(r.status in ("rejected", "error") for r in reports):
         raise typer.Exit(1)
 
 

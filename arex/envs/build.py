@@ -168,7 +168,8 @@ def build_one(problem: Problem, source: Path, digest: str, out: Path, sandbox: S
     if stamp.is_file():
         previous = json.loads(stamp.read_text())
         if previous.get("source_hash") == digest:
-            return EnvReport(str(source), env_id, "skipped", "unchanged since the last build", seconds=time.monotonic() - started)
+            gates = [Gate(**g) for g in previous.get("gates", [])]
+            return EnvReport(str(source), env_id, "skipped", "unchanged since the last build", gates, previous.get("scores", {}), time.monotonic() - started)
     report = EnvReport(str(source), env_id, "rejected")
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{env_id}-", dir=out) as tmp:
@@ -220,4 +221,20 @@ def write_report(reports: list[EnvReport], out: Path) -> Path:
     path = out / "build-report.json"
     summary = {status: sum(r.status == status for r in reports) for status in ("accepted", "skipped", "rejected", "error")}
     path.write_text(json.dumps({"summary": summary, "envs": [r.to_json() for r in reports]}, indent=2))
+    (out / "build-report.md").write_text(report_table(reports, summary), encoding="utf-8")
     return path
+
+
+def report_table(reports: list[EnvReport], summary: dict[str, int]) -> str:
+    lines = [
+        "# Build report",
+        "",
+        ", ".join(f"{n} {status}" for status, n in summary.items()),
+        "",
+        "| env | source | status | scores | reason | seconds |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in reports:
+        scores = ", ".join(f"{k.split(':')[0]} {v:.2f}" for k, v in r.scores.items())
+        lines.append(f"| {r.env_id or '-'} | {r.source} | {r.status} | {scores} | {r.reason.replace('|', '/')} | {r.seconds:.1f} |")
+    return "\n".join(lines) + "\n"
