@@ -173,3 +173,106 @@ class GradeResult(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
     infra_error: str | None = None
     """Set when grading could not be done (env broken, engine down): not the submission's fault."""
+
+
+# -- ML-repository environments -----------------------------------------------------------------
+_BOUNDED_MAXIMIZE = {"accuracy": 0.0, "f1": 0.0, "roc_auc": 0.0}
+
+
+class MetricSpec(_Frozen):
+    name: str
+    """accuracy, f1 (macro), roc_auc (binary, scores), log_loss (binary, probabilities), rmse, mae, r2,
+    or a function named as module:function taking (y_true, y_pred) lists."""
+    direction: Literal["maximize", "minimize"]
+    """Declared, never inferred."""
+    worst_value: float | None = None
+    """Metric value an invalid submission gets; defaults to 0 for accuracy/f1/roc_auc and ±1e6 otherwise."""
+
+    @property
+    def worst(self) -> float:
+        if self.worst_value is not None:
+            return self.worst_value
+        if self.name in _BOUNDED_MAXIMIZE:
+            return _BOUNDED_MAXIMIZE[self.name]
+        return -1e6 if self.direction == "maximize" else 1e6
+
+
+class SubmissionSpec(_Frozen):
+    file: str = "submission.csv"
+    """Written by the run command, relative to the workspace."""
+    id_column: str = "id"
+    prediction_column: str = "prediction"
+
+
+class SplitSpec(_Frozen):
+    seed: int = 0
+    test_fraction: float = Field(default=0.3, gt=0, lt=1)
+    """Share of rows held out for evaluation (features given to the agent, labels kept private)."""
+    public_fraction: float = Field(default=0.5, gt=0, lt=1)
+    """Share of the evaluation rows scored as per-round feedback; the rest is the private split."""
+    stratify: bool = False
+    """Keep class proportions equal across splits (classification)."""
+
+
+class DataSpec(_Frozen):
+    prepare: str | None = None
+    """Command run at build time (no network) that writes `table`; unset if the repo ships it."""
+    table: str
+    """The labelled dataset (CSV). Never enters the agent's workspace as it is."""
+    target: str
+    """Label column."""
+    id_column: str = "id"
+    """Row id column; created (0..n-1) if the table lacks it."""
+    train_file: str = "data/train.csv"
+    """Where the agent's labelled training rows are written."""
+    test_file: str = "data/test.csv"
+    """Where the evaluation rows' features (no labels) are written."""
+    split: SplitSpec = Field(default_factory=SplitSpec)
+
+
+class Mutation(_Frozen):
+    file: str
+    find: str
+    replace: str
+
+
+class MLSpec(_Frozen):
+    """An ML-repository task (arex.yaml in the repo or beside it); the built env's task.yaml adds
+    the image, the source commit, the split checksums and the gate scores."""
+
+    id: str
+    kind: Literal["ml"] = "ml"
+    domain: Literal["ml"] = "ml"
+    title: str
+    statement: str = "README.md"
+    """Task description file in the repository."""
+    requirements: tuple[str, ...] = ()
+    """pip requirements installed into the image at build time."""
+    requirements_file: str | None = None
+    """A requirements file in the repository, installed too."""
+    apt: tuple[str, ...] = ()
+    """Debian packages installed into the image at build time."""
+    run: str
+    """Command that trains and writes the submission, e.g. 'python3 train.py'."""
+    submission: SubmissionSpec = Field(default_factory=SubmissionSpec)
+    metric: MetricSpec
+    data: DataSpec
+    time_limit_s: float = 300.0
+    """Limit for one run of `run`."""
+    protected: tuple[str, ...] = ()
+    """Files the agent must not change (checked by selection)."""
+    tolerance: float = 1e-9
+    """Two baseline runs must agree within this (metric units)."""
+    mutation: Mutation | None = None
+    """Edit that must change the score (proof the grade depends on the code); unset: training labels are shuffled."""
+    scrub: tuple[str, ...] = ()
+    """Installed package files holding the full labelled data, deleted from the image, as 'package/relative/path'."""
+    leak_probes: tuple[str, ...] = ()
+    """Commands that must fail in the sandbox (e.g. loading the original dataset)."""
+    # Filled in by the build:
+    image: str = ""
+    source_url: str = ""
+    source_commit: str = ""
+    source_hash: str = ""
+    checksums: dict[str, str] = Field(default_factory=dict)
+    baseline_score: float | None = None

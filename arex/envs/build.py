@@ -199,9 +199,14 @@ def build_one(problem: Problem, source: Path, digest: str, out: Path, sandbox: S
 
 def build_envs(sources: list[Path], out: Path, sandbox: SandboxConfig | None = None, concurrency: int = 2) -> list[EnvReport]:
     """Build every problem of every source, `concurrency` at a time. Never raises for a bad source."""
+    from arex.envs.ml_build import build_ml, is_ml_source
+
     sandbox = sandbox or SandboxConfig()
-    jobs, reports = [], []
+    jobs, reports, ml_sources = [], [], []
     for source in sources:
+        if is_ml_source(source):
+            ml_sources.append(source)
+            continue
         try:
             problems = load(source)
             digest_base = content_hash(source_files(source), BUILDER_VERSION.encode())
@@ -211,7 +216,9 @@ def build_envs(sources: list[Path], out: Path, sandbox: SandboxConfig | None = N
         for problem in problems:
             jobs.append((problem, source, f"{digest_base}-{content_hash([], problem.spec.model_dump_json().encode())[:8]}"))
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        ml_reports = [pool.submit(build_ml, source, out, sandbox) for source in ml_sources]
         reports += list(pool.map(lambda job: build_one(*job, out, sandbox), jobs))
+        reports += [future.result() for future in ml_reports]
     write_report(reports, out)
     return reports
 

@@ -1,0 +1,518 @@
+"""ML-repository sources: a git repository (URL or path, at a commit) with a task spec → a built env.
+
+Steps: fetch (GitPython, shallow where possible, cached by URL and commit) → load the spec →
+dependency image (base + requirements, network during the build only, host CA bundle and pip
+settings passed through) → prepare the labelled table (no network) → seeded, checksummed split →
+env image (dependencies + the agent's workspace, scrubbed of package copies of the data) → gates.
+The held-out labels go to the env's private/ folder and never into any image.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import docker.errors
+import git
+import yaml
+from pydantic import ValidationError
+
+from arex.envs.judge_sources import SourceError, slug
+from arex.grading.judge import cache_dir
+from arex.grading.ml import METRICS, MLGrader, resolve_metric
+from arex.sandbox import SandboxConfig, SandboxError, make_sandbox
+from arex.sandbox.docker import docker_client
+from arex.specs import MLSpec
+
+SPEC_FILE = "arex.yaml"
+BUILDER_VERSION = "ml-1"
+TABLE_CAP = 512 << 20
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
+@dataclass
+class MLSource:
+    url: str
+    """git URL (https://, file://, a path to a git repository) or a plain folder."""
+    rev: str | None
+    spec: dict | None
+    """Spec given beside the repository (None: read arex.yaml from it)."""
+    origin: str
+    """What the user passed, for reports."""
+
+
+def is_ml_source(path: Path) -> bool:
+    if path.is_dir():
+        return (path / SPEC_FILE).is_file()
+    if path.is_file() and path.suffix in (".yaml", ".yml"):
+        try:
+            return isinstance(yaml.safe_load(path.read_text()), dict) and "repo" in yaml.safe_load(path.read_text())
+        except yaml.YAMLError:
+            return False
+    return False
+
+
+def parse_source(path: Path) -> MLSource:
+    if path.is_dir():
+        return MLSource(url=str(path.resolve()), rev=None, spec=None, origin=str(path))
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    repo = data.get("repo")
+    if not isinstance(repo, str):
+        raise SourceError(f"{path}: field 'repo' must be a git URL or a path")
+    if repo.startswith((".", "/")) or "://" not in repo:
+        repo = str((path.parent / repo).resolve()) if not Path(repo).is_absolute() else repo
+    spec = data.get("spec")
+    if isinstance(spec, str):
+        spec_path = path.parent / spec
+        if not spec_path.is_file():
+            raise SourceError(f"{path}: field 'spec': file {spec} does not exist")
+        spec = yaml.safe_load(spec_path.read_text(encoding="utf-8"))
+    return MLSource(url=repo, rev=str(data["commit"]) if data.get("commit") is not None else None, spec=spec, origin=str(path))
+
+
+# -- fetching --------------------------------------------------------------------------------
+def fetch(source: MLSource) -> tuple[Path, str]:
+    """A checkout of the source at its commit (cached), and the commit id ('worktree' for a plain folder)."""
+    local = Path(source.url)
+    if source.rev is None and local.is_dir() and not (local / ".git").exists():
+        return local, "worktree"
+    if source.rev is None and local.is_dir():
+        source = MLSource(source.url, "HEAD", source.spec, source.origin)
+    url = source.url if "://" in source.url else f"file://{Path(source.url).resolve()}"
+    rev = source.rev or "HEAD"
+    sha = rev if _SHA.match(rev) else _resolve(url, rev)
+    key = hashlib.sha256(f"{url}\0{sha or rev}".encode()).hexdigest()[:20]
+    checkout = cache_dir() / "repos" / key
+    if (checkout / ".arex-complete").is_file():
+        return checkout, (checkout / ".arex-complete").read_text().strip()
+    tmp = Path(tempfile.mkdtemp(prefix="arex-clone-", dir=cache_dir()))
+    try:
+        repo = git.Repo.init(tmp)
+        repo.create_remote("origin", url)
+        try:
+            repo.git.fetch("--depth", "1", "origin", sha or rev)
+        except git.GitCommandError:
+            try:  # servers that refuse fetching a commit by id: take everything, then look it up
+                repo.git.fetch("origin", "+refs/heads/*:refs/remotes/origin/*", "--tags")
+            except git.GitCommandError as exc:
+                raise SourceError(f"cannot fetch {url}: {_git_reason(exc)}") from None
+            try:
+                repo.git.rev_parse("--verify", f"{sha or rev}^{{commit}}")
+            except git.GitCommandError:
+                raise SourceError(f"commit '{rev}' does not exist in {url}") from None
+            repo.git.checkout("--detach", sha or rev)
+        else:
+            repo.git.checkout("--detach", "FETCH_HEAD")
+        commit = repo.head.commit.hexsha
+        shutil.rmtree(tmp / ".git")
+        (tmp / ".arex-complete").write_text(commit)
+        if checkout.exists():
+            shutil.rmtree(tmp)
+        else:
+            checkout.parent.mkdir(parents=True, exist_ok=True)
+            tmp.rename(checkout)
+        return checkout, commit
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _resolve(url: str, rev: str) -> str | None:
+    try:
+        out = git.Git().ls_remote(url, rev)
+    except git.GitCommandError as exc:
+        raise SourceError(f"cannot reach {url}: {_git_reason(exc)}") from None
+    line = out.splitlines()[0] if out.strip() else ""
+    return line.split()[0] if line else None
+
+
+def _git_reason(exc: git.GitCommandError) -> str:
+    text = (exc.stderr or str(exc)).strip().replace("stderr: ", "").strip("'\n ")
+    return text.splitlines()[-1] if text else str(exc)
+
+
+def load_ml_spec(checkout: Path, source: MLSource) -> MLSpec:
+    where = Path(source.origin) if source.spec is not None else checkout / SPEC_FILE
+    raw = source.spec
+    if raw is None:
+        if not (checkout / SPEC_FILE).is_file():
+            raise SourceError(f"{source.origin}: no {SPEC_FILE} in the repository and no spec given beside it")
+        raw = yaml.safe_load((checkout / SPEC_FILE).read_text(encoding="utf-8")) or {}
+    try:
+        spec = MLSpec(**raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise SourceError(f"{where}: field '{'.'.join(str(p) for p in err['loc'])}': {err['msg']}") from None
+    except TypeError as exc:
+        raise SourceError(f"{where}: {exc}") from None
+    generated = {spec.data.train_file, spec.data.test_file}
+    named = [("statement", spec.statement)] + [("protected", p) for p in spec.protected if p not in generated]
+    if spec.requirements_file:
+        named.append(("requirements_file", spec.requirements_file))
+    if spec.mutation:
+        named.append(("mutation.file", spec.mutation.file))
+    if not spec.data.prepare:
+        named.append(("data.table", spec.data.table))
+    for field, rel in named:
+        if not (checkout / rel).is_file():
+            raise SourceError(f"{where}: field '{field}' names '{rel}', which is not in the repository")
+    if spec.metric.name not in METRICS:
+        try:
+            resolve_metric(spec.metric.name, checkout)
+        except ValueError as exc:
+            raise SourceError(f"{where}: field 'metric.name': {exc}") from None
+    return spec
+
+
+# -- images ----------------------------------------------------------------------------------
+def host_ca_bundle() -> Path | None:
+    """The CA bundle this host's pip trusts (auto-detected), to pass into image builds."""
+    if os.environ.get("AREX_BUILD_CA", "").lower() == "none":
+        return None
+    for value in (os.environ.get("AREX_BUILD_CA"), os.environ.get("PIP_CERT"), os.environ.get("REQUESTS_CA_BUNDLE"), os.environ.get("SSL_CERT_FILE")):
+        if value and Path(value).is_file():
+            return Path(value)
+    try:
+        out = subprocess.run(["python3", "-m", "pip", "config", "get", "global.cert"], capture_output=True, text=True, timeout=30)
+        if out.returncode == 0 and Path(out.stdout.strip()).is_file():
+            return Path(out.stdout.strip())
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return None
+
+
+def _pip_build_args() -> dict[str, str]:
+    """Index and proxy settings the build may need; file:// indexes cannot be seen from a build."""
+    args = {}
+    for key in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"):
+        value = os.environ.get(key)
+        if value:
+            kept = " ".join(v for v in value.split() if not v.startswith("file:"))
+            if kept:
+                args[key] = kept
+    return args
+
+
+def _image_exists(client, tag: str) -> bool:
+    try:
+        client.images.get(tag)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def _build(client, context: Path, tag: str, network: str, labels: dict[str, str], buildargs: dict[str, str] | None = None) -> None:
+    try:
+        client.images.build(path=str(context), tag=tag, network_mode=network, rm=True, forcerm=True, pull=False, labels=labels, buildargs=buildargs or {})
+    except docker.errors.BuildError as exc:
+        lines = [str(chunk.get("stream") or chunk.get("error") or "").rstrip() for chunk in exc.build_log]
+        tail = "\n".join(line for line in lines if line)[-1500:]
+        raise SourceError(f"image build failed: {exc.msg}\n{tail}") from None
+    except docker.errors.APIError as exc:
+        raise SandboxError(f"image build failed in the engine: {exc.explanation or exc}") from None
+
+
+def deps_image(spec: MLSpec, checkout: Path, base: str) -> str:
+    """Base + apt packages + requirements. Shared by every env with the same dependencies."""
+    client = docker_client()
+    requirements = "\n".join(spec.requirements) + "\n"
+    if spec.requirements_file:
+        requirements += (checkout / spec.requirements_file).read_text(encoding="utf-8")
+    base_id = client.images.get(base).id
+    digest = hashlib.sha256(json.dumps([base_id, requirements, list(spec.apt), BUILDER_VERSION]).encode()).hexdigest()[:16]
+    tag = f"arex-deps:{digest}"
+    if _image_exists(client, tag):
+        return tag
+    with tempfile.TemporaryDirectory(prefix="arex-deps-") as ctx:
+        ctx_path = Path(ctx)
+        (ctx_path / "requirements.txt").write_text(requirements)
+        lines = [f"FROM {base}", "USER root"]
+        ca = host_ca_bundle()
+        if ca is not None:
+            shutil.copyfile(ca, ctx_path / "host-ca.crt")
+            lines += ["COPY host-ca.crt /usr/local/share/arex/host-ca.crt", "ARG PIP_CERT=/usr/local/share/arex/host-ca.crt", "ARG SSL_CERT_FILE=/usr/local/share/arex/host-ca.crt"]
+        args = _pip_build_args()
+        lines += [f"ARG {key}" for key in args]
+        if spec.apt:
+            lines.append("RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q " + " ".join(spec.apt) + " && rm -rf /var/lib/apt/lists/*")
+        lines += [
+            "COPY requirements.txt /tmp/arex-requirements.txt",
+            "RUN PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q --no-cache-dir -r /tmp/arex-requirements.txt && rm /tmp/arex-requirements.txt",
+        ]
+        (ctx_path / "Dockerfile").write_text("\n".join(lines) + "\n")
+        _build(client, ctx_path, tag, "host", {"arex.managed": "1", "arex.kind": "deps"}, args)
+    return tag
+
+
+_SCRUB = """
+import importlib.util, os, sys
+for entry in sys.argv[1:]:
+    package, _, rel = entry.partition("/")
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit(f"scrub: package {package!r} is not installed")
+    target = os.path.join(list(spec.submodule_search_locations)[0], rel)
+    if not os.path.exists(target):
+        sys.exit(f"scrub: {entry} does not exist in the image")
+    os.remove(target)
+"""
+
+
+def env_image(spec: MLSpec, deps: str, workspace: Path, content: str) -> str:
+    client = docker_client()
+    tag = f"arex-env-{spec.id}:{content}"
+    if _image_exists(client, tag):
+        return tag
+    with tempfile.TemporaryDirectory(prefix="arex-env-") as ctx:
+        ctx_path = Path(ctx)
+        shutil.copytree(workspace, ctx_path / "workspace")
+        (ctx_path / "scrub.py").write_text(_SCRUB)
+        lines = [f"FROM {deps}", "USER root"]
+        if spec.scrub:
+            lines += ["COPY scrub.py /tmp/arex-scrub.py", "RUN python3 /tmp/arex-scrub.py " + " ".join(spec.scrub) + " && rm /tmp/arex-scrub.py"]
+        lines += ["COPY --chown=1000:1000 workspace/ /workspace/", "USER 1000:1000", "WORKDIR /workspace"]
+        (ctx_path / "Dockerfile").write_text("\n".join(lines) + "\n")
+        _build(client, ctx_path, tag, "none", {"arex.managed": "1", "arex.kind": "env", "arex.env": spec.id})
+    return tag
+
+
+# -- data ------------------------------------------------------------------------------------
+def prepare_table(spec: MLSpec, checkout: Path, deps: str, sandbox: SandboxConfig) -> bytes:
+    if not spec.data.prepare:
+        return (checkout / spec.data.table).read_bytes()
+    config = sandbox.model_copy(update={"image": deps, "memory": max(sandbox.memory, 2 << 30), "mounts": ()})
+    with make_sandbox(config, f"prepare-{spec.id}") as box:
+        box.copy_in(checkout, ".")
+        result = box.exec(spec.data.prepare, timeout=spec.time_limit_s)
+        if not result.ok:
+            raise SourceError(f"data.prepare '{spec.data.prepare}' failed ({result.status}, exit {result.exit_code}): {(result.stderr or result.stdout)[-800:]}")
+        try:
+            return box.read_file(spec.data.table, max_bytes=TABLE_CAP)
+        except FileNotFoundError:
+            raise SourceError(f"data.prepare '{spec.data.prepare}' did not write data.table '{spec.data.table}'") from None
+
+
+def split_table(spec: MLSpec, table: bytes) -> tuple[list[str], list[dict], list[dict], list[dict]]:
+    """Seeded split → (columns, train rows, public eval rows, private eval rows)."""
+    data = spec.data
+    rows = list(csv.DictReader(io.StringIO(table.decode("utf-8"))))
+    if not rows:
+        raise SourceError(f"data.table '{data.table}' has no rows")
+    columns = list(rows[0].keys())
+    if data.target not in columns:
+        raise SourceError(f"data.table '{data.table}' has no target column '{data.target}' (columns: {', '.join(columns[:10])})")
+    if data.id_column not in columns:
+        for i, row in enumerate(rows):
+            row[data.id_column] = str(i)
+        columns = [data.id_column] + columns
+    rng = random.Random(data.split.seed)
+    strata: dict[str, list[dict]] = {}
+    for row in rows:
+        strata.setdefault(row[data.target] if data.split.stratify else "", []).append(row)
+    train, public, private = [], [], []
+    for key in sorted(strata):
+        group = strata[key]
+        rng.shuffle(group)
+        n_test = max(2, round(len(group) * data.split.test_fraction)) if len(group) > 3 else round(len(group) * data.split.test_fraction)
+        n_public = round(n_test * data.split.public_fraction)
+        public += group[:n_public]
+        private += group[n_public:n_test]
+        train += group[n_test:]
+    for part in (train, public, private):
+        part.sort(key=lambda r: _sort_key(r[data.id_column]))
+    # Evaluation rows are shuffled together so their order gives nothing away.
+    return columns, train, public, private
+
+
+def _sort_key(value: str):
+    return (0, int(value), "") if value.lstrip("-").isdigit() else (1, 0, value)
+
+
+def _csv(columns: list[str], rows: list[dict]) -> bytes:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue().encode()
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# -- gates -----------------------------------------------------------------------------------
+def constant_prediction(spec: MLSpec, train: list[dict]) -> str:
+    values = [r[spec.data.target] for r in train]
+    if spec.metric.name in ("accuracy", "f1"):
+        return max(sorted(set(values)), key=values.count)
+    numbers = [float(v) for v in values]
+    return repr(sum(numbers) / len(numbers))
+
+
+def run_ml_gates(env_dir: Path, spec: MLSpec, train: list[dict], sandbox: SandboxConfig, needles: list[str]) -> tuple[list, dict[str, float]]:
+    """The gates; `needles` are full labelled lines of private rows that must appear nowhere."""
+    from arex.envs.build import Gate
+
+    gates: list[Gate] = []
+    scores: dict[str, float] = {}
+    grader = MLGrader(env_dir, spec)
+    config = sandbox.model_copy(update={"image": spec.image, "mounts": (), "memory": max(sandbox.memory, 2 << 30)})
+
+    def gate(name: str, passed: bool, detail: str) -> bool:
+        gates.append(Gate(name, passed, detail))
+        return passed
+
+    def run(prepare=None):
+        with make_sandbox(config, f"gate-{spec.id}") as box:
+            if prepare:
+                prepare(box)
+            started = time.monotonic()
+            result = grader.grade(box)
+            return result, time.monotonic() - started
+
+    baseline, seconds = run()
+    invalid = baseline.details.get("invalid")
+    if not gate("baseline runs", invalid is None, f"{spec.run} in {seconds:.1f}s (limit {spec.time_limit_s:g}s)" if invalid is None else f"{invalid}; {baseline.details.get('log_tail', '')[-300:]}"):
+        return gates, scores
+    scores["baseline"] = baseline.held_out_raw
+    scores["baseline_public"] = baseline.details["public"]
+    again, _ = run()
+    gap = abs(again.held_out_raw - baseline.held_out_raw)
+    if not gate("baseline deterministic", gap <= spec.tolerance, f"two runs: {baseline.held_out_raw:.6f} and {again.held_out_raw:.6f} (tolerance {spec.tolerance:g})"):
+        return gates, scores
+    ids = [r[spec.data.id_column] for r in grader.labels]
+    constant = constant_prediction(spec, train)
+    noop_csv = _csv([spec.submission.id_column, spec.submission.prediction_column], [{spec.submission.id_column: i, spec.submission.prediction_column: constant} for i in ids])
+    noop = grader.score(noop_csv)
+    scores["noop"] = noop.held_out_raw
+    margin = max(1e-3, 0.02 * abs(baseline.held_out_score))
+    if not gate("no-op clearly worse", noop.held_out_score < baseline.held_out_score - margin, f"constant {constant[:12]} scores {noop.held_out_raw:.6f} vs baseline {baseline.held_out_raw:.6f}"):
+        return gates, scores
+
+    if spec.mutation:
+        mutation = spec.mutation
+
+        def mutate(box):
+            text = box.read_file(mutation.file).decode()
+            if mutation.find not in text:
+                raise SourceError(f"mutation.find not found in {mutation.file}")
+            box.write_file(mutation.file, text.replace(mutation.find, mutation.replace))
+
+        what = f"{mutation.file}: {mutation.find!r} → {mutation.replace!r}"
+    else:
+        def mutate(box):
+            rows = [dict(r) for r in train]
+            labels = [r[spec.data.target] for r in rows]
+            random.Random(1).shuffle(labels)
+            for row, label in zip(rows, labels):
+                row[spec.data.target] = label
+            box.write_file(spec.data.train_file, _csv(list(train[0].keys()), rows))
+
+        what = "training labels shuffled"
+    mutated, _ = run(mutate)
+    scores["mutated"] = mutated.held_out_raw
+    if not gate("mutation changes the score", abs(mutated.held_out_raw - baseline.held_out_raw) > spec.tolerance, f"{what}: {mutated.held_out_raw:.6f} vs baseline {baseline.held_out_raw:.6f}"):
+        return gates, scores
+
+    with make_sandbox(config, f"leak-{spec.id}") as box:
+        table_name = Path(spec.data.table).name
+        found = box.exec(f"find / -xdev \\( -name labels.csv -o -name {table_name} \\) 2>/dev/null | head -5", timeout=120).stdout.strip()
+        probe_failures = [p for p in spec.leak_probes if box.exec(p, timeout=120).ok]
+        # Whole labelled private rows in any text file the agent can reach.
+        hits = box.exec(["grep", "-rlF", *sum([["-e", n] for n in needles], []), "/workspace", "/tmp", "/home", "/opt", "/usr/local/share"], timeout=120).stdout.strip()
+    problems = [p for p in (f"files named like the labels: {found}" if found else "", f"probes that should fail succeeded: {probe_failures}" if probe_failures else "", f"labelled private rows found in {hits[:200]}" if hits else "") if p]
+    gate("private labels unreachable", not problems, "; ".join(problems) or f"no label files, no labelled private rows, {len(spec.leak_probes)} probe(s) fail as they should")
+    return gates, scores
+
+
+# -- the build -------------------------------------------------------------------------------
+def build_ml(path: Path, out: Path, sandbox: SandboxConfig):
+    from arex.envs.build import EnvReport
+
+    started = time.monotonic()
+    try:
+        source = parse_source(path)
+        checkout, commit = fetch(source)
+        spec = load_ml_spec(checkout, source)
+    except (SourceError, OSError, git.GitError) as exc:
+        return EnvReport(str(path), None, "rejected", f"unreadable source: {exc}", seconds=time.monotonic() - started)
+    files = sorted(p for p in checkout.rglob("*") if p.is_file() and ".git" not in p.parts and p.name != ".arex-complete")
+    digest = hashlib.sha256(json.dumps([BUILDER_VERSION, commit, spec.model_dump(mode="json"), sandbox.image]).encode())
+    for p in files:
+        digest.update(p.relative_to(checkout).as_posix().encode() + b"\0" + p.read_bytes())
+    content = digest.hexdigest()[:16]
+    final = out / spec.id
+    stamp = final / ".build.json"
+    if stamp.is_file() and json.loads(stamp.read_text()).get("source_hash") == content:
+        from arex.envs.build import Gate
+
+        previous = json.loads(stamp.read_text())
+        return EnvReport(str(path), spec.id, "skipped", "unchanged since the last build", [Gate(**g) for g in previous["gates"]], previous["scores"], time.monotonic() - started)
+    report = EnvReport(str(path), spec.id, "rejected")
+    try:
+        deps = deps_image(spec, checkout, sandbox.image)
+        table = prepare_table(spec, checkout, deps, sandbox)
+        columns, train, public, private = split_table(spec, table)
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=f".{spec.id}-", dir=out) as tmp:
+            work = Path(tmp) / spec.id
+            workspace = work / "workspace"
+            table_rel = Path(spec.data.table).as_posix()
+            for p in files:
+                rel = p.relative_to(checkout).as_posix()
+                if rel == table_rel:
+                    continue  # the full labelled table never enters the workspace
+                (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(p, workspace / rel)
+            train_csv = _csv(columns, train)
+            test_csv = _csv([c for c in columns if c != spec.data.target], sorted(public + private, key=lambda r: sha256(r[spec.data.id_column].encode())))
+            labels_csv = _csv([spec.data.id_column, spec.data.target, "split"], [{**r, "split": "public"} for r in public] + [{**r, "split": "private"} for r in private])
+            for rel, data in ((spec.data.train_file, train_csv), (spec.data.test_file, test_csv)):
+                (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
+                (workspace / rel).write_bytes(data)
+            (work / "private").mkdir(parents=True)
+            (work / "private" / "labels.csv").write_bytes(labels_csv)
+            (work / "statement.md").write_text((checkout / spec.statement).read_text(encoding="utf-8"))
+            image = env_image(spec, deps, workspace, content)
+            spec = spec.model_copy(
+                update={
+                    "image": image,
+                    "source_url": source.url,
+                    "source_commit": commit,
+                    "source_hash": content,
+                    "checksums": {"train": sha256(train_csv), "test": sha256(test_csv), "labels": sha256(labels_csv)},
+                }
+            )
+            (work / "task.yaml").write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
+            needles = [_csv(columns, [row]).decode().splitlines()[1] for row in private[:3]]
+            gates, scores = run_ml_gates(work, spec, train, sandbox, needles)
+            report.gates, report.scores = gates, scores
+            failed = [g for g in gates if not g.passed]
+            if failed:
+                report.reason = f"gate '{failed[0].name}' failed: {failed[0].detail}"
+            else:
+                report.status = "accepted"
+                spec = spec.model_copy(update={"baseline_score": scores["baseline"]})
+                (work / "task.yaml").write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
+                (work / ".build.json").write_text(json.dumps({"source_hash": content, "builder": BUILDER_VERSION, "gates": [g.__dict__ for g in gates], "scores": scores}, indent=2))
+                if final.exists():
+                    shutil.rmtree(final)
+                work.rename(final)
+    except SourceError as exc:
+        report.reason = str(exc)
+    except SandboxError as exc:
+        report.status, report.reason = "error", f"SandboxError: {exc}"
+    report.seconds = time.monotonic() - started
+    return report

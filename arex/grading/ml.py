@@ -1,0 +1,241 @@
+"""ML grading: a prediction file from the agent's sandbox, scored on the host against private labels.
+
+The agent's sandbox runs the task's command; arex copies the submission out with a size cap and
+computes the metric here, on labels that never entered the sandbox. A missing, malformed or
+mis-sized submission scores nothing and says exactly what is wrong.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import io
+import math
+import sys
+from pathlib import Path
+from typing import Callable
+
+from arex.sandbox.base import Sandbox
+from arex.specs import GradeResult, MLSpec
+
+SUBMISSION_CAP = 64 << 20
+
+
+class SubmissionError(ValueError):
+    """A submission that cannot be scored; the message says what to fix."""
+
+
+# -- metrics (plain Python: exact, dependency-free, deterministic) ------------------------------
+def accuracy(y: list, p: list) -> float:
+    return sum(str(a) == str(b) for a, b in zip(y, p)) / len(y)
+
+
+def f1_macro(y: list, p: list) -> float:
+    labels = sorted({str(v) for v in y} | {str(v) for v in p})
+    scores = []
+    for label in labels:
+        tp = sum(str(a) == label and str(b) == label for a, b in zip(y, p))
+        fp = sum(str(a) != label and str(b) == label for a, b in zip(y, p))
+        fn = sum(str(a) == label and str(b) != label for a, b in zip(y, p))
+        scores.append(0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn))
+    return sum(scores) / len(scores)
+
+
+def roc_auc(y: list, p: list) -> float:
+    """Binary ROC AUC by the rank statistic (ties get average ranks)."""
+    truth = [_binary(v) for v in y]
+    scores = [float(v) for v in p]
+    positives = sum(truth)
+    negatives = len(truth) - positives
+    if positives == 0 or negatives == 0:
+        raise SubmissionError("ROC AUC needs both classes among the scored rows")
+    order = sorted(range(len(scores)), key=lambda i: scores[i])
+    ranks = [0.0] * len(scores)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and scores[order[j + 1]] == scores[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    rank_sum = sum(r for r, t in zip(ranks, truth) if t)
+    return (rank_sum - positives * (positives + 1) / 2) / (positives * negatives)
+
+
+def log_loss(y: list, p: list) -> float:
+    eps = 1e-15
+    total = 0.0
+    for a, b in zip(y, p):
+        q = min(max(float(b), eps), 1 - eps)
+        total -= math.log(q) if _binary(a) else math.log(1 - q)
+    return total / len(y)
+
+
+def rmse(y: list, p: list) -> float:
+    return math.sqrt(sum((float(a) - float(b)) ** 2 for a, b in zip(y, p)) / len(y))
+
+
+def mae(y: list, p: list) -> float:
+    return sum(abs(float(a) - float(b)) for a, b in zip(y, p)) / len(y)
+
+
+def r2(y: list, p: list) -> float:
+    ys = [float(a) for a in y]
+    mean = sum(ys) / len(ys)
+    total = sum((a - mean) ** 2 for a in ys)
+    residual = sum((a - float(b)) ** 2 for a, b in zip(ys, p))
+    return 1 - residual / total if total else 0.0
+
+
+def _binary(value) -> int:
+    text = str(value).strip().lower()
+    if text in ("1", "1.0", "true", "yes"):
+        return 1
+    if text in ("0", "0.0", "false", "no"):
+        return 0
+    raise SubmissionError(f"expected a binary label (0/1), got {value!r}")
+
+
+METRICS: dict[str, Callable[[list, list], float]] = {
+    "accuracy": accuracy,
+    "f1": f1_macro,
+    "roc_auc": roc_auc,
+    "log_loss": log_loss,
+    "rmse": rmse,
+    "mae": mae,
+    "r2": r2,
+}
+NUMERIC = {"roc_auc", "log_loss", "rmse", "mae", "r2"}
+
+
+def resolve_metric(name: str, repo: Path | None = None) -> Callable[[list, list], float]:
+    """A built-in metric by name, or `module:function` (importable, or a module in the repo)."""
+    if name in METRICS:
+        return METRICS[name]
+    if ":" not in name:
+        raise ValueError(f"Unknown metric '{name}'. Built-in metrics: {', '.join(METRICS)}; or name a function as module:function.")
+    module_name, _, function = name.partition(":")
+    added = False
+    if repo is not None and str(repo) not in sys.path:
+        sys.path.insert(0, str(repo))
+        added = True
+    try:
+        module = importlib.import_module(module_name)
+        fn = getattr(module, function)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"Metric '{name}' cannot be loaded: {exc}") from None
+    finally:
+        if added:
+            sys.path.remove(str(repo))
+    return fn
+
+
+# -- submissions ---------------------------------------------------------------------------------
+def read_labels(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def parse_submission(data: bytes, spec: MLSpec, expected_ids: list[str]) -> dict[str, str]:
+    """id → prediction. Raises SubmissionError naming what is wrong."""
+    sub = spec.submission
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SubmissionError(f"{sub.file} is not UTF-8 text") from None
+    reader = csv.DictReader(io.StringIO(text))
+    header = reader.fieldnames or []
+    for column in (sub.id_column, sub.prediction_column):
+        if column not in header:
+            raise SubmissionError(f"{sub.file} has no '{column}' column (columns found: {', '.join(header) or 'none'}); expected {sub.id_column},{sub.prediction_column}")
+    predictions: dict[str, str] = {}
+    for line, row in enumerate(reader, start=2):
+        key, value = (row.get(sub.id_column) or "").strip(), (row.get(sub.prediction_column) or "").strip()
+        if key in predictions:
+            raise SubmissionError(f"{sub.file} line {line}: id {key!r} appears twice")
+        if value == "":
+            raise SubmissionError(f"{sub.file} line {line}: empty prediction for id {key!r}")
+        if spec.metric.name in NUMERIC:
+            try:
+                number = float(value)
+            except ValueError:
+                raise SubmissionError(f"{sub.file} line {line}: prediction {value!r} is not a number") from None
+            if not math.isfinite(number):
+                raise SubmissionError(f"{sub.file} line {line}: prediction {value!r} is not finite")
+        predictions[key] = value
+    if len(predictions) != len(expected_ids):
+        raise SubmissionError(f"{sub.file} has {len(predictions)} rows; expected {len(expected_ids)} (one per row of the test file)")
+    missing = [i for i in expected_ids if i not in predictions]
+    if missing:
+        raise SubmissionError(f"{sub.file} lacks predictions for {len(missing)} test ids, e.g. {missing[:3]}")
+    return predictions
+
+
+class MLGrader:
+    """Scores submissions of one ML env (a folder with task.yaml and private/labels.csv)."""
+
+    def __init__(self, env_dir: str | Path, spec: MLSpec):
+        self.env_dir = Path(env_dir)
+        self.spec = spec
+        self.labels = read_labels(self.env_dir / "private" / "labels.csv")
+        self.metric = resolve_metric(spec.metric.name, self.env_dir / "workspace")
+        self.sign = 1.0 if spec.metric.direction == "maximize" else -1.0
+
+    def _metric(self, rows: list[dict[str, str]], predictions: dict[str, str]) -> float:
+        target = self.spec.data.target
+        ids = [r[self.spec.data.id_column] for r in rows]
+        return float(self.metric([r[target] for r in rows], [predictions[i] for i in ids]))
+
+    def score(self, data: bytes) -> GradeResult:
+        id_column = self.spec.data.id_column
+        public = [r for r in self.labels if r["split"] == "public"]
+        private = [r for r in self.labels if r["split"] == "private"]
+        try:
+            predictions = parse_submission(data, self.spec, [r[id_column] for r in self.labels])
+            public_value, private_value = self._metric(public, predictions), self._metric(private, predictions)
+        except SubmissionError as exc:
+            return self._invalid(str(exc))
+        name = self.spec.metric.name
+        feedback = f"Submission valid ({len(predictions)} rows). Public {name}: {public_value:.6f} ({self.spec.metric.direction} is better)."
+        return GradeResult(
+            public_score=self.sign * public_value,
+            held_out_score=self.sign * private_value,
+            held_out_raw=private_value,
+            feedback=feedback,
+            details={"kind": "ml", "metric": name, "direction": self.spec.metric.direction, "public": public_value, "private": private_value, "rows": len(predictions)},
+        )
+
+    def _invalid(self, message: str) -> GradeResult:
+        worst = self.spec.metric.worst
+        return GradeResult(
+            public_score=self.sign * worst,
+            held_out_score=self.sign * worst,
+            held_out_raw=worst,
+            feedback=f"Submission rejected: {message}",
+            details={"kind": "ml", "metric": self.spec.metric.name, "invalid": message},
+        )
+
+    def grade(self, sandbox: Sandbox, run: bool = True) -> GradeResult:
+        """Run the task's command in the agent's sandbox (optional), then score its submission file."""
+        log = ""
+        if run:
+            result = sandbox.exec(self.spec.run, timeout=self.spec.time_limit_s)
+            log = (result.stdout + result.stderr)[-3000:]
+            if result.status == "timeout":
+                return self._with_log(self._invalid(f"'{self.spec.run}' exceeded the {self.spec.time_limit_s:g}s time limit"), log)
+            if not result.ok:
+                return self._with_log(self._invalid(f"'{self.spec.run}' failed ({result.status}, exit code {result.exit_code})"), log)
+        try:
+            data = sandbox.read_file(self.spec.submission.file, max_bytes=SUBMISSION_CAP)
+        except FileNotFoundError:
+            return self._with_log(self._invalid(f"no {self.spec.submission.file} was written"), log)
+        except ValueError as exc:
+            return self._with_log(self._invalid(str(exc)), log)
+        return self._with_log(self.score(data), log)
+
+    @staticmethod
+    def _with_log(result: GradeResult, log: str) -> GradeResult:
+        if not log:
+            return result
+        return result.model_copy(update={"feedback": result.feedback + "\nRun log (tail):\n" + log, "details": {**result.details, "log_tail": log}})
