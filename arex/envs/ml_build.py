@@ -97,7 +97,8 @@ def fetch(source: MLSource) -> tuple[Path, str]:
     checkout = cache_dir() / "repos" / key
     if (checkout / ".arex-complete").is_file():
         return checkout, (checkout / ".arex-complete").read_text().strip()
-    tmp = Path(tempfile.mkdtemp(prefix="arex-clone-", dir=cache_dir()))
+    (cache_dir() / "repos").mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".clone-", dir=cache_dir() / "repos"))
     try:
         repo = git.Repo.init(tmp)
         repo.create_remote("origin", url)
@@ -431,7 +432,7 @@ def run_ml_gates(env_dir: Path, spec: MLSpec, train: list[dict], sandbox: Sandbo
         found = box.exec(f"find / -xdev \\( -name labels.csv -o -name {table_name} \\) 2>/dev/null | head -5", timeout=120).stdout.strip()
         probe_failures = [p for p in spec.leak_probes if box.exec(p, timeout=120).ok]
         # Whole labelled private rows in any text file the agent can reach.
-        hits = box.exec(["grep", "-rlF", *sum([["-e", n] for n in needles], []), "/workspace", "/tmp", "/home", "/opt", "/usr/local/share"], timeout=120).stdout.strip()
+        hits = box.exec(["grep", "-rlxF", *sum([["-e", n] for n in needles], []), "/workspace", "/tmp", "/home", "/opt", "/usr/local/share"], timeout=120).stdout.strip()
     problems = [p for p in (f"files named like the labels: {found}" if found else "", f"probes that should fail succeeded: {probe_failures}" if probe_failures else "", f"labelled private rows found in {hits[:200]}" if hits else "") if p]
     gate("private labels unreachable", not problems, "; ".join(problems) or f"no label files, no labelled private rows, {len(spec.leak_probes)} probe(s) fail as they should")
     return gates, scores
@@ -496,7 +497,8 @@ def build_ml(path: Path, out: Path, sandbox: SandboxConfig):
                 }
             )
             (work / "task.yaml").write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
-            needles = [_csv(columns, [row]).decode().splitlines()[1] for row in private[:3]]
+            original = next(csv.reader(io.StringIO(table.decode("utf-8"))))
+            needles = [_csv(original, [row]).decode().splitlines()[1] for row in private[:3]]
             gates, scores = run_ml_gates(work, spec, train, sandbox, needles)
             report.gates, report.scores = gates, scores
             failed = [g for g in gates if not g.passed]
