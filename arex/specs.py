@@ -163,11 +163,12 @@ class GradeResult(BaseModel):
     """What grading one submission produced. Both env kinds return this."""
 
     public_score: float
-    """Score on what the agent may see (samples / public split), in [0, 1]."""
+    """Score on what the agent may see (samples / public split); higher is better. Judge: in [0, 1];
+    ML: the metric, negated when it is minimised."""
     held_out_score: float
-    """Score used for selection (hidden tests / private split), in [0, 1]."""
+    """Score used for selection (hidden tests / private split), on the same scale."""
     held_out_raw: float
-    """Unbounded held-out score (points, unbounded ratio, raw metric)."""
+    """Held-out value as reported: points, unbounded ratio, or the metric itself."""
     feedback: str
     """Text the agent is shown."""
     details: dict[str, Any] = Field(default_factory=dict)

@@ -159,6 +159,7 @@ def test_failing_repositories_are_rejected_with_their_reason(tmp_path, monkeypat
         "no-submission": {"train": "print('trained, forgot to write')\n"},
         "bad-metric": {"spec": {"metric": {"name": "spearman_of_doom", "direction": "maximize"}}},
         "leaky": {"extra": {"data/copy.csv": None}},
+        "missing-file": {"spec": {"statement": "NOPE.md"}},
     }
     sources = []
     for name, how in repos.items():
@@ -174,7 +175,7 @@ def test_failing_repositories_are_rejected_with_their_reason(tmp_path, monkeypat
     sources.append(source_file(tmp_path, "unreachable", f"file://{tmp_path}/missing-repo", "main"))
     reports = {Path(r.source).stem: r for r in build_envs(sources, tmp_path / "out", SandboxConfig(), concurrency=2)}
     status = {name: r.status for name, r in reports.items()}
-    assert status == {"good": "accepted", "crashes": "rejected", "too-slow": "rejected", "no-submission": "rejected", "bad-metric": "rejected", "leaky": "rejected", "unreachable": "rejected"}, {
+    assert status == {"good": "accepted", "crashes": "rejected", "too-slow": "rejected", "no-submission": "rejected", "bad-metric": "rejected", "leaky": "rejected", "missing-file": "rejected", "unreachable": "rejected"}, {
         n: r.reason for n, r in reports.items()
     }
     assert "failed (error, exit code 1)" in reports["crashes"].reason and "training blew up" in reports["crashes"].reason
@@ -183,6 +184,7 @@ def test_failing_repositories_are_rejected_with_their_reason(tmp_path, monkeypat
     assert "metric.name" in reports["bad-metric"].reason and "spearman_of_doom" in reports["bad-metric"].reason
     assert "labelled private rows found in /workspace/data/copy.csv" in reports["leaky"].reason
     assert "cannot reach" in reports["unreachable"].reason
+    assert "field 'statement' names 'NOPE.md', which is not in the repository" in reports["missing-file"].reason
     good = reports["good"]
     assert {g.name for g in good.gates} == {"baseline runs", "baseline deterministic", "no-op clearly worse", "mutation changes the score", "private labels unreachable"}
     built = yaml.safe_load((tmp_path / "out" / "good" / "task.yaml").read_text())
