@@ -138,6 +138,55 @@ def build_envs_command(
         raise typer.Exit(1)
 
 
+@app.command()
+def rollout(
+    envs: Path = typer.Option(..., "--envs", help="Folder of built envs (from build-envs), or one env folder."),
+    out: Path = typer.Option(Path("rollouts"), "--out", help="Trajectory store (one JSONL per rollout)."),
+    samples: int = typer.Option(1, "--samples", help="Rollouts per env."),
+    rounds: Optional[int] = typer.Option(None, "--rounds", help="Rounds per rollout (default: rollout.rounds)."),
+    concurrency: int = typer.Option(4, "--concurrency", help="Rollouts at once."),
+    config: Optional[List[str]] = ConfigOpt,
+) -> None:
+    """Run the teacher for many rounds against each env; resumable (re-run to continue)."""
+    import asyncio
+
+    from arex.envs.runtime import list_envs
+    from arex.rollout.batch import run_batch
+
+    items = list(config or []) + ([f"rollout.rounds={rounds}"] if rounds is not None else [])
+    cfg = _config(items)
+    if not envs.is_dir():
+        _fail(f"--envs {envs} is not a folder; build envs first: arex build-envs envs/* --out {envs}", 2)
+    found = list_envs(envs)
+    if not found:
+        _fail(f"No built envs in {envs} (folders with task.yaml); run: arex build-envs envs/* --out {envs}", 2)
+    local = None
+    base_url = cfg.teacher.base_url
+    if base_url is None:
+        from arex.teacher.local import LocalTeacher, LocalTeacherMissing
+
+        console.print("no teacher.base_url configured: starting the bundled local teacher ...")
+        try:
+            local = LocalTeacher(cfg.teacher.local, model_alias=cfg.teacher.model).start()
+        except (LocalTeacherMissing, RuntimeError) as exc:
+            _fail(str(exc))
+        base_url = local.base_url
+    try:
+        summary = asyncio.run(run_batch(found, cfg.teacher, cfg.rollout, cfg.sandbox, out, samples, concurrency, base_url, console))
+    except KeyboardInterrupt:
+        _fail(f"interrupted: finished rounds are kept in {out}; re-run the same command to resume", 130)
+    finally:
+        if local is not None:
+            local.stop()
+    table = Table("env", "rollouts", "first", "best", "final", "improvement")
+    for env_id, stats in summary["envs"].items():
+        table.add_row(env_id, str(stats["rollouts"]), f"{stats['mean_first']:.4g}", f"{stats['mean_best']:.4g}", f"{stats['mean_final']:.4g}", f"{stats['mean_improvement']:+.4g}")
+    console.print(table)
+    endings = ", ".join(f"{k} {v}" for k, v in summary["endings"].items())
+    console.print(f"endings: {endings}; tokens {summary['tokens']}; cost ${summary['cost_usd']:.4f}; {summary['seconds']:.0f}s")
+    console.print(f"trajectories: {out}/<env>/<key>.jsonl; summary: {out / 'summary.json'}")
+
+
 @teacher_app.command("serve")
 def teacher_serve(
     config: Optional[List[str]] = ConfigOpt,

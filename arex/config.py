@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from arex.sandbox.base import SandboxConfig
+from arex.rollout.config import RolloutConfig
 from arex.teacher.client import TeacherConfig
 
 _OVERRIDE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)=(.*)$", re.S)
@@ -36,6 +37,8 @@ class ArexConfig(BaseModel):
     """Where agent and grading commands run: backend, image and resource limits."""
     teacher: TeacherConfig = Field(default_factory=TeacherConfig)
     """The model that generates trajectories: endpoint, sampling, retries, prices."""
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    """The reflective loop: rounds, steps, budgets, context policy, prompts, skills."""
 
 
 def load_config(items: Sequence[str] = (), model: type[BaseModel] = ArexConfig) -> Any:

@@ -266,3 +266,38 @@ def _text(content: Any) -> str:
     if isinstance(content, list):
         return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
     return content or ""
+
+
+class RoundScript:
+    """A scripted agent for the reflective loop: per round, some commands, then `submit`, then a
+    reflection. Use as the `script` of a ScriptedServer.
+
+    `commands(round_number)` gives the commands of a round. The round is read from the last
+    "Round N of M" header in the request; the position inside the round from the assistant
+    replies after it.
+    """
+
+    _ROUND = re.compile(r"Round (\d+) of \d+")
+
+    def __init__(self, commands: Callable[[int], list[str]], reflection: Callable[[int], str] | None = None):
+        self.commands = commands
+        self.reflection = reflection or (
+            lambda n: f"REVIEW: round {n} graded.\nDIAGNOSE: see the feedback.\nPLAN: keep improving.\nSTATE: after round {n}, keep the best solution in place."
+        )
+
+    def __call__(self, request: dict, index: int) -> Item:
+        messages = request.get("messages", [])
+        header_at, number = 0, 1
+        for i, message in enumerate(messages):
+            if message.get("role") == "user":
+                match = self._ROUND.search(_text(message.get("content")))
+                if match and _text(message.get("content")).startswith("Round"):
+                    header_at, number = i, int(match.group(1))
+        last = _text(messages[-1].get("content")) if messages else ""
+        if "Reflect, then write your state update" in last:
+            return self.reflection(number)
+        done = sum(1 for m in messages[header_at:] if m.get("role") == "assistant")
+        commands = self.commands(number)
+        if done < len(commands):
+            return f"Next step.\n```bash\n{commands[done]}\n```"
+        return "Ready.\n```bash\nsubmit\n```"

@@ -1,0 +1,93 @@
+"""A built env as the rollout engine sees it: one interface for both kinds.
+
+start a sandbox for the agent → `prepare` it → let the agent work → `grade(sandbox)` → GradeResult.
+The rollout engine never asks which kind it has.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import yaml
+
+from arex.grading.judge import Judge
+from arex.grading.languages import language_for
+from arex.grading.ml import MLGrader
+from arex.sandbox import Mount, SandboxConfig
+from arex.sandbox.base import Sandbox
+from arex.specs import GradeResult, JudgeSpec, MLSpec
+
+
+class Env:
+    def __init__(self, env_dir: Path):
+        self.dir = Path(env_dir)
+        raw = yaml.safe_load((self.dir / "task.yaml").read_text(encoding="utf-8"))
+        self.kind = raw.get("kind", "judge")
+        self.spec: JudgeSpec | MLSpec = MLSpec.model_validate(raw) if self.kind == "ml" else JudgeSpec.model_validate(raw)
+        self.id = self.spec.id
+        self.statement = (self.dir / "statement.md").read_text(encoding="utf-8")
+        self.spec_hash = hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest()[:16]
+        self._sandbox_base: SandboxConfig | None = None
+        self._judge: Judge | None = None
+
+    @property
+    def title(self) -> str:
+        return self.spec.title
+
+    @property
+    def submission_path(self) -> str:
+        """What gets submitted: the solution file (judge) or the code that writes the predictions (ML)."""
+        return self.spec.starter if self.kind == "judge" else self.spec.submission.file
+
+    @property
+    def protected(self) -> tuple[str, ...]:
+        return tuple(getattr(self.spec, "protected", ()))
+
+    @property
+    def baseline_score(self) -> float | None:
+        build = self.dir / ".build.json"
+        if not build.is_file():
+            return None
+        scores = json.loads(build.read_text()).get("scores", {})
+        if self.kind == "ml":
+            value = scores.get("baseline")
+            return None if value is None else (value if self.spec.metric.direction == "maximize" else -value)
+        return scores.get("starter")
+
+    def sandbox_config(self, base: SandboxConfig, skills_dir: Path | None, skills_target: str) -> SandboxConfig:
+        self._sandbox_base = base
+        mounts = tuple(base.mounts)
+        if skills_dir is not None and skills_dir.is_dir():
+            mounts += (Mount(source=str(skills_dir.resolve()), target=skills_target),)
+        update: dict = {"mounts": mounts}
+        if self.kind == "ml":
+            update.update(image=self.spec.image, memory=max(base.memory, 2 << 30))
+        return base.model_copy(update=update)
+
+    def prepare(self, sandbox: Sandbox) -> None:
+        """Put the starting workspace in place (ML images carry theirs already)."""
+        if self.kind == "judge":
+            sandbox.copy_in(self.dir / "workspace", sandbox.config.workdir)
+
+    def grade(self, sandbox: Sandbox) -> GradeResult:
+        if self.kind == "ml":
+            return MLGrader(self.dir, self.spec).grade(sandbox)
+        try:
+            source = sandbox.read_file(self.spec.starter, max_bytes=1 << 20).decode("utf-8", "replace")
+        except FileNotFoundError:
+            source = ""
+        except ValueError as exc:
+            source = f"// {exc}"
+        if self._judge is None:
+            base = self._sandbox_base or SandboxConfig()
+            self._judge = Judge(self.dir, self.spec, base.model_copy(update={"mounts": ()}))
+        return self._judge.grade(source, language_for(self.spec.starter).name)
+
+
+def list_envs(root: Path) -> list[Env]:
+    """Every built env under `root` (folders with task.yaml), in name order."""
+    if (root / "task.yaml").is_file():
+        return [Env(root)]
+    return [Env(p) for p in sorted(root.iterdir()) if (p / "task.yaml").is_file()]

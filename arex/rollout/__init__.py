@@ -1,0 +1,1 @@
+"""The rollout engine: the many-round reflective loop and the batch runner."""

@@ -1,0 +1,264 @@
+"""One rollout: one env × one sample × up to R rounds of act → submit → feedback → reflect.
+
+`run()` loops `play_round()`; a round loops `step()`; budgets are checked in one place
+(`_over_budget`); every step is appended to the record as it happens, and the record is closed
+(with its ending) in `finally`. A re-run resumes from the last complete round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from pathlib import Path
+
+from arex import __version__
+from arex.envs.runtime import Env
+from arex.rollout.config import RolloutConfig
+from arex.rollout.parse import clip, parse_action, parse_reflection
+from arex.rollout.record import SCHEMA_VERSION, RecordWriter, load
+from arex.rollout.skills import catalogue
+from arex.sandbox import SandboxConfig, SandboxError, make_sandbox
+from arex.specs import TeacherCall, TeacherIdentity
+from arex.teacher.client import TeacherClient, TeacherError
+
+INFRA = "infra_failed"
+
+
+def _call_record(call: TeacherCall) -> dict:
+    return call.model_dump(exclude={"messages"})
+
+
+class Rollout:
+    def __init__(self, env: Env, teacher: TeacherClient, identity: TeacherIdentity, config: RolloutConfig, sandbox: SandboxConfig, path: Path, sample: int, key: str, config_hash: str):
+        self.env, self.teacher, self.identity, self.config = env, teacher, identity, config
+        self.sandbox_config = env.sandbox_config(sandbox, config.skills_path(), config.skills_target)
+        self.path, self.sample, self.key, self.config_hash = path, sample, key, config_hash
+        self.snapshots = path.with_suffix("")  # <key>/last and <key>/best
+        self.prompts = config.load_prompts()
+        self.box = None
+        self.writer: RecordWriter | None = None
+        # What carries over between rounds:
+        self.state = ""
+        self.best: dict | None = None  # by held-out score: round, held_out, public
+        self.best_public: dict | None = None  # what the agent is told
+        self.last_feedback: tuple[int, str] | None = None
+        self.history: list[dict] = []  # full-history mode only
+        self.tokens = 0
+        self.cost = 0.0
+        self.started = time.monotonic()
+        self.rounds_done = 0
+        self.on_round = None  # callback(rollout, round_end) for progress displays
+
+    # -- the loop ------------------------------------------------------------------------------
+    async def run(self) -> dict:
+        previous = load(self.path)
+        if previous.end is not None and previous.end["status"] != INFRA:
+            return previous.end
+        previous = load(self.path, truncate=True, keep_end=False)  # drop a cut round; redo an infra failure
+        self.writer = RecordWriter(self.path)
+        status, reason = "done", f"all {self.config.rounds} rounds played"
+        try:
+            if previous.header is None:
+                self.writer.write(self._header())
+            self._restore(previous)
+            self.box = make_sandbox(self.sandbox_config, f"rollout-{self.env.id}-{self.sample}")
+            await asyncio.to_thread(self.box.start)
+            await asyncio.to_thread(self._prepare_workspace)
+            for number in range(self.rounds_done + 1, self.config.rounds + 1):
+                over = self._over_budget()
+                if over:
+                    status, reason = "budget", over
+                    break
+                await self.play_round(number)
+        except TeacherError as exc:
+            status = INFRA if exc.kind == "unreachable" else ("context_overflow" if exc.kind == "context_length" else "teacher_error")
+            reason = str(exc)
+        except SandboxError as exc:
+            status, reason = INFRA, f"sandbox: {exc}"
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            status, reason = "interrupted", "stopped by the user; re-run to resume"
+            raise
+        finally:
+            end = {"type": "end", "status": status, "reason": reason, "rounds": self.rounds_done, "best": self.best, "tokens": self.tokens, "cost_usd": round(self.cost, 6), "seconds": round(time.monotonic() - self.started, 2)}
+            if status != "interrupted":  # an interrupted rollout stays open, to be resumed
+                self.writer.write(end)
+            self.writer.close()
+            if self.box is not None:
+                await asyncio.to_thread(self.box.stop)
+        return end
+
+    async def play_round(self, number: int) -> None:
+        context = self._round_context(number)
+        self.writer.write({"type": "round_start", "round": number, "context": context})
+        messages = list(context)
+        ending, streak, step = "step_limit", 0, 0
+        while step < self.config.steps_per_round:
+            over = self._over_budget()
+            if over:
+                ending = "budget"
+                break
+            call = await self.teacher.chat(messages)
+            self._count(call)
+            action = parse_action(call.content) if call.status == "ok" else parse_action("")
+            record = {"type": "step", "round": number, "step": step, "call": _call_record(call), "action": action.__dict__, "observation": None, "exec": None}
+            messages.append({"role": "assistant", "content": call.content})
+            if action.kind == "submit":
+                self.writer.write(record)
+                ending = "submitted"
+                break
+            if action.kind == "invalid":
+                streak += 1
+                record["observation"] = self.prompts["format_error"]
+            else:
+                streak = 0
+                result = await asyncio.to_thread(self.box.exec, action.command, self.config.command_timeout_s)
+                record["exec"] = {"status": result.status, "exit_code": result.exit_code, "seconds": result.duration_s}
+                record["observation"] = self.prompts["observation"].format(
+                    exit_code=result.exit_code, status=result.status, seconds=f"{result.duration_s:.1f}", output=clip(result.stdout + result.stderr, self.config.observation_chars)
+                )
+            messages.append({"role": "user", "content": record["observation"]})
+            self.writer.write(record)
+            step += 1
+            if streak >= self.config.format_error_streak:
+                ending = "format_errors"
+                break
+        grade = await asyncio.to_thread(self.env.grade, self.box)
+        if grade.infra_error:
+            raise SandboxError(f"grading failed: {grade.infra_error}")
+        submission = await asyncio.to_thread(self._submission_text)
+        feedback = clip(f"Public score: {grade.public_score:.6g}\n{grade.feedback}", self.config.feedback_chars)
+        reflect_prompt = self.prompts["reflect"].format(round=number, feedback=feedback)
+        messages.append({"role": "user", "content": reflect_prompt})
+        reflection_call = await self.teacher.chat(messages)
+        self._count(reflection_call)
+        reflection = parse_reflection(reflection_call.content if reflection_call.status == "ok" else "")
+        if reflection.state:
+            self.state = clip(reflection.state, self.config.state_chars)
+        messages.append({"role": "assistant", "content": reflection_call.content})
+        improved = self.best is None or grade.held_out_score > self.best["held_out"]
+        if improved:
+            self.best = {"round": number, "held_out": grade.held_out_score, "public": grade.public_score}
+        if self.best_public is None or grade.public_score > self.best_public["public"]:
+            self.best_public = {"round": number, "public": grade.public_score}
+        await asyncio.to_thread(self._snapshot, improved)
+        self.last_feedback = (number, feedback)
+        if self.config.context == "full-history":
+            self.history = messages
+        self.rounds_done = number
+        end = {
+            "type": "round_end",
+            "round": number,
+            "ending": ending,
+            "submission": submission,
+            "grade": grade.model_dump(),
+            "feedback": feedback,
+            "reflect_prompt": reflect_prompt,
+            "reflection": {"call": _call_record(reflection_call), **reflection.__dict__},
+            "state": self.state,
+            "best": self.best,
+            "best_public": self.best_public,
+        }
+        self.writer.write(end)
+        if self.on_round:
+            self.on_round(self, end)
+
+    # -- context -------------------------------------------------------------------------------
+    def _system(self) -> str:
+        return self.prompts["system"].format(
+            workdir=self.sandbox_config.workdir,
+            timeout=f"{self.config.command_timeout_s:g}",
+            steps=self.config.steps_per_round,
+            skills_dir=self.config.skills_target,
+            skills=catalogue(self.config.skills_path()) or "(none)",
+            title=self.env.title,
+            statement=self.env.statement.strip(),
+        )
+
+    def _round_context(self, number: int) -> list[dict]:
+        p = self.prompts
+        state = p["state"].format(state=self.state) if self.state else p["no_state"]
+        best = p["best"].format(best=f"public score {self.best_public['public']:.6g} in round {self.best_public['round']}") if self.best_public else p["no_best"]
+        feedback = p["feedback"].format(round=self.last_feedback[0], feedback=self.last_feedback[1]) if self.last_feedback else p["no_feedback"]
+        header = {"role": "user", "content": p["round"].format(round=number, rounds=self.config.rounds, state=state.strip(), best=best.strip(), feedback=feedback.strip())}
+        if self.config.context == "full-history" and self.history:
+            return self.history + [header]
+        return [{"role": "system", "content": self._system()}, header]
+
+    # -- budgets, accounting, workspace --------------------------------------------------------
+    def _over_budget(self) -> str | None:
+        c = self.config
+        if c.max_tokens is not None and self.tokens >= c.max_tokens:
+            return f"token budget {c.max_tokens} reached ({self.tokens})"
+        if c.max_cost_usd is not None and self.cost >= c.max_cost_usd:
+            return f"cost budget ${c.max_cost_usd:g} reached (${self.cost:.4f})"
+        if c.max_wall_s is not None and time.monotonic() - self.started >= c.max_wall_s:
+            return f"wall-time budget {c.max_wall_s:g}s reached"
+        return None
+
+    def _count(self, call: TeacherCall) -> None:
+        self.tokens += call.prompt_tokens + call.completion_tokens
+        self.cost += call.cost_usd
+
+    def _submission_text(self) -> str:
+        try:
+            return self.box.read_file(self.env.submission_path, max_bytes=1 << 20).decode("utf-8", "replace")
+        except (FileNotFoundError, ValueError, IsADirectoryError):
+            return ""
+
+    def _snapshot(self, improved: bool) -> None:
+        last = self.snapshots / "last"
+        tmp = self.snapshots / "last.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        self.box.copy_out(self.sandbox_config.workdir, tmp, max_bytes=512 << 20)
+        shutil.rmtree(last, ignore_errors=True)
+        tmp.rename(last)
+        if improved:
+            shutil.rmtree(self.snapshots / "best", ignore_errors=True)
+            shutil.copytree(last, self.snapshots / "best")
+
+    def _prepare_workspace(self) -> None:
+        last = self.snapshots / "last"
+        if self.rounds_done and last.is_dir():  # resuming: the workspace as the last complete round left it
+            self.box.exec(f"find {self.sandbox_config.workdir} -mindepth 1 -delete")
+            self.box.copy_in(last, self.sandbox_config.workdir)
+        else:
+            self.env.prepare(self.box)
+
+    def _restore(self, previous) -> None:
+        for round_ in previous.rounds:
+            end = round_["end"]
+            self.rounds_done = end["round"]
+            self.state, self.best, self.best_public = end["state"], end["best"], end["best_public"]
+            self.last_feedback = (end["round"], end["feedback"])
+            for step in round_["steps"]:
+                self.tokens += step["call"]["prompt_tokens"] + step["call"]["completion_tokens"]
+                self.cost += step["call"]["cost_usd"]
+            call = end["reflection"]["call"]
+            self.tokens += call["prompt_tokens"] + call["completion_tokens"]
+            self.cost += call["cost_usd"]
+        if previous.rounds and self.config.context == "full-history":
+            from arex.rollout.record import call_messages
+
+            last = previous.rounds[-1]
+            self.history = call_messages(last, None) + [{"role": "assistant", "content": last["end"]["reflection"]["call"]["content"]}]
+
+    def _header(self) -> dict:
+        return {
+            "type": "header",
+            "schema_version": SCHEMA_VERSION,
+            "key": self.key,
+            "env_id": self.env.id,
+            "env_kind": self.env.kind,
+            "domain": self.env.spec.domain,
+            "spec_hash": self.env.spec_hash,
+            "sample": self.sample,
+            "teacher": self.identity.model_dump(),
+            "sampling": self.teacher.sampling(),
+            "config_hash": self.config_hash,
+            "config": self.config.model_dump(),
+            "arex_version": __version__,
+            "baseline_score": self.env.baseline_score,
+            "protected": list(self.env.protected),
+            "started_at": time.time(),
+        }

@@ -1,0 +1,61 @@
+"""Rollout settings and the prompts file they point to."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+class RolloutConfig(BaseModel):
+    """The reflective loop: budgets, context policy, prompts."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+    rounds: int = 10
+    """Rounds per rollout (act → submit → feedback → reflect)."""
+    steps_per_round: int = 12
+    """Commands per round; the round is submitted as it is when they run out."""
+    format_error_streak: int = 3
+    """Unparseable replies in a row that end the round."""
+    command_timeout_s: float = 120.0
+    """Wall-clock limit of one agent command."""
+    observation_chars: int = 3000
+    """Command output shown to the teacher (head and tail, with a marker)."""
+    feedback_chars: int = 3000
+    """Grading feedback shown to the teacher."""
+    state_chars: int = 1500
+    """State update carried to the next round."""
+    context: Literal["bounded", "full-history"] = "bounded"
+    """bounded: each round's context is rebuilt from task, state, best and last feedback;
+    full-history: every earlier message stays (for comparison)."""
+    max_tokens: int | None = None
+    """Token budget per rollout (prompt + completion), unset for none."""
+    max_cost_usd: float | None = None
+    """Dollar budget per rollout."""
+    max_wall_s: float | None = None
+    """Wall-clock budget per rollout."""
+    prompts: str = "configs/prompts/default.yaml"
+    """Prompts file (relative paths are resolved against the arex checkout)."""
+    skills_dir: str = "skills"
+    """Skill folders (Agent Skills format), mounted read-only in the sandbox."""
+    skills_target: str = "/skills"
+    """Where the skills appear inside the sandbox."""
+
+    def load_prompts(self) -> dict[str, str]:
+        path = Path(self.prompts)
+        if not path.is_absolute() and not path.is_file():
+            path = PACKAGE_ROOT / path
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        missing = {"system", "round", "state", "no_state", "best", "no_best", "feedback", "no_feedback", "observation", "format_error", "reflect"} - set(data)
+        if missing:
+            raise ValueError(f"prompts file {path} lacks: {', '.join(sorted(missing))}")
+        return data
+
+    def skills_path(self) -> Path:
+        path = Path(self.skills_dir)
+        return path if path.is_absolute() or path.is_dir() else PACKAGE_ROOT / path
