@@ -171,8 +171,12 @@ def rollout(
         except (LocalTeacherMissing, RuntimeError) as exc:
             _fail(str(exc))
         base_url = local.base_url
+    from arex.rollout.skills import SkillError
+
     try:
         summary = asyncio.run(run_batch(found, cfg.teacher, cfg.rollout, cfg.sandbox, out, samples, concurrency, base_url, console))
+    except (SkillError, ValueError, FileNotFoundError) as exc:
+        _fail(f"cannot start the rollouts: {exc}")
     except KeyboardInterrupt:
         _fail(f"interrupted: finished rounds are kept in {out}; re-run the same command to resume", 130)
     finally:

@@ -36,6 +36,7 @@ class Rollout:
         self.path, self.sample, self.key, self.config_hash = path, sample, key, config_hash
         self.snapshots = path.with_suffix("")  # <key>/last and <key>/best
         self.prompts = config.load_prompts()
+        self.skills = catalogue(config.skills_path()) or "(none)"
         self.box = None
         self.writer: RecordWriter | None = None
         # What carries over between rounds:
@@ -79,13 +80,15 @@ class Rollout:
         except (asyncio.CancelledError, KeyboardInterrupt):
             status, reason = "interrupted", "stopped by the user; re-run to resume"
             raise
+        except Exception as exc:  # noqa: BLE001 - one broken rollout must not stop the batch; it is redone
+            status, reason = INFRA, f"unexpected {type(exc).__name__}: {exc}"
         finally:
             end = {"type": "end", "status": status, "reason": reason, "rounds": self.rounds_done, "best": self.best, "tokens": self.tokens, "cost_usd": round(self.cost, 6), "seconds": round(time.monotonic() - self.started, 2)}
             if status != "interrupted":  # an interrupted rollout stays open, to be resumed
                 self.writer.write(end)
             self.writer.close()
             if self.box is not None:
-                await asyncio.to_thread(self.box.stop)
+                self.box.stop()  # synchronous: it must run even while the task is being cancelled
         return end
 
     async def play_round(self, number: int) -> None:
@@ -170,7 +173,7 @@ class Rollout:
             timeout=f"{self.config.command_timeout_s:g}",
             steps=self.config.steps_per_round,
             skills_dir=self.config.skills_target,
-            skills=catalogue(self.config.skills_path()) or "(none)",
+            skills=self.skills,
             title=self.env.title,
             statement=self.env.statement.strip(),
         )

@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from arex.envs.runtime import Env
 from arex.rollout.agent import Rollout
 from arex.rollout.config import RolloutConfig
 from arex.rollout.record import load
+from arex.rollout.skills import catalogue
 from arex.sandbox import SandboxConfig
 from arex.teacher.client import TeacherClient, TeacherConfig
 
@@ -67,10 +69,14 @@ async def run_batch(
     console: Console | None = None,
 ) -> dict:
     """Run every (env, sample) rollout; returns the run summary (also written to out/summary.json)."""
+    rollout_config.load_prompts()  # a broken prompts file or skill fails here, before any work
+    catalogue(rollout_config.skills_path())
     teacher = TeacherClient(teacher_config, base_url=base_url)
     identity = await teacher.identity()
     chash = config_hash(teacher_config, rollout_config)
     jobs = [(env, s) for env in envs for s in range(samples)]
+    # Sandbox and grading calls block; give every running rollout its own threads for them.
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=2 * max(1, concurrency) + 4))
     progress = Progress(total=len(jobs))
     limit = asyncio.Semaphore(max(1, concurrency))
     started = time.monotonic()
