@@ -103,3 +103,46 @@ def test_serve_without_the_local_extra_says_what_to_install(tmp_path):
     said = " ".join((proc.stdout + proc.stderr).split())
     assert "pip install -e '.[local]'" in said and "llama-cpp-python[server]" in said
     assert "Traceback" not in said
+
+
+@pytest.mark.local_model
+@pytest.mark.docker
+def test_batch_with_the_local_teacher_survives_its_messy_output(tmp_path):
+    """Default config, no teacher configured: `arex rollout` starts SmolLM2 itself. 2 envs × 2 samples × 3 rounds."""
+    from typer.testing import CliRunner
+
+    from arex.cli import app
+    from arex.rollout.record import load
+
+    root = Path(__file__).resolve().parent.parent / "envs"
+    built = tmp_path / "envs"
+    runner = CliRunner()
+    result = runner.invoke(app, ["build-envs", str(root / "judge-pair-sums"), str(root / "judge-subset-fill"), "--out", str(built)])
+    assert result.exit_code == 0, result.output
+    store = tmp_path / "store"
+    args = ["rollout", "--envs", str(built), "--out", str(store), "--samples", "2", "--rounds", "3", "--concurrency", "2",
+            "-c", "rollout.steps_per_round=3", "-c", "teacher.max_tokens=160", "-c", "rollout.command_timeout_s=20"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    summary = json.loads((store / "summary.json").read_text())
+    assert summary["rollouts"] == 4 and summary["endings"] == {"done": 4}, summary
+    records = [load(p) for p in store.glob("*/*.jsonl")]
+    assert len(records) == 4 and all(len(r.rounds) == 3 for r in records)
+    for record in records:
+        assert record.header["teacher"]["server_models"][0]["id"] == "smollm2-135m-instruct"
+        for round_ in record.rounds:
+            assert round_["end"]["reflection"]["call"]["completion_tokens"] > 0  # a real model answered
+            assert 0.0 <= round_["end"]["grade"]["held_out_score"] <= 1.0
+    assert not _server_processes_any(), "the local teacher outlived the rollout command"
+
+
+def _server_processes_any() -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if b"llama_cpp.server" in (proc / "cmdline").read_bytes():
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
