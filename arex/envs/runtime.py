@@ -71,7 +71,11 @@ class Env:
         if self.kind == "judge":
             sandbox.copy_in(self.dir / "workspace", sandbox.config.workdir)
 
-    def grade(self, sandbox: Sandbox) -> GradeResult:
+    def open_grading(self) -> "GradingSession":
+        """Grading containers kept for one rollout's successive submissions (judge envs)."""
+        return GradingSession(self)
+
+    def grade(self, sandbox: Sandbox, session: "GradingSession | None" = None) -> GradeResult:
         if self.kind == "ml":
             return MLGrader(self.dir, self.spec).grade(sandbox)
         try:
@@ -80,10 +84,46 @@ class Env:
             source = ""
         except ValueError as exc:
             source = f"// {exc}"
+        language = language_for(self.spec.starter).name
+        if session is not None:
+            return self.judge.grade(source, language, box=session.box(), checker_box=session.checker_box())
+        return self.judge.grade(source, language)
+
+    @property
+    def judge(self) -> Judge:
         if self._judge is None:
             base = self._sandbox_base or SandboxConfig()
             self._judge = Judge(self.dir, self.spec, base.model_copy(update={"mounts": ()}))
-        return self._judge.grade(source, language_for(self.spec.starter).name)
+        return self._judge
+
+
+class GradingSession:
+    """Lazily started grading (and checker) containers, removed by close()."""
+
+    def __init__(self, env: Env):
+        self.env = env
+        self._box: Sandbox | None = None
+        self._checker: Sandbox | None = None
+
+    def box(self) -> Sandbox | None:
+        if self.env.kind != "judge":
+            return None
+        if self._box is None:
+            self._box = self.env.judge.open_box()
+        return self._box
+
+    def checker_box(self) -> Sandbox | None:
+        if self.env.kind != "judge" or self.env.spec.checker.kind in ("exact", "token", "float"):
+            return None
+        if self._checker is None:
+            self._checker = self.env.judge.open_checker_box()
+        return self._checker
+
+    def close(self) -> None:
+        for box in (self._box, self._checker):
+            if box is not None:
+                box.stop()
+        self._box = self._checker = None
 
 
 def list_envs(root: Path) -> list[Env]:

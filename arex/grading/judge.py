@@ -18,6 +18,8 @@ import os
 import re
 import secrets
 import shlex
+import shutil
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -30,6 +32,8 @@ from arex.specs import GradeResult, JudgeSpec, TestCase, TestResult
 COMPILE_TIMEOUT_S = 60.0
 COMPILE_MEMORY = 2 << 30
 PRIVATE_MOUNT = "/judge/private"
+INPUTS = "/workspace/judge-inputs"
+RUN = "/workspace/judge-run"
 SIGXCPU = 24
 
 
@@ -48,20 +52,44 @@ class Judge:
         self.wall_limit_s = max(2 * spec.time_limit_s, spec.time_limit_s + 1.0)
 
     # -- grading -----------------------------------------------------------------------------
-    def grade(self, source: str, language: str, samples_only: bool = False, stop_on_failure: bool = False) -> GradeResult:
-        """Grade one submission. A broken submission is a low score; a broken env sets infra_error."""
-        lang = language_named(language)
-        tests = [t for t in self.spec.tests if t.sample or not samples_only]
+    def open_box(self) -> Sandbox:
+        """A grading container holding every test input (never an answer), reusable across gradings.
+
+        Reuse is for one agent's successive submissions: what a submission leaves behind can only
+        slow its own later runs, and outputs still reach the host through the exec stream."""
         limit = self.spec.output_limit_mb << 20
         config = self.sandbox_config.model_copy(
             update={"memory": COMPILE_MEMORY, "pids_limit": 128, "output_limit": 2 * limit + 4096, "output_kill": limit, "mounts": ()}
         )
+        box = make_sandbox(config, f"judge-{self.spec.id}")
+        box.start()
+        try:
+            with tempfile.TemporaryDirectory(prefix="arex-inputs-") as tmp:
+                for test in self.spec.tests:
+                    shutil.copyfile(self.private / test.input, Path(tmp) / f"{test.name}.in")
+                box.copy_in(tmp, INPUTS)
+        except BaseException:
+            box.stop()
+            raise
+        return box
+
+    def grade(
+        self, source: str, language: str, samples_only: bool = False, stop_on_failure: bool = False, box: Sandbox | None = None, checker_box: Sandbox | None = None
+    ) -> GradeResult:
+        """Grade one submission, in `box` (from open_box) or in a fresh grading container.
+        A broken submission is a low score; a broken env sets infra_error."""
+        lang = language_named(language)
+        tests = [t for t in self.spec.tests if t.sample or not samples_only]
         results: list[TestResult] = []
         outputs: dict[str, str] = {}
-        with make_sandbox(config, f"judge-{self.spec.id}") as box:
-            box.write_file(lang.source, source)
+        own = box is None
+        box = box or self.open_box()
+        try:
+            box.set_memory_limit(COMPILE_MEMORY)
+            box.exec(f"rm -rf {RUN} && mkdir -p {RUN}")
+            box.write_file(f"{RUN}/{lang.source}", source)
             if lang.compile:
-                compiled = box.exec(list(lang.compile), timeout=COMPILE_TIMEOUT_S)
+                compiled = box.exec(list(lang.compile), timeout=COMPILE_TIMEOUT_S, cwd=RUN)
                 if not compiled.ok:
                     log = (compiled.stderr or compiled.stdout)[-3000:]
                     results = [self._result(t, "CE", message=log) for t in tests]
@@ -74,7 +102,10 @@ class Judge:
                 results.append(result)
                 if stop_on_failure and result.verdict != "AC" and output is None:
                     break
-        checks = self.check_outputs(outputs)
+        finally:
+            if own:
+                box.stop()
+        checks = self.check_outputs(outputs, checker_box)
         final = []
         for result in results:
             check = checks.get(result.name)
@@ -86,16 +117,15 @@ class Judge:
 
     def _run(self, box: Sandbox, run: tuple[str, ...], test: TestCase) -> tuple[TestResult, str | None]:
         """Run one test. Returns the result so far and the output to check (None if it did not finish)."""
-        data = (self.private / test.input).read_bytes()
         cpu = max(1, math.ceil(self.spec.time_limit_s))
         nonce = secrets.token_hex(6)
         memory_kb = self.spec.memory_mb << 10
         script = (
             # Soft CPU limit sends SIGXCPU (a clear TLE); the hard limit one second later is the backstop.
             f"ulimit -H -t {cpu + 1}; ulimit -S -t {cpu}; ulimit -s {memory_kb}; "
-            f"exec /usr/bin/time -f 'arex-time-{nonce} %e %U %S %M' -- {' '.join(run)}"
+            f"exec /usr/bin/time -f 'arex-time-{nonce} %e %U %S %M' -- {' '.join(run)} < {shlex.quote(f'{INPUTS}/{test.name}.in')}"
         )
-        r = box.exec(["bash", "-c", script], timeout=self.wall_limit_s, stdin=data)
+        r = box.exec(["bash", "-c", script], timeout=self.wall_limit_s, cwd=RUN)
         wall, cpu_s, memory, stderr = _parse_time(r.stderr, nonce)
         evidence = {"time_s": cpu_s, "wall_s": wall if wall is not None else r.duration_s, "memory_kb": memory, "exit_code": r.exit_code}
         if r.status == "timeout":
@@ -120,7 +150,19 @@ class Judge:
         return TestResult(name=test.name, group=test.group, sample=test.sample, verdict=verdict, ratio=1.0 if verdict == "AC" else 0.0, raw=1.0 if verdict == "AC" else 0.0, **fields)
 
     # -- checking ----------------------------------------------------------------------------
-    def check_outputs(self, outputs: dict[str, str]) -> dict[str, Check]:
+    def open_checker_box(self) -> Sandbox:
+        """A checker container: private data mounted read-only, the compiled checker inside. It
+        never runs submission code, so it can be reused across gradings."""
+        binary = self.checker_binary()
+        config = self.sandbox_config.model_copy(
+            update={"mounts": (Mount(source=str(self.private.resolve()), target=PRIVATE_MOUNT),), "memory": 1 << 30, "timeout_s": 60.0}
+        )
+        box = make_sandbox(config, f"checker-{self.spec.id}")
+        box.start()
+        box.write_file("checker", binary.read_bytes(), mode=0o755)
+        return box
+
+    def check_outputs(self, outputs: dict[str, str], box: Sandbox | None = None) -> dict[str, Check]:
         """Check outputs (test name → output text) against the answers."""
         tests = {t.name: t for t in self.spec.tests}
         if not outputs:
@@ -128,26 +170,33 @@ class Judge:
         checker = self.spec.checker
         if checker.kind in ("exact", "token", "float"):
             return {name: check_builtin(checker, out, (self.private / tests[name].answer).read_text(errors="replace")) for name, out in outputs.items()}
-        binary = self.checker_binary()
-        config = self.sandbox_config.model_copy(
-            update={"mounts": (Mount(source=str(self.private.resolve()), target=PRIVATE_MOUNT),), "memory": 1 << 30, "timeout_s": 60.0}
-        )
+        own = box is None
+        box = box or self.open_checker_box()
         checks = {}
-        with make_sandbox(config, f"checker-{self.spec.id}") as box:
-            box.write_file("checker", binary.read_bytes(), mode=0o755)
-            for name, output in outputs.items():
+        try:
+            with tempfile.TemporaryDirectory(prefix="arex-outputs-") as tmp:
+                for name, output in outputs.items():
+                    Path(tmp, f"{name}.out").write_text(output)
+                box.exec("rm -rf outs")
+                box.copy_in(tmp, "outs")
+            for name in outputs:
                 test = tests[name]
-                box.write_file("team.out", output)
-                inp, ans = f"{PRIVATE_MOUNT}/{test.input}", f"{PRIVATE_MOUNT}/{test.answer}"
+                inp, ans, out = f"{PRIVATE_MOUNT}/{test.input}", f"{PRIVATE_MOUNT}/{test.answer}", shlex.quote(f"outs/{name}.out")
                 if checker.kind == "kattis":
                     flags = " ".join(_quote(f) for f in checker.flags)
-                    r = box.exec(f"rm -rf /tmp/fb && mkdir /tmp/fb && ./checker {_quote(inp)} {_quote(ans)} /tmp/fb/ {flags} < team.out")
-                    score = _read_optional(box, "/tmp/fb/score.txt")
-                    message = _read_optional(box, "/tmp/fb/judgemessage.txt") or r.stderr
-                    checks[name] = interpret_kattis(r.exit_code, score, message.strip()[:300])
+                    r = box.exec(
+                        f"rm -rf /tmp/fb && mkdir /tmp/fb && ./checker {_quote(inp)} {_quote(ans)} /tmp/fb/ {flags} < {out}; code=$?; "
+                        "printf '\\n@@arex-score@@'; cat /tmp/fb/score.txt 2>/dev/null; printf '\\n@@arex-message@@'; cat /tmp/fb/judgemessage.txt 2>/dev/null; exit $code"
+                    )
+                    _, _, rest = r.stdout.rpartition("\n@@arex-score@@")
+                    score, _, message = rest.partition("\n@@arex-message@@")
+                    checks[name] = interpret_kattis(r.exit_code, score if score.strip() else None, (message or r.stderr).strip()[:300])
                 else:
-                    r = box.exec(["./checker", inp, "team.out", ans])
+                    r = box.exec(["./checker", inp, f"outs/{name}.out", ans])
                     checks[name] = interpret_testlib(r.exit_code, r.stdout, r.stderr)
+        finally:
+            if own:
+                box.stop()
         return checks
 
     def checker_binary(self) -> Path:
@@ -253,13 +302,6 @@ def _parse_time(stderr: str, nonce: str) -> tuple[float | None, float | None, in
     own = (stderr[: m.start()] + stderr[m.end():]).replace("Command exited with non-zero status", "").strip()
     own = re.sub(r"Command terminated by signal \d+\n?", "", own)
     return float(m.group(1)), float(m.group(2)) + float(m.group(3)), int(m.group(4)), own
-
-
-def _read_optional(box: Sandbox, path: str) -> str | None:
-    try:
-        return box.read_file(path, max_bytes=1 << 20).decode(errors="replace")
-    except FileNotFoundError:
-        return None
 
 
 def _quote(text: str) -> str:

@@ -38,6 +38,7 @@ class Rollout:
         self.prompts = config.load_prompts()
         self.skills = catalogue(config.skills_path()) or "(none)"
         self.box = None
+        self.grading = env.open_grading()
         self.writer: RecordWriter | None = None
         # What carries over between rounds:
         self.state = ""
@@ -89,6 +90,7 @@ class Rollout:
             self.writer.close()
             if self.box is not None:
                 self.box.stop()  # synchronous: it must run even while the task is being cancelled
+            self.grading.close()
         return end
 
     async def play_round(self, number: int) -> None:
@@ -126,7 +128,7 @@ class Rollout:
             if streak >= self.config.format_error_streak:
                 ending = "format_errors"
                 break
-        grade = await asyncio.to_thread(self.env.grade, self.box)
+        grade = await asyncio.to_thread(self.env.grade, self.box, self.grading)
         if grade.infra_error:
             raise SandboxError(f"grading failed: {grade.infra_error}")
         submission = await asyncio.to_thread(self._submission_text)
