@@ -120,8 +120,8 @@ def test_batch_with_the_local_teacher_survives_its_messy_output(tmp_path):
     result = runner.invoke(app, ["build-envs", str(root / "judge-pair-sums"), str(root / "judge-subset-fill"), "--out", str(built)])
     assert result.exit_code == 0, result.output
     store = tmp_path / "store"
-    args = ["rollout", "--envs", str(built), "--out", str(store), "--samples", "2", "--rounds", "3", "--concurrency", "2",
-            "-c", "rollout.steps_per_round=3", "-c", "teacher.max_tokens=160", "-c", "rollout.command_timeout_s=20"]
+    args = ["rollout", "--envs", str(built), "--out", str(store), "--samples", "2", "--rounds", "3", "--concurrency", "1",
+            "-c", "rollout.steps_per_round=2", "-c", "teacher.max_tokens=128", "-c", "rollout.command_timeout_s=20"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     summary = json.loads((store / "summary.json").read_text())

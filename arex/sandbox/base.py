@@ -75,6 +75,9 @@ class SandboxConfig(BaseModel):
     """Host folders to mount (read-only unless said otherwise)."""
     env: dict[str, str] = Field(default_factory=dict)
     """Environment variables set for every command."""
+    exec_server: bool = True
+    """Run commands through a small server inside the sandbox (a fork each) instead of one
+    `docker exec` each (~50 ms of CPU); falls back to docker exec when the server is unusable."""
 
     @field_validator("memory", "max_file_size", "output_kill", mode="before")
     @classmethod

@@ -12,6 +12,7 @@ start the killer), the container is restarted: processes die, files stay.
 from __future__ import annotations
 
 import atexit
+import base64
 import io
 import os
 import posixpath
@@ -30,6 +31,8 @@ import requests.exceptions
 from docker.types import Ulimit
 
 from arex.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxError
+from arex.sandbox.execd import ExecServer, ServerGone
+from arex.sandbox.execd import text as execd_text
 
 LABEL = "arex.sandbox"
 OWNER_LABEL = "arex.owner_pid"
@@ -122,6 +125,9 @@ class DockerSandbox(Sandbox):
         self._client: docker.DockerClient | None = None
         self._container = None
         self._oom_seen_ns = 0
+        self._server: ExecServer | None = None
+        self._server_broken = False
+        self._server_lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------
     @property
@@ -180,6 +186,9 @@ class DockerSandbox(Sandbox):
             raise self._dead("memory limit update", exc) from None
 
     def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
         container, self._container = self._container, None
         _live.discard(self)
         if container is None:
@@ -214,11 +223,15 @@ class DockerSandbox(Sandbox):
         timeout = cfg.timeout_s if timeout is None else timeout
         argv = ["bash", "-c", command] if isinstance(command, str) else list(command)
         exec_id = uuid.uuid4().hex
+        environment = {**cfg.env, **(env or {}), "AREX_EXEC_ID": exec_id}
+        if cfg.exec_server:
+            served = self._exec_served(argv, timeout, cwd or cfg.workdir, environment, stdin, exec_id)
+            if served is not None:
+                return served
         if stdin is not None:
             stdin_path = f"/tmp/.arex-stdin-{exec_id}"
             self.write_file(stdin_path, stdin, mode=0o600)
             argv = ["bash", "-c", 'f=$1; shift; exec "$@" < "$f"', "arex-stdin", stdin_path, *argv]
-        environment = {**cfg.env, **(env or {}), "AREX_EXEC_ID": exec_id}
         api = self._client.api
         started = time.monotonic()
         started_ns = time.time_ns()
@@ -280,6 +293,57 @@ class DockerSandbox(Sandbox):
             stderr_truncated=err.truncated,
             sandbox_restarted=restarted,
         )
+
+    def _exec_served(self, argv, timeout, cwd, environment, stdin, exec_id) -> ExecResult | None:
+        """Run through the in-sandbox server; None means "use plain docker exec instead"."""
+        server = self._ensure_server()
+        if server is None:
+            return None
+        cfg = self.config
+        if isinstance(stdin, str):
+            stdin = stdin.encode()
+        request = {
+            "id": exec_id, "argv": argv, "cwd": cwd, "env": environment, "timeout": timeout, "marker": exec_id,
+            "stdin": base64.b64encode(stdin).decode() if stdin is not None else None,
+            "keep": cfg.output_limit, "kill_at": cfg.output_kill,
+        }
+        started_ns = time.time_ns()
+        try:
+            reply = server.run(request, wait_s=timeout + 60)
+        except ServerGone as exc:
+            if "spawn failed" in str(exc) or not server.alive:
+                # Nothing ran (could not fork, or the server is gone): plain exec decides.
+                return None
+            raise self._dead("exec through the command server", exc) from None
+        stdout, out_cut = execd_text(reply["out"], cfg.output_limit)
+        stderr, err_cut = execd_text(reply["err"], cfg.output_limit)
+        code, killed = reply["exit_code"], reply["killed"]
+        restarted = False
+        if killed:
+            status, code = killed, 124 if killed == "timeout" else 137
+        elif code == 0:
+            status = "ok"
+        elif code == 137 and self._oom_since(started_ns):
+            status = "oom"
+        else:
+            status = "error"
+        if not killed and _FORK_FAILED in stderr:
+            restarted = self._kill_tree(exec_id)
+        return ExecResult(status=status, exit_code=code, stdout=stdout, stderr=stderr, duration_s=reply["seconds"],
+                          stdout_truncated=out_cut, stderr_truncated=err_cut, sandbox_restarted=restarted)
+
+    def _ensure_server(self) -> ExecServer | None:
+        if self._server_broken:
+            return None
+        with self._server_lock:
+            if self._server is not None and self._server.alive:
+                return self._server
+            try:
+                self._server = ExecServer(self._client.api, self._require().id, self.config.user)
+            except (docker.errors.APIError, requests.exceptions.RequestException, OSError):
+                self._server_broken = True
+                return None
+            return self._server
 
     def _exit_code(self, handle: str) -> int:
         api = self._client.api

@@ -1,0 +1,229 @@
+"""A command server inside the sandbox, so a command costs a fork, not a `docker exec`.
+
+`docker exec` spawns runc for every command: ~50 ms of CPU on a small machine, which is what
+limits how many rollouts a two-core host can drive. Instead, each sandbox runs one long-lived
+exec of SERVER (python3, as the sandbox user) and sends it requests over that exec's stdin; it
+answers on stdout. The server enforces the same rules as the plain path: a wall-clock timeout that
+kills the whole tree (process group and the AREX_EXEC_ID marker, found in /proc), output caps, an
+output flood kill. If the server cannot be used (no python3, it died, or it cannot fork because
+the pids limit is exhausted), the backend falls back to plain `docker exec` for that command.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import queue
+import socket
+import struct
+import threading
+from typing import Any
+
+SERVER = r'''
+import base64, json, os, signal, subprocess, sys, threading, time
+
+out_lock = threading.Lock()
+
+def reply(msg):
+    data = (json.dumps(msg) + "\n").encode()
+    with out_lock:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+
+def kill_marked(marker, proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    needle = ("AREX_EXEC_ID=" + marker).encode()
+    for _ in range(8):
+        found = []
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit() or int(pid) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    if needle in f.read().split(b"\0"):
+                        found.append(int(pid))
+            except OSError:
+                pass
+        if not found:
+            return
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.02)
+
+def run(req):
+    started = time.monotonic()
+    env = dict(os.environ)
+    env.update(req["env"])
+    try:
+        proc = subprocess.Popen(req["argv"], cwd=req["cwd"], env=env, stdin=subprocess.PIPE if req["stdin"] is not None else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    except FileNotFoundError as exc:
+        text = base64.b64encode(f"{exc}\n".encode()).decode()
+        reply({"id": req["id"], "exit_code": 127, "out": ["", "", 0], "err": [text, "", len(text)], "killed": None, "seconds": 0.0})
+        return
+    except OSError as exc:
+        reply({"id": req["id"], "error": f"spawn failed: {exc}"})
+        return
+    limit, kill_at = req["keep"], req["kill_at"]
+    bufs = {"out": [bytearray(), bytearray(), 0], "err": [bytearray(), bytearray(), 0]}
+    state = {"killed": None}
+    lock = threading.Lock()
+
+    def pump(stream, key):
+        head, tail, _ = bufs[key]
+        half = limit // 2
+        while True:
+            chunk = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
+            if not chunk:
+                return
+            with lock:
+                bufs[key][2] += len(chunk)
+                room = half - len(head)
+                if room > 0:
+                    head += chunk[:room]
+                    chunk = chunk[room:]
+                if chunk:
+                    tail += chunk
+                    if len(tail) > limit - half:
+                        del tail[: len(tail) - (limit - half)]
+                if bufs["out"][2] + bufs["err"][2] > kill_at and state["killed"] is None:
+                    state["killed"] = "output_limit"
+                    kill_marked(req["marker"], proc)
+
+    threads = [threading.Thread(target=pump, args=(proc.stdout, "out"), daemon=True), threading.Thread(target=pump, args=(proc.stderr, "err"), daemon=True)]
+    for t in threads:
+        t.start()
+    if req["stdin"] is not None:
+        def feed():
+            try:
+                proc.stdin.write(base64.b64decode(req["stdin"]))
+                proc.stdin.close()
+            except OSError:
+                pass
+        threading.Thread(target=feed, daemon=True).start()
+    try:
+        proc.wait(timeout=req["timeout"])
+    except subprocess.TimeoutExpired:
+        if state["killed"] is None:
+            state["killed"] = "timeout"
+        kill_marked(req["marker"], proc)
+        proc.wait()
+    if state["killed"] is None:
+        # Background children may hold the pipes open: give them the same short grace as docker exec.
+        for t in threads:
+            t.join(2.0)
+    else:
+        for t in threads:
+            t.join(5.0)
+    msg = {"id": req["id"], "exit_code": proc.returncode if proc.returncode >= 0 else 128 - proc.returncode, "killed": state["killed"], "seconds": round(time.monotonic() - started, 4)}
+    with lock:
+        for key in ("out", "err"):
+            head, tail, total = bufs[key]
+            msg[key] = [base64.b64encode(bytes(head)).decode(), base64.b64encode(bytes(tail)).decode(), total]
+    reply(msg)
+
+for line in sys.stdin.buffer:
+    req = json.loads(line)
+    threading.Thread(target=run, args=(req,), daemon=True).start()
+'''
+
+
+class ServerGone(RuntimeError):
+    """The in-sandbox server is not usable; the caller falls back to plain docker exec."""
+
+
+class ExecServer:
+    """Host side: one attached exec stream, requests out, replies dispatched by id."""
+
+    def __init__(self, api, container_id: str, user: str):
+        handle = api.exec_create(container_id, ["python3", "-u", "-c", SERVER], stdin=True, stdout=True, stderr=True, user=user, workdir="/")
+        self._sock = api.exec_start(handle["Id"], socket=True)
+        self._raw: socket.socket = getattr(self._sock, "_sock", self._sock)
+        self._send_lock = threading.Lock()
+        self._waiting: dict[str, queue.Queue] = {}
+        self._lock = threading.Lock()
+        self.alive = True
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        """Demultiplex docker's stream (8-byte frame headers) and dispatch JSON lines."""
+        buffer = b""
+        pending = b""
+        try:
+            while True:
+                while len(pending) < 8:
+                    chunk = self._raw.recv(65536)
+                    if not chunk:
+                        raise EOFError
+                    pending += chunk
+                kind, size = pending[0], struct.unpack(">I", pending[4:8])[0]
+                while len(pending) < 8 + size:
+                    chunk = self._raw.recv(65536)
+                    if not chunk:
+                        raise EOFError
+                    pending += chunk
+                payload, pending = pending[8 : 8 + size], pending[8 + size :]
+                if kind != 1:  # stderr of the server itself: ignore
+                    continue
+                buffer += payload
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    msg = json.loads(line)
+                    with self._lock:
+                        waiter = self._waiting.pop(msg.get("id"), None)
+                    if waiter is not None:
+                        waiter.put(msg)
+        except (EOFError, OSError, ValueError):
+            pass
+        finally:
+            self.alive = False
+            with self._lock:
+                waiting, self._waiting = self._waiting, {}
+            for waiter in waiting.values():
+                waiter.put(None)
+
+    def run(self, request: dict[str, Any], wait_s: float) -> dict[str, Any]:
+        if not self.alive:
+            raise ServerGone("the in-sandbox exec server is not running")
+        waiter: queue.Queue = queue.Queue(maxsize=1)
+        with self._lock:
+            self._waiting[request["id"]] = waiter
+        data = (json.dumps(request) + "\n").encode()
+        try:
+            with self._send_lock:
+                self._raw.sendall(data)
+        except OSError as exc:
+            raise ServerGone(f"cannot reach the exec server: {exc}") from None
+        try:
+            reply = waiter.get(timeout=wait_s)
+        except queue.Empty:
+            raise ServerGone("the exec server did not answer in time") from None
+        if reply is None:
+            raise ServerGone("the exec server stopped")
+        if "error" in reply:
+            raise ServerGone(reply["error"])
+        return reply
+
+    def close(self) -> None:
+        self.alive = False
+        try:
+            self._raw.close()
+        except OSError:
+            pass
+
+
+def text(part: list, keep: int) -> tuple[str, bool]:
+    """(head, tail, total) from the server → text with the same truncation marker as the plain path."""
+    head, tail, total = base64.b64decode(part[0]), base64.b64decode(part[1]), part[2]
+    if total <= len(head) + len(tail):
+        return (head + tail).decode("utf-8", "replace"), False
+    dropped = total - len(head) - len(tail)
+    marker = f"\n[... arex: output truncated, {dropped} bytes not shown ...]\n"
+    return head.decode("utf-8", "replace") + marker + tail.decode("utf-8", "replace"), True
