@@ -85,9 +85,17 @@ class Env:
         except ValueError as exc:
             source = f"// {exc}"
         language = language_for(self.spec.starter).name
-        if session is not None:
-            return self.judge.grade(source, language, box=session.box(), checker_box=session.checker_box())
-        return self.judge.grade(source, language)
+        if session is None:
+            return self.judge.grade(source, language)
+        # Judge grading is deterministic (a build gate checks it): an unchanged submission is not re-run.
+        key = hashlib.sha256(f"{language}\0{source}".encode()).hexdigest()
+        if key in session.graded:
+            cached = session.graded[key]
+            return cached.model_copy(update={"details": {**cached.details, "cached": True}})
+        result = self.judge.grade(source, language, box=session.box(), checker_box=session.checker_box())
+        if result.infra_error is None:
+            session.graded[key] = result
+        return result
 
     @property
     def judge(self) -> Judge:
@@ -104,6 +112,7 @@ class GradingSession:
         self.env = env
         self._box: Sandbox | None = None
         self._checker: Sandbox | None = None
+        self.graded: dict[str, GradeResult] = {}
 
     def box(self) -> Sandbox | None:
         if self.env.kind != "judge":

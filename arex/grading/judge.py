@@ -85,7 +85,8 @@ class Judge:
         own = box is None
         box = box or self.open_box()
         try:
-            box.set_memory_limit(COMPILE_MEMORY)
+            if lang.heavy_compile:
+                box.set_memory_limit(COMPILE_MEMORY)
             box.exec(f"rm -rf {RUN} && mkdir -p {RUN}")
             box.write_file(f"{RUN}/{lang.source}", source)
             if lang.compile:

@@ -14,11 +14,13 @@ class Language:
     """Compile command (run in the folder holding `source`), or None."""
     run: tuple[str, ...]
     extensions: tuple[str, ...]
+    heavy_compile: bool = False
+    """The compiler needs more memory than the program may use (the limit is raised meanwhile)."""
 
 
 LANGUAGES: dict[str, Language] = {
     "cpp17": Language(
-        "cpp17", "solution.cpp", ("g++", "-std=c++17", "-O2", "-pipe", "-o", "solution", "solution.cpp"), ("./solution",), (".cpp", ".cc", ".cxx")
+        "cpp17", "solution.cpp", ("g++", "-std=c++17", "-O2", "-pipe", "-o", "solution", "solution.cpp"), ("./solution",), (".cpp", ".cc", ".cxx"), heavy_compile=True
     ),
     "python3": Language("python3", "solution.py", ("python3", "-m", "py_compile", "solution.py"), ("python3", "solution.py"), (".py",)),
 }

@@ -332,6 +332,26 @@ class DockerSandbox(Sandbox):
         return ExecResult(status=status, exit_code=code, stdout=stdout, stderr=stderr, duration_s=reply["seconds"],
                           stdout_truncated=out_cut, stderr_truncated=err_cut, sandbox_restarted=restarted)
 
+    def _served_raw(self, argv: list[str], stdin: bytes | None = None, keep: int = 1 << 30, timeout: float = 120.0) -> tuple[int, bytes, str] | None:
+        """A helper command through the server with its whole stdout as bytes; None if unavailable."""
+        server = self._ensure_server()
+        if server is None:
+            return None
+        exec_id = uuid.uuid4().hex
+        request = {
+            "id": exec_id, "argv": argv, "cwd": self.config.workdir, "env": {**self.config.env, "AREX_EXEC_ID": exec_id}, "timeout": timeout,
+            "marker": exec_id, "stdin": base64.b64encode(stdin).decode() if stdin is not None else None, "keep": keep, "kill_at": keep,
+        }
+        try:
+            reply = server.run(request, wait_s=timeout + 60)
+        except ServerGone:
+            return None
+        if reply["killed"] or reply["out"][2] > len(base64.b64decode(reply["out"][0])) + len(base64.b64decode(reply["out"][1])):
+            return None
+        out = base64.b64decode(reply["out"][0]) + base64.b64decode(reply["out"][1])
+        err, _ = execd_text(reply["err"], 4096)
+        return reply["exit_code"], out, err
+
     def _ensure_server(self) -> ExecServer | None:
         if self._server_broken:
             return None
@@ -424,6 +444,16 @@ class DockerSandbox(Sandbox):
         if isinstance(data, str):
             data = data.encode("utf-8")
         path = posixpath.join(self.config.workdir, path)
+        if self.config.exec_server and len(data) <= 8 << 20:
+            script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && chmod "$2" -- "$1"'
+            done = self._served_raw(["sh", "-c", script, "arex-write", path, format(mode, "o")], stdin=data, keep=1 << 16)
+            if done is not None:
+                code, _, err = done
+                if code == 0:
+                    return
+                if "Read-only file system" in err:
+                    raise PermissionError(f"'{path}' is read-only in sandbox '{self.name}'.")
+                # anything else (e.g. a folder the user may not write): the engine's archive API decides
         uid, gid = self._owner()
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT, encoding="utf-8") as tar:
@@ -436,6 +466,19 @@ class DockerSandbox(Sandbox):
     def read_file(self, path: str, max_bytes: int | None = None) -> bytes:
         container = self._require()
         path = posixpath.join(self.config.workdir, path)
+        if self.config.exec_server:
+            cap = (max_bytes if max_bytes is not None else 256 << 20) + 1
+            done = self._served_raw(["cat", "--", path], keep=cap)
+            if done is not None:
+                code, out, err = done
+                if code == 0 and (max_bytes is None or len(out) <= max_bytes):
+                    return out
+                if code == 0:
+                    raise ValueError(f"'{path}' is over the {max_bytes}-byte cap.")
+                if "No such file" in err:
+                    raise FileNotFoundError(f"No file '{path}' in sandbox '{self.name}'.")
+                if "Is a directory" in err:
+                    raise IsADirectoryError(f"'{path}' is a folder in sandbox '{self.name}'; use copy_out.")
         try:
             stream, stat = container.get_archive(path)
         except docker.errors.NotFound:
@@ -477,6 +520,21 @@ class DockerSandbox(Sandbox):
     def copy_out(self, sandbox_dir: str, host_dir, max_bytes: int | None = None) -> None:
         container = self._require()
         sandbox_dir = posixpath.join(self.config.workdir, sandbox_dir).rstrip("/") or "/"
+        if self.config.exec_server:
+            cap = (max_bytes if max_bytes is not None else 1 << 30) + 1
+            done = self._served_raw(["tar", "-C", sandbox_dir, "-cf", "-", "."], keep=cap, timeout=300)
+            if done is not None and done[0] == 0:
+                if max_bytes is not None and len(done[1]) > max_bytes:
+                    raise ValueError(f"'{sandbox_dir}' is over the {max_bytes}-byte cap for copy_out.")
+                Path(host_dir).mkdir(parents=True, exist_ok=True)
+                with tarfile.open(fileobj=io.BytesIO(done[1]), mode="r") as tar:
+                    members = [m for m in tar.getmembers() if m.name not in (".", "./")]
+                    for m in members:
+                        m.name = m.name.removeprefix("./")
+                    tar.extractall(Path(host_dir), members=members, filter="data")
+                return
+            if done is not None and "No such file" in done[2]:
+                raise FileNotFoundError(f"No folder '{sandbox_dir}' in sandbox '{self.name}'.")
         try:
             stream, stat = container.get_archive(sandbox_dir + "/.")
         except docker.errors.NotFound:

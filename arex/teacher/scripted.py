@@ -182,6 +182,7 @@ class ScriptedServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body are separate writes: no 40 ms ACK stall
 
             def log_message(self, *args) -> None:  # quiet
                 pass
