@@ -12,6 +12,7 @@ import contextlib
 import sys
 
 from arex.sandbox import docker as docker_backend
+from arex.sandbox import execd
 from arex.sandbox.docker import DockerSandbox
 from arex.sandbox.conformance import CHECKS, Harness, readonly_source, suite_config
 
@@ -57,7 +58,17 @@ MUTATIONS = {
     "no output kill": ("output_kill", ["output_flood_is_stopped"]),
     "no default timeout": ("timeout_s", ["timeout_status"]),
     "kill only the top process": (patched(docker_backend, "_KILL_TREE", 'pkill -9 -f "^sleep 60"; exit 0'), ["timeout_kills_the_whole_tree"]),
+    # The same two rules as enforced by the in-sandbox command server:
+    "server: no tree kill": (
+        patched(execd, "SERVER", execd.SERVER.replace('    needle = ("AREX_EXEC_ID=" + marker).encode()', "    return")),
+        ["timeout_kills_the_whole_tree"],
+    ),
+    "server: no output cap": (
+        patched(execd, "SERVER", execd.SERVER.replace('limit, kill_at = req["keep"], req["kill_at"]', 'limit, kill_at = 10**12, req["kill_at"]')),
+        ["stdout_is_capped_with_marker", "stderr_is_capped_with_marker"],
+    ),
 }
+# Mutations of the docker-exec path run with the command server off; "server:" ones with it on.
 # Exec-time settings are read from the config on every call: "removing" one means a huge value
 # (or root, which the config's own validation would refuse).
 _CONFIG_MUTATIONS = {"output_kill": 10**12, "timeout_s": 3600, "user": "0:0"}
@@ -69,7 +80,8 @@ def main() -> int:
     for name, (patch, checks) in MUTATIONS.items():
         changes = {patch: _CONFIG_MUTATIONS[patch]} if isinstance(patch, str) else {}
         with readonly_source() as folder, (contextlib.nullcontext() if changes else patch):
-            harness = Harness(suite_config("docker", folder).model_copy(update=changes))
+            path = {"exec_server": name.startswith("server:")}
+            harness = Harness(suite_config("docker", folder).model_copy(update={**changes, **path}))
             try:
                 for check in checks:
                     try:

@@ -311,8 +311,12 @@ class DockerSandbox(Sandbox):
         try:
             reply = server.run(request, wait_s=timeout + 60)
         except ServerGone as exc:
+            if exc.ran:
+                # It started but could not be supervised (typically the pids limit): end it, report it.
+                restarted = self._kill_tree(exec_id)
+                return ExecResult(status="error", exit_code=137, stdout="", stderr=f"[arex: {exc}]", duration_s=round((time.time_ns() - started_ns) / 1e9, 4), sandbox_restarted=restarted)
             if "spawn failed" in str(exc) or not server.alive:
-                # Nothing ran (could not fork, or the server is gone): plain exec decides.
+                # Nothing ran (no thread or process could be made, or the server is gone): plain exec decides.
                 return None
             raise self._dead("exec through the command server", exc) from None
         stdout, out_cut = execd_text(reply["out"], cfg.output_limit)

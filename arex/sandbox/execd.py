@@ -32,7 +32,8 @@ def reply(msg):
 
 def kill_marked(marker, proc):
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        if proc is not None:
+            os.killpg(proc.pid, signal.SIGKILL)
     except OSError:
         pass
     needle = ("AREX_EXEC_ID=" + marker).encode()
@@ -128,14 +129,28 @@ def run(req):
             msg[key] = [base64.b64encode(bytes(head)).decode(), base64.b64encode(bytes(tail)).decode(), total]
     reply(msg)
 
+def guarded(req):
+    try:
+        run(req)
+    except BaseException as exc:  # e.g. no thread or pipe left under a pids limit: say so, never go silent
+        kill_marked(req["marker"], None)
+        reply({"id": req["id"], "error": f"supervision failed: {exc}", "ran": True})
+
 for line in sys.stdin.buffer:
     req = json.loads(line)
-    threading.Thread(target=run, args=(req,), daemon=True).start()
+    try:
+        threading.Thread(target=guarded, args=(req,), daemon=True).start()
+    except RuntimeError as exc:
+        reply({"id": req["id"], "error": f"spawn failed: {exc}"})
 '''
 
 
 class ServerGone(RuntimeError):
-    """The in-sandbox server is not usable; the caller falls back to plain docker exec."""
+    """The in-sandbox server is not usable. `ran`: the command was started (do not run it again)."""
+
+    def __init__(self, message: str, ran: bool = False):
+        super().__init__(message)
+        self.ran = ran
 
 
 class ExecServer:
@@ -208,7 +223,7 @@ class ExecServer:
         if reply is None:
             raise ServerGone("the exec server stopped")
         if "error" in reply:
-            raise ServerGone(reply["error"])
+            raise ServerGone(reply["error"], ran=bool(reply.get("ran")))
         return reply
 
     def close(self) -> None:
