@@ -471,13 +471,14 @@ class DockerSandbox(Sandbox):
         container = self._require()
         path = posixpath.join(self.config.workdir, path)
         if self.config.exec_server:
-            cap = (max_bytes if max_bytes is not None else 256 << 20) + 1
+            # Small files only: a large one goes through the engine's archive API, not the server's memory.
+            cap = min((max_bytes if max_bytes is not None else 256 << 20) + 1, 16 << 20)
             done = self._served_raw(["cat", "--", path], keep=cap)
             if done is not None:
                 code, out, err = done
                 if code == 0 and (max_bytes is None or len(out) <= max_bytes):
                     return out
-                if code == 0:
+                if code == 0 and max_bytes is not None and max_bytes < 16 << 20:
                     raise ValueError(f"'{path}' is over the {max_bytes}-byte cap.")
                 if "No such file" in err:
                     raise FileNotFoundError(f"No file '{path}' in sandbox '{self.name}'.")
@@ -525,9 +526,9 @@ class DockerSandbox(Sandbox):
         container = self._require()
         sandbox_dir = posixpath.join(self.config.workdir, sandbox_dir).rstrip("/") or "/"
         if self.config.exec_server:
-            cap = (max_bytes if max_bytes is not None else 1 << 30) + 1
+            cap = min((max_bytes if max_bytes is not None else 1 << 30) + 1, 64 << 20)
             done = self._served_raw(["tar", "-C", sandbox_dir, "-cf", "-", "."], keep=cap, timeout=300)
-            if done is not None and done[0] == 0:
+            if done is not None and done[0] == 0 and len(done[1]) < cap:
                 if max_bytes is not None and len(done[1]) > max_bytes:
                     raise ValueError(f"'{sandbox_dir}' is over the {max_bytes}-byte cap for copy_out.")
                 Path(host_dir).mkdir(parents=True, exist_ok=True)
