@@ -160,16 +160,25 @@ def run_gates(env_dir: Path, spec: JudgeSpec, problem: Problem, sandbox: Sandbox
 
 
 # -- the build -----------------------------------------------------------------------------------
+def skipped_report(final: Path, digest: str, source: Path, started: float) -> EnvReport | None:
+    """The report of an env already built from the same content (its .build.json), else None."""
+    stamp = final / ".build.json"
+    if not stamp.is_file():
+        return None
+    previous = json.loads(stamp.read_text())
+    if previous.get("source_hash") != digest:
+        return None
+    gates = [Gate(**g) for g in previous.get("gates", [])]
+    return EnvReport(str(source), final.name, "skipped", "unchanged since the last build", gates, previous.get("scores", {}), time.monotonic() - started)
+
+
 def build_one(problem: Problem, source: Path, digest: str, out: Path, sandbox: SandboxConfig) -> EnvReport:
     started = time.monotonic()
     env_id = problem.spec.id
     final = out / env_id
-    stamp = final / ".build.json"
-    if stamp.is_file():
-        previous = json.loads(stamp.read_text())
-        if previous.get("source_hash") == digest:
-            gates = [Gate(**g) for g in previous.get("gates", [])]
-            return EnvReport(str(source), env_id, "skipped", "unchanged since the last build", gates, previous.get("scores", {}), time.monotonic() - started)
+    skipped = skipped_report(final, digest, source, started)
+    if skipped is not None:
+        return skipped
     report = EnvReport(str(source), env_id, "rejected")
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{env_id}-", dir=out) as tmp:

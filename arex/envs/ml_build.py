@@ -29,7 +29,7 @@ import git
 import yaml
 from pydantic import ValidationError
 
-from arex.envs.judge_sources import SourceError, slug
+from arex.envs.judge_sources import SourceError
 from arex.grading.judge import cache_dir
 from arex.grading.ml import METRICS, MLGrader, resolve_metric
 from arex.sandbox import SandboxConfig, SandboxError, make_sandbox
@@ -58,9 +58,10 @@ def is_ml_source(path: Path) -> bool:
         return (path / SPEC_FILE).is_file()
     if path.is_file() and path.suffix in (".yaml", ".yml"):
         try:
-            return isinstance(yaml.safe_load(path.read_text()), dict) and "repo" in yaml.safe_load(path.read_text())
+            data = yaml.safe_load(path.read_text())
         except yaml.YAMLError:
             return False
+        return isinstance(data, dict) and "repo" in data
     return False
 
 
@@ -455,12 +456,11 @@ def build_ml(path: Path, out: Path, sandbox: SandboxConfig):
         digest.update(p.relative_to(checkout).as_posix().encode() + b"\0" + p.read_bytes())
     content = digest.hexdigest()[:16]
     final = out / spec.id
-    stamp = final / ".build.json"
-    if stamp.is_file() and json.loads(stamp.read_text()).get("source_hash") == content:
-        from arex.envs.build import Gate
+    from arex.envs.build import skipped_report
 
-        previous = json.loads(stamp.read_text())
-        return EnvReport(str(path), spec.id, "skipped", "unchanged since the last build", [Gate(**g) for g in previous["gates"]], previous["scores"], time.monotonic() - started)
+    skipped = skipped_report(final, content, path, started)
+    if skipped is not None:
+        return skipped
     report = EnvReport(str(path), spec.id, "rejected")
     try:
         deps = deps_image(spec, checkout, sandbox.image)

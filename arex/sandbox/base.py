@@ -119,6 +119,14 @@ class ExecResult(BaseModel):
         return self.stdout + self.stderr
 
 
+def truncated_text(head: bytes, tail: bytes, total: int) -> tuple[str, bool]:
+    """Kept head and tail of a stream of `total` bytes → text, with a visible marker if bytes were dropped."""
+    if total <= len(head) + len(tail):
+        return (head + tail).decode("utf-8", "replace"), False
+    marker = f"\n[... arex: output truncated, {total - len(head) - len(tail)} bytes not shown ...]\n"
+    return head.decode("utf-8", "replace") + marker + tail.decode("utf-8", "replace"), True
+
+
 class SandboxError(RuntimeError):
     """Broken infrastructure (engine unreachable, image missing, container gone). Not the agent's fault."""
 

@@ -30,7 +30,7 @@ import docker.errors
 import requests.exceptions
 from docker.types import Ulimit
 
-from arex.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxError
+from arex.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxError, truncated_text
 from arex.sandbox.execd import ExecServer, ServerGone
 from arex.sandbox.execd import text as execd_text
 
@@ -107,16 +107,16 @@ class _Capped:
 
     @property
     def truncated(self) -> bool:
-        return self.total > self.head_limit + self.tail_limit
+        return self.text_and_cut()[1]
 
     def text(self) -> str:
+        return self.text_and_cut()[0]
+
+    def text_and_cut(self) -> tuple[str, bool]:
         tail = b"".join(self.tail)
-        if not self.truncated:
-            return (bytes(self.head) + tail).decode("utf-8", "replace")
-        tail = tail[-self.tail_limit :]
-        dropped = self.total - len(self.head) - len(tail)
-        marker = f"\n[... arex: output truncated, {dropped} bytes not shown ...]\n"
-        return bytes(self.head).decode("utf-8", "replace") + marker + tail.decode("utf-8", "replace")
+        if self.total > self.head_limit + self.tail_limit:
+            tail = tail[-self.tail_limit :]
+        return truncated_text(bytes(self.head), tail, self.total)
 
 
 class DockerSandbox(Sandbox):
@@ -319,8 +319,8 @@ class DockerSandbox(Sandbox):
                 # Nothing ran (no thread or process could be made, or the server is gone): plain exec decides.
                 return None
             raise self._dead("exec through the command server", exc) from None
-        stdout, out_cut = execd_text(reply["out"], cfg.output_limit)
-        stderr, err_cut = execd_text(reply["err"], cfg.output_limit)
+        stdout, out_cut = execd_text(reply["out"])
+        stderr, err_cut = execd_text(reply["err"])
         code, killed = reply["exit_code"], reply["killed"]
         restarted = False
         if killed:
@@ -353,7 +353,7 @@ class DockerSandbox(Sandbox):
         if reply["killed"] or reply["out"][2] > len(base64.b64decode(reply["out"][0])) + len(base64.b64decode(reply["out"][1])):
             return None
         out = base64.b64decode(reply["out"][0]) + base64.b64decode(reply["out"][1])
-        err, _ = execd_text(reply["err"], 4096)
+        err, _ = execd_text(reply["err"])
         return reply["exit_code"], out, err
 
     def _ensure_server(self) -> ExecServer | None:

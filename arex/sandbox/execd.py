@@ -234,11 +234,8 @@ class ExecServer:
             pass
 
 
-def text(part: list, keep: int) -> tuple[str, bool]:
+def text(part: list) -> tuple[str, bool]:
     """(head, tail, total) from the server → text with the same truncation marker as the plain path."""
-    head, tail, total = base64.b64decode(part[0]), base64.b64decode(part[1]), part[2]
-    if total <= len(head) + len(tail):
-        return (head + tail).decode("utf-8", "replace"), False
-    dropped = total - len(head) - len(tail)
-    marker = f"\n[... arex: output truncated, {dropped} bytes not shown ...]\n"
-    return head.decode("utf-8", "replace") + marker + tail.decode("utf-8", "replace"), True
+    from arex.sandbox.base import truncated_text
+
+    return truncated_text(base64.b64decode(part[0]), base64.b64decode(part[1]), part[2])
