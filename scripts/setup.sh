@@ -39,7 +39,9 @@ export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON 
 mkdir -p .arex
 stamp=".arex/setup-stamp"
 want="$(sha256sum pyproject.toml | cut -c1-16) $EXTRAS $($PYTHON -c 'import sys; print(sys.executable)') $CMAKE_ARGS"
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && $PYTHON -c 'import arex' >/dev/null 2>&1; then
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
+   && [ "$(cd / && $PYTHON -c 'import arex, os; print(os.path.dirname(os.path.dirname(arex.__file__)))' 2>/dev/null)" = "$PWD" ]; then
+  # (imported from outside the checkout: an editable install of another clone does not count)
   log "python package up to date"
 else
   log "pip install -e .[$EXTRAS] (llama-cpp-python compiles once, ~5 min) ..."
