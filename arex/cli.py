@@ -191,6 +191,93 @@ def rollout(
     console.print(f"trajectories: {out}/<env>/<key>.jsonl; summary: {out / 'summary.json'}")
 
 
+@app.command("select")
+def select_command(
+    store: Path = typer.Option(Path("rollouts"), "--store", help="Trajectory store written by `arex rollout --out`."),
+    envs: Path = typer.Option(..., "--envs", help="The built envs the trajectories ran on (re-grading needs them)."),
+    out: Path = typer.Option(Path("selected"), "--out", help="Where selection.json, kept.jsonl, drops.md go."),
+    config: Optional[List[str]] = ConfigOpt,
+) -> None:
+    """Keep or drop whole trajectories; scores are re-checked by re-grading. Resumable."""
+    import asyncio
+
+    from arex.select import LeakError, select
+
+    cfg = _config(config)
+    judge = None
+    if cfg.select.llm_judge.enabled:
+        from arex.teacher.client import TeacherClient
+
+        if not cfg.teacher.base_url:
+            _fail("select.llm_judge.enabled needs teacher.base_url (start one with `arex teacher serve`)", 2)
+        judge = TeacherClient(cfg.teacher)
+
+    def show(verdict) -> None:
+        mark = "[green]kept[/green]" if verdict.kept else f"[yellow]dropped[/yellow] {escape(', '.join(verdict.reasons))}"
+        console.print(f"{verdict.env_id}/{verdict.key}: {mark}")
+
+    try:
+        selection = select(store, envs, out, cfg.select, cfg.sandbox, judge, on_verdict=show)
+    except LeakError as exc:
+        _fail(f"LEAK: {exc}", 3)
+    except (FileNotFoundError, ValueError) as exc:
+        _fail(str(exc), 2)
+    finally:
+        if judge is not None:
+            asyncio.run(judge.close())
+    table = Table("drop reason", "trajectories", "ids")
+    for reason, row in selection.drop_table().items():
+        table.add_row(reason, str(row["count"]), escape(", ".join(row["ids"][:4]) + (" ..." if row["count"] > 4 else "")))
+    console.print(table)
+    console.print(f"kept {len(selection.kept)} of {len(selection.kept) + len(selection.dropped)}; report: {out / 'selection.json'}, kept set: {out / 'kept.jsonl'}")
+
+
+@app.command("export")
+def export_command(
+    selection: Path = typer.Option(Path("selected"), "--selection", help="Folder written by `arex select`."),
+    out: Path = typer.Option(Path("dataset"), "--out", help="Dataset folder: parquet shards, checksums.json, README.md (card)."),
+    envs: Optional[Path] = typer.Option(None, "--envs", help="Built envs, for the canary leak check (default: none)."),
+    config: Optional[List[str]] = ConfigOpt,
+) -> None:
+    """Write the kept trajectories as SFT parquet shards and a dataset card."""
+    import json
+
+    from arex.canary import LeakError
+    from arex.card import write_card
+    from arex.export import export, kept_records
+
+    cfg = _config(config)
+    report = selection / "selection.json"
+    try:
+        stats = export(kept_records(selection), out, cfg.export, envs)
+    except LeakError as exc:
+        _fail(f"LEAK: {exc}", 3)
+    except (FileNotFoundError, ValueError) as exc:
+        _fail(str(exc), 2)
+    card = write_card(out, stats, cfg.export, json.loads(report.read_text()) if report.is_file() else None)
+    rows = ", ".join(f"{g} {n}" for g, n in stats.rows.items())
+    console.print(f"exported {stats.trajectories} trajectories ({len(stats.duplicates)} duplicates skipped): {rows} rows in {len(stats.shards)} shard(s)")
+    console.print(f"shards: {out}/<rounds|trajectories>/*.parquet; card: {card}")
+
+
+@app.command("push")
+def push_command(
+    dataset: Path = typer.Option(Path("dataset"), "--dataset", help="Folder written by `arex export`."),
+    repo_id: str = typer.Option(..., "--repo-id", help="Hub dataset repo, e.g. you/arex-trajectories."),
+    token: Optional[str] = typer.Option(None, "--token", help="Hub token (default: $HF_TOKEN or the stored login)."),
+    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="Hub URL (default: $HF_ENDPOINT or huggingface.co)."),
+    private: bool = typer.Option(False, "--private", help="Create the repo private."),
+) -> None:
+    """Upload the shards and the card to a Hugging Face dataset repo, in one commit."""
+    from arex.push import PushError, push
+
+    try:
+        result = push(dataset, repo_id, token=token, endpoint=endpoint, private=private)
+    except PushError as exc:
+        _fail(str(exc), 2)
+    console.print(f"pushed {len(result.files)} files to {result.repo_url}")
+
+
 @teacher_app.command("serve")
 def teacher_serve(
     config: Optional[List[str]] = ConfigOpt,

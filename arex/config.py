@@ -17,8 +17,10 @@ from typing import Any, Sequence
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from arex.sandbox.base import SandboxConfig
+from arex.export import ExportConfig
 from arex.rollout.config import RolloutConfig
+from arex.sandbox.base import SandboxConfig
+from arex.select import SelectConfig
 from arex.teacher.client import TeacherConfig
 
 _OVERRIDE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)=(.*)$", re.S)
@@ -39,6 +41,10 @@ class ArexConfig(BaseModel):
     """The model that generates trajectories: endpoint, sampling, retries, prices."""
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     """The reflective loop: rounds, steps, budgets, context policy, prompts, skills."""
+    select: SelectConfig = Field(default_factory=SelectConfig)
+    """Which whole trajectories are kept: score, improvement, adherence, process quality."""
+    export: ExportConfig = Field(default_factory=ExportConfig)
+    """How kept trajectories become SFT rows: granularities, loss weights, shard size."""
 
 
 def load_config(items: Sequence[str] = (), model: type[BaseModel] = ArexConfig) -> Any:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import yaml
 
+from arex.canary import CANARY_FILE, make_canary
+
 from arex.envs.judge_sources import Problem, SourceError, content_hash, load, source_files
 from arex.grading.judge import Judge
 from arex.sandbox import SandboxConfig, SandboxError
@@ -61,6 +63,9 @@ def write_env(problem: Problem, dest: Path) -> None:
         else:
             shutil.copyfile(src, target)
     (dest / "statement.md").write_text(problem.statement, encoding="utf-8")
+    if not (dest / CANARY_FILE).is_file():  # every env carries one; see arex/canary.py
+        (dest / CANARY_FILE).parent.mkdir(parents=True, exist_ok=True)
+        (dest / CANARY_FILE).write_text(make_canary(f"{problem.spec.id}\0{problem.statement}") + "\n")
     starter = dest / "workspace" / problem.spec.starter
     if not starter.exists():
         from arex.grading.languages import language_for

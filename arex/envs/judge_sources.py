@@ -128,6 +128,8 @@ def load_arex(folder: Path) -> Problem:
         for path in (folder / "workspace").rglob("*"):
             if path.is_file():
                 files[path.relative_to(folder).as_posix()] = path
+    if (folder / "private" / "canary.txt").is_file():
+        files["private/canary.txt"] = folder / "private" / "canary.txt"
     known = {k: v for k, v in task.items() if k not in ("solutions", "statement")}
     spec = _spec(task_path, **{**known, "tests": tests, "solutions": solutions, "source_format": "arex"})
     return Problem(spec=spec, statement=statement_path.read_text(encoding="utf-8"), files=files)

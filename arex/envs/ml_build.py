@@ -29,6 +29,7 @@ import git
 import yaml
 from pydantic import ValidationError
 
+from arex.canary import CANARY_FILE, make_canary
 from arex.envs.judge_sources import SourceError
 from arex.grading.judge import cache_dir
 from arex.grading.ml import METRICS, MLGrader, resolve_metric
@@ -485,6 +486,7 @@ def build_ml(path: Path, out: Path, sandbox: SandboxConfig):
                 (workspace / rel).write_bytes(data)
             (work / "private").mkdir(parents=True)
             (work / "private" / "labels.csv").write_bytes(labels_csv)
+            (work / CANARY_FILE).write_text(make_canary(f"{spec.id}\0{content}") + "\n")
             (work / "statement.md").write_text((checkout / spec.statement).read_text(encoding="utf-8"))
             image = env_image(spec, deps, workspace, content)
             spec = spec.model_copy(

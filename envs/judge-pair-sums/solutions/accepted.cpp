@@ -1,3 +1,4 @@
+// arex-canary-2cce1b61f675486304e7f884cba3008f (private: must never appear in a trajectory)
 #include <bits/stdc++.h>
 int main() {
     int n; long long k;

@@ -1,3 +1,4 @@
+# arex-canary-2cce1b61f675486304e7f884cba3008f (private: must never appear in a trajectory)
 import sys
 
 

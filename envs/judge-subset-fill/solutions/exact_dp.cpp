@@ -1,3 +1,4 @@
+// arex-canary-efb8a678bdeac9be9f9c3ce26ba002bb (private: must never appear in a trajectory)
 #include <bits/stdc++.h>
 int main() {  // exact: reachable sums with the item that first reached each sum
     int n, cap;

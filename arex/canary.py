@@ -1,0 +1,62 @@
+"""Canary strings: a random-looking marker stored in every env's private data.
+
+If a canary shows up in a trajectory, private data (hidden tests, labels, reference solutions)
+reached the agent or the feedback. Selection and export refuse to go on: a dataset built on a leak
+cannot be trusted, and the fix is in the env or the grader, not in the data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+CANARY_FILE = "private/canary.txt"
+PREFIX = "arex-canary-"
+
+
+class LeakError(RuntimeError):
+    """A canary string was found where only public data may be."""
+
+
+def make_canary(seed: str) -> str:
+    """Deterministic per env build (so a rebuild keeps it), unguessable without the private data."""
+    return PREFIX + hashlib.sha256(f"arex canary\0{seed}".encode()).hexdigest()[:32]
+
+
+def env_canaries(env_dir: Path) -> list[str]:
+    path = Path(env_dir) / CANARY_FILE
+    if not path.is_file():
+        return []
+    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if len(line.strip()) >= 16]
+
+
+def find_canary(text: str, canaries: dict[str, str]) -> str | None:
+    """The env id whose canary occurs in `text`, if any (canaries: canary → env id)."""
+    for canary, env_id in canaries.items():
+        if canary in text:
+            return env_id
+    return None
+
+
+def scan_file(path: Path, canaries: dict[str, str]) -> None:
+    """Raise LeakError naming the file, the line and the env if any canary occurs in it."""
+    if not canaries:
+        return
+    with path.open("r", encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, 1):
+            env_id = find_canary(line, canaries)
+            if env_id is not None:
+                raise LeakError(
+                    f"{path}:{number}: the private-data canary of env '{env_id}' appears in this trajectory. "
+                    "Private data reached the agent or its feedback: fix the env or grader, rebuild, and re-run the rollouts; "
+                    "nothing was selected or exported."
+                )
+
+
+def scan_tree(folder: Path, canaries: dict[str, str]) -> None:
+    """Scan the text files of a snapshot folder (what the agent wrote in its workspace)."""
+    if not canaries or not folder.is_dir():
+        return
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and path.stat().st_size <= 8 << 20:
+            scan_file(path, canaries)

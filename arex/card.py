@@ -1,0 +1,158 @@
+"""The dataset card (`README.md` beside the shards, Hub front matter) and its score curve."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import yaml
+
+from arex import __version__
+from arex.export import ExportConfig, ExportStats
+
+CURVE = "score_curve.png"
+
+
+def _size_category(n: int) -> str:
+    for limit, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
+        if n < limit:
+            return name
+    return "1M<n<10M"
+
+
+def plot_curves(stats: ExportStats, path: Path) -> bool:
+    """Mean best-so-far held-out score per round, one panel per env (scales differ by metric)."""
+    if not stats.by_env:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    envs = sorted(stats.by_env)
+    cols = min(3, len(envs))
+    rows = (len(envs) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
+    for ax, env_id in zip(axes.flat, envs):
+        curves = stats.by_env[env_id]["curve"]
+        length = max(len(c) for c in curves)
+        # A trajectory that ended early keeps its last best-so-far value.
+        padded = [c + [c[-1]] * (length - len(c)) for c in curves]
+        xs = list(range(1, length + 1))
+        mean = [statistics.fmean(col) for col in zip(*padded)]
+        low = [min(col) for col in zip(*padded)]
+        high = [max(col) for col in zip(*padded)]
+        ax.fill_between(xs, low, high, alpha=0.2, label="min-max")
+        ax.plot(xs, mean, marker="o", markersize=3, label=f"mean of {len(curves)}")
+        ax.set_title(env_id, fontsize=10)
+        ax.set_xlabel("round")
+        ax.set_ylabel("best held-out score so far")
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(envs) :]:
+        ax.axis("off")
+    fig.tight_layout()
+    # No timestamps in the file: the same data gives the same image.
+    fig.savefig(path, dpi=90, metadata={"Software": None})
+    plt.close(fig)
+    return True
+
+
+def _stats_table(stats: ExportStats) -> list[str]:
+    lines = ["| env | domain | trajectories | rounds | mean first | mean best | mean final | mean improvement | improved |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for env_id, env in sorted(stats.by_env.items()):
+        improvements = [b - f for b, f in zip(env["best"], env["first"])]
+        improved = sum(1 for x in improvements if x > 0)
+        lines.append(
+            f"| {env_id} | {env['domain']} | {env['trajectories']} | {env['rounds']} | {statistics.fmean(env['first']):.4g} | "
+            f"{statistics.fmean(env['best']):.4g} | {statistics.fmean(env['final']):.4g} | {statistics.fmean(improvements):+.4g} | {improved}/{len(improvements)} |"
+        )
+    return lines
+
+
+def write_card(out: Path, stats: ExportStats, config: ExportConfig, selection: dict | None) -> Path:
+    """Write `out/README.md` (and the curve image); returns the card's path."""
+    has_curve = plot_curves(stats, out / CURVE)
+    total_rows = sum(stats.rows.values())
+    front = {
+        "pretty_name": config.pretty_name,
+        "license": config.license,
+        "language": ["en"],
+        "task_categories": ["text-generation"],
+        "tags": ["agents", "self-improvement", "reflection", "sft", "arex"],
+        "size_categories": [_size_category(total_rows)],
+        "configs": [{"config_name": g, "data_files": [{"split": "train", "path": f"{g}/*.parquet"}], **({"default": True} if i == 0 else {})} for i, g in enumerate(config.granularities)],
+    }
+    domains: dict[str, int] = {}
+    for env in stats.by_env.values():
+        domains[env["domain"]] = domains.get(env["domain"], 0) + env["trajectories"]
+    lines = [
+        "---",
+        yaml.safe_dump(front, sort_keys=False).strip(),
+        "---",
+        "",
+        f"# {config.pretty_name}",
+        "",
+        "Long-horizon self-improvement trajectories synthesized by arex "
+        f"{__version__}: a teacher model worked on each task for many rounds of act → submit → feedback → "
+        "reflect (REVIEW, DIAGNOSE, PLAN, STATE) → revise. Whole trajectories were kept by re-checked "
+        "final score and rule adherence; failed rounds inside kept trajectories stay, since they teach recovery.",
+        "",
+        "## Contents",
+        "",
+        f"- {stats.trajectories} trajectories ({len(stats.duplicates)} near-duplicates removed); "
+        + "; ".join(f"{g}: {n} rows" for g, n in stats.rows.items()),
+        "- by domain: " + (", ".join(f"{d} {n}" for d, n in sorted(domains.items())) or "none"),
+        "",
+        "Configs: `rounds` has one row per round holding exactly the messages the teacher saw in that round "
+        "(context, commands and observations, the reflect prompt) and its reflection; `trajectories` has one "
+        "row per trajectory, the rounds joined. Columns: `messages` (list of `{role, content}`, as TRL's "
+        "SFTTrainer reads), `weights` (one per message: "
+        f"{config.action_weight:g} on acting assistant turns, {config.reflection_weight:g} on reflections, "
+        f"{config.invalid_weight:g} on unusable replies, 0 on system/user turns), and metadata "
+        "(trajectory_id, env_id, env_kind, domain, round, rounds, public/held-out scores, first/best/final "
+        "held-out, baseline, improvement, teacher, config_hash, arex_version). Scores are higher-is-better: "
+        "metrics to minimise (e.g. RMSE) are negated.",
+        "",
+        "```python",
+        "from datasets import load_dataset",
+        'rows = load_dataset("<this repo>", "rounds", split="train")',
+        "```",
+        "",
+        "## Score improvement",
+        "",
+        *_stats_table(stats),
+        "",
+    ]
+    if has_curve:
+        lines += [f"![Best held-out score so far, by round]({CURVE})", ""]
+    lines += ["## Selection", ""]
+    if selection:
+        lines += [
+            f"{selection['kept']} of {selection['total']} trajectories kept (criteria hash `{selection['criteria_hash']}`).",
+            "",
+            "Criteria:",
+            "",
+            "```yaml",
+            yaml.safe_dump(selection["criteria"], sort_keys=False).strip(),
+            "```",
+            "",
+            "| drop reason | trajectories |",
+            "|---|---:|",
+            *[f"| {reason} | {row['count']} |" for reason, row in selection["drops"].items()],
+            "",
+        ]
+    else:
+        lines += ["No selection report was given.", ""]
+    lines += ["## Provenance", "", "Teachers:", ""]
+    for name, teacher in sorted(stats.teachers.items()):
+        lines.append(f"- `{name}`, sampling `{json.dumps(teacher.get('sampling'), sort_keys=True)}`")
+    lines += ["", "Rollout configs (by hash):", ""]
+    for chash, cfg in sorted(stats.configs.items()):
+        lines += [f"<details><summary><code>{chash}</code></summary>", "", "```yaml", yaml.safe_dump(cfg, sort_keys=True).strip(), "```", "", "</details>", ""]
+    lines += ["Data files (sha256):", "", "| file | rows | bytes | sha256 |", "|---|---:|---:|---|"]
+    lines += [f"| {rel} | {s['rows']} | {s['bytes']} | `{s['sha256']}` |" for rel, s in sorted(stats.shards.items())]
+    lines.append("")
+    path = out / "README.md"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path

@@ -1,0 +1,342 @@
+"""`arex export`: kept trajectories → parquet shards TRL's SFT trainer reads, plus a dataset card.
+
+Rows, two granularities (each its own folder and Hub config):
+- `rounds/`: one row per round, exactly what the teacher saw in that round: its context, every
+  (reply, observation) pair, the reflect prompt and the reflection.
+- `trajectories/`: one row per trajectory, the rounds joined into one conversation.
+
+Every row has `messages` ([{role, content}]), `weights` (one per message: assistant turns carry the
+loss, everything else 0) and metadata. Streams: one trajectory in memory at a time, shards rolled by
+file size. Deterministic: same kept set and config → byte-identical files. Near-duplicate
+trajectories (same assistant turns after whitespace normalisation) are written once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import BaseModel, ConfigDict
+
+from arex import __version__
+from arex.canary import LeakError, env_canaries, find_canary
+from arex.rollout.record import Loaded, call_messages, load
+
+GRANULARITIES = ("rounds", "trajectories")
+
+MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
+SCHEMA = pa.schema(
+    [
+        ("messages", pa.list_(MESSAGE)),
+        ("weights", pa.list_(pa.float32())),
+        ("trajectory_id", pa.string()),
+        ("env_id", pa.string()),
+        ("env_kind", pa.string()),
+        ("domain", pa.string()),
+        ("round", pa.int32()),
+        ("rounds", pa.int32()),
+        ("public_score", pa.float64()),
+        ("held_out_score", pa.float64()),
+        ("first_held_out", pa.float64()),
+        ("best_held_out", pa.float64()),
+        ("final_held_out", pa.float64()),
+        ("baseline_score", pa.float64()),
+        ("improvement", pa.float64()),
+        ("teacher", pa.string()),
+        ("config_hash", pa.string()),
+        ("arex_version", pa.string()),
+    ],
+    metadata={"arex.schema": "1", "arex.weights": "per message; assistant turns carry the loss"},
+)
+"""The row schema, in one place. `round` is null on trajectory rows; `public_score` and
+`held_out_score` are that round's (the final round's on trajectory rows). Scores are
+higher-is-better: metrics to minimise are negated."""
+
+
+class ExportConfig(BaseModel):
+    """How kept trajectories become training rows."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+    granularities: tuple[str, ...] = GRANULARITIES
+    """Which row sets to write: rounds (one row per round), trajectories (one per trajectory)."""
+    shard_mb: float = 256.0
+    """Target size of one parquet file (a shard is closed once it reaches this)."""
+    batch_rows: int = 64
+    """Rows buffered before they are written as one parquet row group."""
+    action_weight: float = 1.0
+    """Training weight of an assistant turn that acts (a command or `submit`)."""
+    reflection_weight: float = 1.0
+    """Training weight of the assistant's reflection at the end of a round (raise to stress it)."""
+    invalid_weight: float = 0.0
+    """Weight of assistant turns that could not be used (unparseable, empty or truncated replies)."""
+    dedupe: bool = True
+    """Write near-duplicate trajectories (same assistant turns) once."""
+    compression: str = "zstd"
+    """Parquet compression codec."""
+    license: str = "apache-2.0"
+    """License named in the dataset card."""
+    pretty_name: str = "arex self-improvement trajectories"
+    """Title of the dataset card."""
+
+
+@dataclass
+class ExportStats:
+    """What the card reports; filled while rows stream past."""
+
+    trajectories: int = 0
+    duplicates: list[str] = field(default_factory=list)
+    rows: dict[str, int] = field(default_factory=dict)
+    by_env: dict[str, dict] = field(default_factory=dict)
+    teachers: dict[str, dict] = field(default_factory=dict)
+    configs: dict[str, dict] = field(default_factory=dict)
+    shards: dict[str, dict] = field(default_factory=dict)
+    """relative path → {rows, bytes, sha256}"""
+
+    def add(self, header: dict, rounds: list[dict]) -> None:
+        held = [r["end"]["grade"]["held_out_score"] for r in rounds]
+        env = self.by_env.setdefault(header["env_id"], {"domain": header.get("domain") or header.get("env_kind"), "kind": header.get("env_kind"), "trajectories": 0, "rounds": 0, "first": [], "best": [], "final": [], "curve": []})
+        env["trajectories"] += 1
+        env["rounds"] += len(rounds)
+        env["first"].append(held[0])
+        env["best"].append(max(held))
+        env["final"].append(held[-1])
+        best_so_far, running = [], float("-inf")
+        for value in held:
+            running = max(running, value)
+            best_so_far.append(running)
+        env["curve"].append(best_so_far)
+        teacher = header.get("teacher", {})
+        self.teachers.setdefault(f"{teacher.get('model')} @ {teacher.get('base_url')}", {**teacher, "sampling": header.get("sampling")})
+        self.configs.setdefault(header.get("config_hash", "?"), header.get("config", {}))
+
+
+def _normalise(text: str) -> str:
+    return re.sub(r"\s+", " ", text or "").strip()
+
+
+def assistant_hash(record: Loaded) -> str:
+    """Content hash of every assistant turn, whitespace-normalised: equal for near-duplicates."""
+    digest = hashlib.sha256()
+    for r in record.rounds:
+        for step in r["steps"]:
+            digest.update(_normalise(step["call"]["content"]).encode() + b"\0")
+        digest.update(_normalise(r["end"]["reflection"]["call"]["content"]).encode() + b"\1")
+    return digest.hexdigest()
+
+
+class RowBuilder:
+    """Turns one loaded trajectory into rows of both granularities."""
+
+    def __init__(self, config: ExportConfig):
+        self.config = config
+
+    def _round_messages(self, round_: dict) -> tuple[list[dict], list[float]]:
+        """The round's last request (context, steps, reflect prompt) and the reflection reply."""
+        c = self.config
+        messages = call_messages(round_, None)
+        weights = [0.0] * len(messages)
+        context = len(round_["start"]["context"])
+        for i in range(context):  # earlier turns in full-history mode
+            if messages[i]["role"] == "assistant":
+                weights[i] = c.action_weight
+        position = context
+        for step in round_["steps"]:
+            usable = step["call"]["status"] == "ok" and step["action"]["kind"] != "invalid"
+            weights[position] = c.action_weight if usable else c.invalid_weight
+            position += 2 if step.get("observation") is not None else 1
+        reflection = round_["end"]["reflection"]["call"]
+        messages.append({"role": "assistant", "content": reflection["content"]})
+        weights.append(c.reflection_weight if reflection["status"] == "ok" else c.invalid_weight)
+        return [{"role": m["role"], "content": m["content"]} for m in messages], weights
+
+    def _meta(self, header: dict, record: Loaded) -> dict:
+        held = [r["end"]["grade"]["held_out_score"] for r in record.rounds]
+        teacher = header.get("teacher", {})
+        return {
+            "trajectory_id": header["key"],
+            "env_id": header["env_id"],
+            "env_kind": header.get("env_kind"),
+            "domain": header.get("domain") or header.get("env_kind"),
+            "rounds": len(held),
+            "first_held_out": held[0],
+            "best_held_out": max(held),
+            "final_held_out": held[-1],
+            "baseline_score": header.get("baseline_score"),
+            "improvement": max(held) - held[0],
+            "teacher": teacher.get("model"),
+            "config_hash": header.get("config_hash"),
+            "arex_version": header.get("arex_version", __version__),
+        }
+
+    def rows(self, record: Loaded) -> dict[str, list[dict]]:
+        meta = self._meta(record.header, record)
+        out: dict[str, list[dict]] = {"rounds": [], "trajectories": []}
+        joined: list[dict] = []
+        joined_weights: list[float] = []
+        for round_ in record.rounds:
+            messages, weights = self._round_messages(round_)
+            grade = round_["end"]["grade"]
+            out["rounds"].append({"messages": messages, "weights": weights, **meta, "round": round_["end"]["round"], "public_score": grade["public_score"], "held_out_score": grade["held_out_score"]})
+            if messages[: len(joined)] == joined:  # full-history: the round repeats what came before
+                start = len(joined)
+            else:  # bounded: a fresh context; the system prompt is said once
+                start = 1 if joined and messages and messages[0]["role"] == "system" and messages[0] == joined[0] else 0
+            joined += messages[start:]
+            joined_weights += weights[start:]
+        final = record.rounds[-1]["end"]["grade"]
+        out["trajectories"].append({"messages": joined, "weights": joined_weights, **meta, "round": None, "public_score": final["public_score"], "held_out_score": final["held_out_score"]})
+        return out
+
+
+class ShardWriter:
+    """Parquet files of about `shard_mb`, named `train-NNNNN-of-MMMMM.parquet` when closed."""
+
+    def __init__(self, folder: Path, config: ExportConfig):
+        self.folder, self.config = folder, config
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.buffer: list[dict] = []
+        self.paths: list[Path] = []
+        self.counts: list[int] = []
+        self._writer: pq.ParquetWriter | None = None
+        self._sink = None
+
+    def add(self, row: dict) -> None:
+        self.buffer.append(row)
+        if len(self.buffer) >= self.config.batch_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.buffer:
+            return
+        if self._writer is None:
+            path = self.folder / f".part-{len(self.paths):05d}.parquet"
+            self.paths.append(path)
+            self.counts.append(0)
+            self._sink = path.open("wb")
+            self._writer = pq.ParquetWriter(self._sink, SCHEMA, compression=self.config.compression, write_statistics=True)
+        self._writer.write_table(pa.Table.from_pylist(self.buffer, schema=SCHEMA))
+        self.counts[-1] += len(self.buffer)
+        self.buffer = []
+        if self._sink.tell() >= self.config.shard_mb * (1 << 20):
+            self._close_shard()
+
+    def _close_shard(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._sink.close()
+            self._writer = self._sink = None
+
+    def close(self) -> list[tuple[Path, int]]:
+        self._flush()
+        self._close_shard()
+        final = []
+        total = len(self.paths)
+        for i, (path, count) in enumerate(zip(self.paths, self.counts)):
+            target = self.folder / f"train-{i:05d}-of-{total:05d}.parquet"
+            path.rename(target)
+            final.append((target, count))
+        return final
+
+
+def kept_records(selection_dir: Path) -> Iterator[Path]:
+    kept = selection_dir / "kept.jsonl"
+    if not kept.is_file():
+        raise FileNotFoundError(f"{kept} does not exist; run `arex select --out {selection_dir}` first")
+    rows = [json.loads(line) for line in kept.read_text(encoding="utf-8").splitlines() if line.strip()]
+    for row in sorted(rows, key=lambda r: (r["env_id"], r["key"])):  # a fixed order: deterministic shards
+        yield Path(row["path"])
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _check_leaks(rows: dict[str, list[dict]], canaries: dict[str, str], path: Path) -> None:
+    for granularity, items in rows.items():
+        for row in items:
+            for i, message in enumerate(row["messages"]):
+                env_id = find_canary(message["content"], canaries)
+                if env_id is not None:
+                    raise LeakError(f"{path}: {granularity} row of round {row['round']}, message {i} ({message['role']}) contains the private-data canary of env '{env_id}'; nothing was exported.")
+
+
+def export(records: Iterator[Path], out: Path, config: ExportConfig, envs_dir: Path | None = None) -> ExportStats:
+    """Write shards under `out/<granularity>/` and `out/checksums.json`; returns the statistics
+    the dataset card is made from. The output folder is replaced only when everything succeeded."""
+    canaries: dict[str, str] = {}
+    if envs_dir is not None and envs_dir.is_dir():
+        for env_dir in sorted(p for p in envs_dir.iterdir() if (p / "task.yaml").is_file()):
+            canaries.update({c: env_dir.name for c in env_canaries(env_dir)})
+    unknown = set(config.granularities) - set(GRANULARITIES)
+    if unknown:
+        raise ValueError(f"unknown granularity {sorted(unknown)}; choose from {', '.join(GRANULARITIES)}")
+    staging = out.with_name(f".{out.name}.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    writers = {g: ShardWriter(staging / g, config) for g in config.granularities}
+    builder = RowBuilder(config)
+    stats = ExportStats(rows={g: 0 for g in config.granularities})
+    seen: set[str] = set()
+    try:
+        for path in records:
+            record = load(path)
+            if record.header is None or not record.rounds:
+                continue
+            if config.dedupe:
+                digest = assistant_hash(record)
+                if digest in seen:
+                    stats.duplicates.append(record.header["key"])
+                    continue
+                seen.add(digest)
+            rows = builder.rows(record)
+            _check_leaks(rows, canaries, path)
+            for granularity, writer in writers.items():
+                for row in rows[granularity]:
+                    writer.add(row)
+                stats.rows[granularity] += len(rows[granularity])
+            stats.trajectories += 1
+            stats.add(record.header, record.rounds)
+        for granularity, writer in writers.items():
+            for path, count in writer.close():
+                rel = path.relative_to(staging).as_posix()
+                stats.shards[rel] = {"rows": count, "bytes": path.stat().st_size, "sha256": _sha256(path)}
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    (staging / "checksums.json").write_text(json.dumps({k: v["sha256"] for k, v in sorted(stats.shards.items())}, indent=2) + "\n")
+    if out.exists():
+        shutil.rmtree(out)
+    staging.rename(out)
+    return stats
+
+
+def token_weights(tokenizer, messages: list[dict], weights: list[float]) -> tuple[list[int], list[float]]:
+    """Per-token loss weights for one row under a tokenizer's chat template: each token takes the
+    weight of the message its text came from (template tokens around a message go with it).
+
+    For trainers whose template lacks generation markers: pass the result as the loss mask."""
+    text = tokenizer.apply_chat_template(messages, tokenize=False)
+    ends = []  # where each message's rendering ends in `text`
+    for i in range(1, len(messages) + 1):
+        prefix = tokenizer.apply_chat_template(messages[:i], tokenize=False)
+        if not text.startswith(prefix):
+            raise ValueError("this chat template does not render a conversation as the concatenation of its turns")
+        ends.append(len(prefix))
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    out, index = [], 0
+    for start, _ in encoded["offset_mapping"]:
+        while index < len(ends) - 1 and start >= ends[index]:
+            index += 1
+        out.append(weights[index])
+    return list(encoded["input_ids"]), out

@@ -1,0 +1,369 @@
+"""`arex select`: keep or drop whole trajectories, each drop with its reason.
+
+Cheap checks run first (ending, budgets, protocol, reflections, repetition, protected files,
+scores against the baseline and the first round); the expensive ones (re-grading the final and the
+best submission in a fresh sandbox, the optional LLM judge) run only on what is still kept. Failed
+rounds inside a kept trajectory stay: they teach recovery.
+
+Verdicts are cached by (record checksum, criteria hash) in `<out>/verdicts.jsonl`, so a re-run
+re-grades nothing it already checked. A canary in any trajectory stops everything (LeakError).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from arex.canary import LeakError, env_canaries, scan_file, scan_tree
+from arex.envs.runtime import Env, list_envs
+from arex.grading.languages import language_for
+from arex.grading.ml import MLGrader
+from arex.rollout.record import Loaded, load
+from arex.sandbox import SandboxConfig, SandboxError, make_sandbox
+
+__all__ = ["LeakError", "SelectConfig", "LLMJudgeConfig", "Verdict", "Selection", "select"]
+
+
+class LLMJudgeConfig(BaseModel):
+    """An optional judgement of process quality by the teacher model."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+    enabled: bool = False
+    """Ask the teacher to rate each trajectory that passed every other check."""
+    min_score: int = 5
+    """Drop trajectories rated below this (1-10)."""
+    summary_chars: int = 6000
+    """How much of the trajectory (reflections, actions, scores) the judge sees."""
+    prompt: str = (
+        "You review a trajectory of an engineer improving a solution over several rounds.\n"
+        "Task: {title}\n\nRounds (score, actions, reflection):\n{summary}\n\n"
+        "Rate from 1 to 10 how logical and non-redundant the process is: reflections that quote "
+        "the feedback, diagnoses that explain it, plans that are acted on. "
+        "Answer with one line: SCORE: <1-10>"
+    )
+    """Filled with {title} and {summary}; the reply must contain `SCORE: n`."""
+
+
+class SelectConfig(BaseModel):
+    """Which whole trajectories are kept. Scores are higher-is-better (minimised metrics negated)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+    min_final_over_baseline: float | None = 0.0
+    """Final held-out score minus the env's baseline (starter) must be at least this; null: off."""
+    min_best_over_baseline: float | None = None
+    """Best held-out score minus the baseline must be at least this; null: off."""
+    min_improvement: float | None = 1e-9
+    """Best held-out score minus the first round's must be at least this; null: off."""
+    max_rounds_without_submit: int | None = 0
+    """Rounds that ended without an explicit `submit` (step limit, format errors) allowed; null: off."""
+    reflection: Literal["complete", "present", "off"] = "complete"
+    """Every round needs a reflection with all four headings (complete) or any reply (present)."""
+    max_repeat_streak: int | None = 3
+    """Longest run of identical consecutive actions allowed; null: off."""
+    max_unchanged_resubmits: int | None = 3
+    """Longest run of rounds submitting exactly the previous round's submission; null: off."""
+    check_protected: bool = True
+    """Drop a trajectory whose final or best workspace changed a protected file."""
+    drop_budget_overrun: bool = True
+    """Drop a trajectory that ended because a token, dollar or time budget ran out."""
+    regrade: bool = True
+    """Re-grade the final and the best submission in a fresh sandbox and compare."""
+    tolerance: dict[str, float] = Field(default_factory=lambda: {"judge": 1e-9, "ml": 1e-6})
+    """Largest allowed |re-graded − recorded| held-out score, per env kind."""
+    llm_judge: LLMJudgeConfig = Field(default_factory=LLMJudgeConfig)
+    """Optional process-quality rating by the teacher."""
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(self.model_dump(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass
+class Verdict:
+    key: str
+    env_id: str
+    path: str
+    kept: bool
+    reasons: list[str] = field(default_factory=list)
+    details: dict[str, str] = field(default_factory=dict)
+    scores: dict[str, float | None] = field(default_factory=dict)
+    record_sha: str = ""
+    criteria: str = ""
+
+
+@dataclass
+class Selection:
+    kept: list[Verdict]
+    dropped: list[Verdict]
+    config: SelectConfig
+
+    def drop_table(self) -> dict[str, dict]:
+        """reason → {count, ids}; a trajectory dropped for two reasons counts under both."""
+        table: dict[str, dict] = {}
+        for verdict in self.dropped:
+            for reason in verdict.reasons:
+                row = table.setdefault(reason, {"count": 0, "ids": []})
+                row["count"] += 1
+                row["ids"].append(verdict.key)
+        return dict(sorted(table.items()))
+
+    def report(self) -> dict:
+        return {
+            "criteria": self.config.model_dump(),
+            "criteria_hash": self.config.digest(),
+            "total": len(self.kept) + len(self.dropped),
+            "kept": len(self.kept),
+            "dropped": len(self.dropped),
+            "drops": self.drop_table(),
+            "kept_ids": [v.key for v in self.kept],
+        }
+
+
+def record_sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _streak(items: list) -> int:
+    best = run = 0
+    previous = object()
+    for item in items:
+        run = run + 1 if item == previous else 1
+        best, previous = max(best, run), item
+    return best
+
+
+class Selector:
+    def __init__(self, config: SelectConfig, envs: dict[str, Env], sandbox: SandboxConfig, judge_client=None):
+        self.config, self.envs, self.sandbox = config, envs, sandbox
+        self.judge_client = judge_client
+        self.canaries = {c: env_id for env_id, env in envs.items() for c in env_canaries(env.dir)}
+
+    # -- one trajectory ------------------------------------------------------------------------
+    def check(self, path: Path) -> Verdict:
+        scan_file(path, self.canaries)
+        for snapshot in ("last", "best"):
+            scan_tree(path.with_suffix("") / snapshot, self.canaries)
+        record = load(path)
+        header = record.header or {}
+        verdict = Verdict(key=header.get("key", path.stem), env_id=header.get("env_id", path.parent.name), path=str(path), kept=False, record_sha=record_sha(path), criteria=self.config.digest())
+        drop = self._drop_to(verdict)
+        env = self.envs.get(verdict.env_id)
+        if record.header is None or not record.rounds:
+            drop("no_rounds", "the record has no complete round")
+            return verdict
+        if env is None:
+            drop("env_missing", f"env '{verdict.env_id}' is not in the env store, so nothing can be re-checked")
+            return verdict
+        if env.spec_hash != header.get("spec_hash"):
+            drop("env_changed", f"env spec hash {env.spec_hash} differs from the recorded {header.get('spec_hash')}")
+            return verdict
+        self._cheap_checks(record, env, verdict, drop)
+        if not verdict.reasons and self.config.regrade:
+            self._regrade(record, env, path, verdict, drop)
+        if not verdict.reasons and self.config.llm_judge.enabled:
+            self._llm_judge(record, env, verdict, drop)
+        verdict.kept = not verdict.reasons
+        return verdict
+
+    @staticmethod
+    def _drop_to(verdict: Verdict):
+        def drop(reason: str, detail: str) -> None:
+            if reason not in verdict.reasons:
+                verdict.reasons.append(reason)
+                verdict.details[reason] = detail
+
+        return drop
+
+    def _cheap_checks(self, record: Loaded, env: Env, verdict: Verdict, drop) -> None:
+        c = self.config
+        end = record.end
+        if end is None or end["status"] == "interrupted":
+            drop("unfinished", "the rollout has no ending yet; re-run `arex rollout` to finish it")
+        elif end["status"] == "infra_failed":
+            drop("infra_failure", end["reason"])
+        elif end["status"] in ("teacher_error", "context_overflow"):
+            drop("teacher_error", f"{end['status']}: {end['reason']}")
+        elif end["status"] == "budget" and c.drop_budget_overrun:
+            drop("budget_overrun", end["reason"])
+
+        ends = [r["end"] for r in record.rounds]
+        held = [e["grade"]["held_out_score"] for e in ends]
+        baseline = env.baseline_score
+        verdict.scores = {"first": held[0], "best": max(held), "final": held[-1], "baseline": baseline, "improvement": max(held) - held[0], "rounds": len(held)}
+        if baseline is not None:
+            if c.min_final_over_baseline is not None and held[-1] - baseline < c.min_final_over_baseline:
+                drop("below_baseline", f"final held-out {held[-1]:.6g} vs baseline {baseline:.6g}")
+            if c.min_best_over_baseline is not None and max(held) - baseline < c.min_best_over_baseline:
+                drop("best_below_baseline", f"best held-out {max(held):.6g} vs baseline {baseline:.6g}")
+        if c.min_improvement is not None and max(held) - held[0] < c.min_improvement:
+            drop("no_improvement", f"best held-out {max(held):.6g} vs first round {held[0]:.6g}")
+
+        unsubmitted = [e["round"] for e in ends if e["ending"] != "submitted"]
+        if c.max_rounds_without_submit is not None and len(unsubmitted) > c.max_rounds_without_submit:
+            drop("protocol", f"rounds {unsubmitted[:10]} ended without `submit` ({', '.join(sorted({e['ending'] for e in ends if e['ending'] != 'submitted'}))})")
+        if c.reflection != "off":
+            missing = [e["round"] for e in ends if not self._reflected(e)]
+            if missing:
+                drop("missing_reflection", f"rounds {missing[:10]} lack a {c.reflection} reflection")
+
+        actions = [step["action"].get("command") or step["action"]["kind"] for r in record.rounds for step in r["steps"]]
+        if c.max_repeat_streak is not None and _streak(actions) > c.max_repeat_streak:
+            drop("repeated_actions", f"{_streak(actions)} identical actions in a row")
+        submissions = [e["submission"] for e in ends]
+        unchanged = _streak(submissions) - 1
+        if c.max_unchanged_resubmits is not None and unchanged > c.max_unchanged_resubmits:
+            drop("unchanged_resubmits", f"{unchanged} resubmissions in a row without a change")
+
+        if c.check_protected and env.protected:
+            changed = self._protected_changes(Path(verdict.path).with_suffix(""), env)
+            if changed:
+                drop("protected_file_changed", f"changed: {', '.join(changed)}")
+
+    def _reflected(self, end: dict) -> bool:
+        reflection = end["reflection"]
+        if reflection["call"]["status"] != "ok" or not (reflection["call"]["content"] or "").strip():
+            return False
+        return self.config.reflection == "present" or bool(reflection.get("complete"))
+
+    @staticmethod
+    def _protected_changes(snapshots: Path, env: Env) -> list[str]:
+        changed = []
+        for snapshot in ("last", "best"):
+            folder = snapshots / snapshot
+            if not folder.is_dir():
+                continue
+            for rel in env.protected:
+                original, now = env.dir / "workspace" / rel, folder / rel
+                if original.is_file() and (not now.is_file() or now.read_bytes() != original.read_bytes()):
+                    changed.append(f"{rel} ({snapshot})")
+        return sorted(set(changed))
+
+    # -- re-grading ----------------------------------------------------------------------------
+    def _regrade(self, record: Loaded, env: Env, path: Path, verdict: Verdict, drop) -> None:
+        final = record.rounds[-1]["end"]
+        best_round = (record.end or {}).get("best", {}) or {}
+        best_number = best_round.get("round") or max(record.rounds, key=lambda r: r["end"]["grade"]["held_out_score"])["end"]["round"]
+        best = next(r["end"] for r in record.rounds if r["end"]["round"] == best_number)
+        tolerance = self.config.tolerance.get(env.kind, 0.0)
+        targets = [("last", final)] + ([("best", best)] if best["round"] != final["round"] else [])
+        for snapshot, end in targets:
+            try:
+                grade = self._grade_again(env, path.with_suffix("") / snapshot, end)
+            except (SandboxError, FileNotFoundError, ValueError) as exc:
+                drop("not_reproducible", f"round {end['round']} could not be re-graded: {exc}")
+                return
+            if grade.infra_error:
+                drop("not_reproducible", f"round {end['round']}: re-grading failed: {grade.infra_error}")
+                return
+            recorded = end["grade"]["held_out_score"]
+            verdict.scores[f"regraded_{snapshot}"] = grade.held_out_score
+            if abs(grade.held_out_score - recorded) > tolerance:
+                drop("not_reproducible", f"round {end['round']}: recorded held-out {recorded:.6g}, re-graded {grade.held_out_score:.6g} (tolerance {tolerance:g})")
+                return
+
+    def _grade_again(self, env: Env, snapshot: Path, end: dict):
+        env.sandbox_config(self.sandbox, None, "/skills")  # the grading sandbox base
+        if env.kind == "judge":
+            submitted = snapshot / env.spec.starter
+            if snapshot.is_dir() and submitted.is_file() and submitted.read_text(encoding="utf-8", errors="replace") != end["submission"]:
+                raise ValueError(f"the workspace snapshot's {env.spec.starter} differs from the recorded submission")
+            return env.judge.grade(end["submission"], language_for(env.spec.starter).name)  # a fresh grading container
+        if not snapshot.is_dir():
+            raise FileNotFoundError(f"workspace snapshot {snapshot} is missing")
+        box = make_sandbox(env.sandbox_config(self.sandbox, None, "/skills"), f"select-{env.id}")
+        box.start()
+        try:
+            box.exec(f"find {box.config.workdir} -mindepth 1 -delete")
+            box.copy_in(snapshot, box.config.workdir)
+            return MLGrader(env.dir, env.spec).grade(box)
+        finally:
+            box.stop()
+
+    # -- optional LLM judge ----------------------------------------------------------------------
+    def _llm_judge(self, record: Loaded, env: Env, verdict: Verdict, drop) -> None:
+        if self.judge_client is None:
+            raise ValueError("select.llm_judge.enabled needs a teacher endpoint (teacher.base_url)")
+        cfg = self.config.llm_judge
+        lines = []
+        for r in record.rounds:
+            end = r["end"]
+            actions = "; ".join((s["action"].get("command") or s["action"]["kind"])[:120] for s in r["steps"])
+            lines.append(f"Round {end['round']}: public {end['grade']['public_score']:.4g}. Actions: {actions}\nReflection: {end['reflection']['call']['content'][:800]}")
+        summary = "\n".join(lines)[-cfg.summary_chars :]
+        prompt = cfg.prompt.format(title=env.title, summary=summary)
+        call = asyncio.run(self.judge_client.chat([{"role": "user", "content": prompt}]))
+        match = re.search(r"SCORE:\s*(\d+)", call.content or "")
+        if match is None:
+            drop("llm_judge", f"the judge's reply had no SCORE: {call.content[:200]!r}")
+            return
+        score = int(match.group(1))
+        verdict.scores["llm_judge"] = score
+        if score < cfg.min_score:
+            drop("llm_judge", f"rated {score} < {cfg.min_score}")
+
+
+# -- the whole store -----------------------------------------------------------------------------
+def trajectory_files(store: Path) -> list[Path]:
+    if not store.is_dir():
+        raise FileNotFoundError(f"trajectory store {store} does not exist; run `arex rollout --out {store}` first")
+    return sorted(store.glob("*/*.jsonl"))
+
+
+def select(store: Path, envs_dir: Path, out: Path, config: SelectConfig, sandbox: SandboxConfig, judge_client=None, on_verdict=None) -> Selection:
+    """Judge every trajectory in `store`; write `out/selection.json`, `out/kept.jsonl`, `out/drops.md`."""
+    envs = {env.id: env for env in list_envs(envs_dir)} if envs_dir.is_dir() else {}
+    if not envs:
+        raise FileNotFoundError(f"no built envs in {envs_dir}; selection re-grades against them (arex build-envs ... --out {envs_dir})")
+    selector = Selector(config, envs, sandbox, judge_client)
+    files = trajectory_files(store)
+    out.mkdir(parents=True, exist_ok=True)
+    cache_path = out / "verdicts.jsonl"
+    cached: dict[tuple[str, str], dict] = {}
+    if cache_path.is_file():
+        for line in cache_path.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by a kill
+            cached[(row["record_sha"], row["criteria"])] = row
+    kept, dropped = [], []
+    with cache_path.open("a", encoding="utf-8") as cache:
+        for path in files:
+            sha = record_sha(path)
+            row = cached.get((sha, config.digest()))
+            if row is not None:
+                scan_file(path, selector.canaries)  # a cached verdict is no excuse to skip the leak check
+                verdict = Verdict(**{**row, "path": str(path)})
+            else:
+                verdict = selector.check(path)
+                cache.write(json.dumps(asdict(verdict)) + "\n")
+                cache.flush()
+            (kept if verdict.kept else dropped).append(verdict)
+            if on_verdict:
+                on_verdict(verdict)
+    selection = Selection(kept, dropped, config)
+    _write(selection, out, store)
+    return selection
+
+
+def _write(selection: Selection, out: Path, store: Path) -> None:
+    report = {**selection.report(), "store": str(store.resolve())}
+    (out / "selection.json").write_text(json.dumps(report, indent=2) + "\n")
+    with (out / "kept.jsonl.tmp").open("w", encoding="utf-8") as handle:
+        for v in selection.kept:
+            handle.write(json.dumps({"key": v.key, "env_id": v.env_id, "path": str(Path(v.path).resolve()), "scores": v.scores}) + "\n")
+    shutil.move(out / "kept.jsonl.tmp", out / "kept.jsonl")
+    lines = ["| reason | dropped | ids |", "|---|---:|---|"]
+    for reason, row in selection.drop_table().items():
+        ids = ", ".join(row["ids"][:8]) + (" …" if len(row["ids"]) > 8 else "")
+        lines.append(f"| {reason} | {row['count']} | {ids} |")
+    (out / "drops.md").write_text(f"kept {len(selection.kept)} of {len(selection.kept) + len(selection.dropped)}\n\n" + "\n".join(lines) + "\n")
