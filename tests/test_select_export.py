@@ -328,3 +328,38 @@ def test_export_is_deterministic_and_the_card_describes_it(world, exported, tmp_
     assert "scripted-teacher" in card
     for rel, sha in checksums.items():
         assert rel in card and sha in card
+
+
+def test_cli_select_export_push_end_to_end(world, tmp_path, monkeypatch):
+    """The three verbs as a user runs them; the dataset lands on a local stand-in for the Hub."""
+    from typer.testing import CliRunner
+
+    from arex.cli import app
+    from fake_hub import FakeHub, isolate_hf_client
+
+    store = tmp_path / "store"
+    for path in (world["jpath"], world["mpath"]):
+        variant(world, path, store, path.stem)
+    variant(world, world["jpath"], store, "tampered", lambda lines: [dict(line, grade={**line["grade"], "held_out_score": 0.99}) if line["type"] == "round_end" and line["round"] == 4 else line for line in lines])
+    runner = CliRunner()
+    result = runner.invoke(app, ["select", "--store", str(store), "--envs", str(world["envs"]), "--out", str(tmp_path / "sel")])
+    assert result.exit_code == 0, result.output
+    assert "kept 2 of 3" in result.output and "not_reproducible" in result.output
+    result = runner.invoke(app, ["export", "--selection", str(tmp_path / "sel"), "--envs", str(world["envs"]), "--out", str(tmp_path / "ds"), "-c", "export.reflection_weight=2.0"])
+    assert result.exit_code == 0, result.output
+    assert "exported 2 trajectories" in result.output
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(tmp_path / "ds" / "rounds")
+    reflection_weights = [row[-1] for row in table.column("weights").to_pylist()]
+    assert set(reflection_weights) == {2.0}  # the config reached the rows
+    with FakeHub() as hub:
+        isolate_hf_client(monkeypatch, hub.endpoint, tmp_path / "hf-home")
+        result = runner.invoke(app, ["push", "--dataset", str(tmp_path / "ds"), "--repo-id", "someone/arex-demo", "--token", "hf_test", "--endpoint", hub.endpoint])
+        assert result.exit_code == 0, result.output
+        uploaded = hub.files("someone/arex-demo")
+    local = {p.relative_to(tmp_path / "ds").as_posix(): p.read_bytes() for p in (tmp_path / "ds").rglob("*") if p.is_file()}
+    assert {k: v for k, v in uploaded.items() if k != ".gitattributes"} == local
+    # No token: a clear error, nothing sent.
+    result = runner.invoke(app, ["push", "--dataset", str(tmp_path / "ds"), "--repo-id", "someone/arex-demo", "--endpoint", "http://127.0.0.1:9"])
+    assert result.exit_code == 2 and "token" in result.output.lower()
