@@ -196,35 +196,26 @@ def select_command(
     store: Path = typer.Option(Path("rollouts"), "--store", help="Trajectory store written by `arex rollout --out`."),
     envs: Path = typer.Option(..., "--envs", help="The built envs the trajectories ran on (re-grading needs them)."),
     out: Path = typer.Option(Path("selected"), "--out", help="Where selection.json, kept.jsonl, drops.md go."),
+    concurrency: int = typer.Option(2, "--concurrency", help="Trajectories checked (re-graded) at once."),
     config: Optional[List[str]] = ConfigOpt,
 ) -> None:
     """Keep or drop whole trajectories; scores are re-checked by re-grading. Resumable."""
-    import asyncio
-
     from arex.select import LeakError, select
 
     cfg = _config(config)
-    judge = None
-    if cfg.select.llm_judge.enabled:
-        from arex.teacher.client import TeacherClient
-
-        if not cfg.teacher.base_url:
-            _fail("select.llm_judge.enabled needs teacher.base_url (start one with `arex teacher serve`)", 2)
-        judge = TeacherClient(cfg.teacher)
+    if cfg.select.llm_judge.enabled and not cfg.teacher.base_url:
+        _fail("select.llm_judge.enabled needs teacher.base_url (start one with `arex teacher serve`)", 2)
 
     def show(verdict) -> None:
         mark = "[green]kept[/green]" if verdict.kept else f"[yellow]dropped[/yellow] {escape(', '.join(verdict.reasons))}"
         console.print(f"{verdict.env_id}/{verdict.key}: {mark}")
 
     try:
-        selection = select(store, envs, out, cfg.select, cfg.sandbox, judge, on_verdict=show)
+        selection = select(store, envs, out, cfg.select, cfg.sandbox, cfg.teacher, on_verdict=show, concurrency=concurrency)
     except LeakError as exc:
         _fail(f"LEAK: {exc}", 3)
     except (FileNotFoundError, ValueError) as exc:
         _fail(str(exc), 2)
-    finally:
-        if judge is not None:
-            asyncio.run(judge.close())
     table = Table("drop reason", "trajectories", "ids")
     for reason, row in selection.drop_table().items():
         table.add_row(reason, str(row["count"]), escape(", ".join(row["ids"][:4]) + (" ..." if row["count"] > 4 else "")))

@@ -16,6 +16,7 @@ import hashlib
 import json
 import re
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -28,6 +29,7 @@ from arex.grading.languages import language_for
 from arex.grading.ml import MLGrader
 from arex.rollout.record import Loaded, load
 from arex.sandbox import SandboxConfig, SandboxError, make_sandbox
+from arex.teacher.client import TeacherClient, TeacherConfig
 
 __all__ = ["LeakError", "SelectConfig", "LLMJudgeConfig", "Verdict", "Selection", "select"]
 
@@ -142,9 +144,9 @@ def _streak(items: list) -> int:
 
 
 class Selector:
-    def __init__(self, config: SelectConfig, envs: dict[str, Env], sandbox: SandboxConfig, judge_client=None):
+    def __init__(self, config: SelectConfig, envs: dict[str, Env], sandbox: SandboxConfig, teacher: TeacherConfig | None = None):
         self.config, self.envs, self.sandbox = config, envs, sandbox
-        self.judge_client = judge_client
+        self.teacher = teacher
         self.canaries = {c: env_id for env_id, env in envs.items() for c in env_canaries(env.dir)}
 
     # -- one trajectory ------------------------------------------------------------------------
@@ -169,8 +171,6 @@ class Selector:
         self._cheap_checks(record, env, verdict, drop)
         if not verdict.reasons and self.config.regrade:
             self._regrade(record, env, path, verdict, drop)
-        if not verdict.reasons and self.config.llm_judge.enabled:
-            self._llm_judge(record, env, verdict, drop)
         verdict.kept = not verdict.reasons
         return verdict
 
@@ -289,26 +289,35 @@ class Selector:
             box.stop()
 
     # -- optional LLM judge ----------------------------------------------------------------------
-    def _llm_judge(self, record: Loaded, env: Env, verdict: Verdict, drop) -> None:
-        if self.judge_client is None:
-            raise ValueError("select.llm_judge.enabled needs a teacher endpoint (teacher.base_url)")
+    async def llm_judge(self, verdicts: list[Verdict]) -> None:
+        """Rate every verdict still kept, concurrently, with a client that lives in this loop."""
+        if self.teacher is None or not self.teacher.base_url:
+            raise ValueError("select.llm_judge.enabled needs a teacher endpoint: set teacher.base_url (e.g. from `arex teacher serve`)")
+        client = TeacherClient(self.teacher)
+        try:
+            await asyncio.gather(*(self._llm_judge_one(client, v) for v in verdicts if v.kept))
+        finally:
+            await client.close()
+
+    async def _llm_judge_one(self, client: TeacherClient, verdict: Verdict) -> None:
         cfg = self.config.llm_judge
+        record, env = load(Path(verdict.path)), self.envs[verdict.env_id]
         lines = []
         for r in record.rounds:
             end = r["end"]
             actions = "; ".join((s["action"].get("command") or s["action"]["kind"])[:120] for s in r["steps"])
             lines.append(f"Round {end['round']}: public {end['grade']['public_score']:.4g}. Actions: {actions}\nReflection: {end['reflection']['call']['content'][:800]}")
         summary = "\n".join(lines)[-cfg.summary_chars :]
-        prompt = cfg.prompt.format(title=env.title, summary=summary)
-        call = asyncio.run(self.judge_client.chat([{"role": "user", "content": prompt}]))
+        call = await client.chat([{"role": "user", "content": cfg.prompt.format(title=env.title, summary=summary)}])
+        drop = self._drop_to(verdict)
         match = re.search(r"SCORE:\s*(\d+)", call.content or "")
         if match is None:
-            drop("llm_judge", f"the judge's reply had no SCORE: {call.content[:200]!r}")
-            return
-        score = int(match.group(1))
-        verdict.scores["llm_judge"] = score
-        if score < cfg.min_score:
-            drop("llm_judge", f"rated {score} < {cfg.min_score}")
+            drop("llm_judge", f"the judge's reply had no SCORE: {(call.content or '')[:200]!r}")
+        else:
+            verdict.scores["llm_judge"] = int(match.group(1))
+            if int(match.group(1)) < cfg.min_score:
+                drop("llm_judge", f"rated {match.group(1)} < {cfg.min_score}")
+        verdict.kept = not verdict.reasons
 
 
 # -- the whole store -----------------------------------------------------------------------------
@@ -318,12 +327,15 @@ def trajectory_files(store: Path) -> list[Path]:
     return sorted(store.glob("*/*.jsonl"))
 
 
-def select(store: Path, envs_dir: Path, out: Path, config: SelectConfig, sandbox: SandboxConfig, judge_client=None, on_verdict=None) -> Selection:
-    """Judge every trajectory in `store`; write `out/selection.json`, `out/kept.jsonl`, `out/drops.md`."""
+def select(
+    store: Path, envs_dir: Path, out: Path, config: SelectConfig, sandbox: SandboxConfig, teacher: TeacherConfig | None = None, on_verdict=None, concurrency: int = 2
+) -> Selection:
+    """Judge every trajectory in `store`; write `out/selection.json`, `out/kept.jsonl`, `out/drops.md`.
+    Trajectories are checked `concurrency` at a time (re-grading waits on containers)."""
     envs = {env.id: env for env in list_envs(envs_dir)} if envs_dir.is_dir() else {}
     if not envs:
         raise FileNotFoundError(f"no built envs in {envs_dir}; selection re-grades against them (arex build-envs ... --out {envs_dir})")
-    selector = Selector(config, envs, sandbox, judge_client)
+    selector = Selector(config, envs, sandbox, teacher)
     files = trajectory_files(store)
     out.mkdir(parents=True, exist_ok=True)
     cache_path = out / "verdicts.jsonl"
@@ -335,22 +347,37 @@ def select(store: Path, envs_dir: Path, out: Path, config: SelectConfig, sandbox
             except json.JSONDecodeError:
                 continue  # a line cut by a kill
             cached[(row["record_sha"], row["criteria"])] = row
-    kept, dropped = [], []
-    with cache_path.open("a", encoding="utf-8") as cache:
-        for path in files:
-            sha = record_sha(path)
-            row = cached.get((sha, config.digest()))
-            if row is not None:
-                scan_file(path, selector.canaries)  # a cached verdict is no excuse to skip the leak check
-                verdict = Verdict(**{**row, "path": str(path)})
-            else:
-                verdict = selector.check(path)
-                cache.write(json.dumps(asdict(verdict)) + "\n")
-                cache.flush()
-            (kept if verdict.kept else dropped).append(verdict)
+
+    def judged(path: Path) -> tuple[Verdict, bool]:
+        row = cached.get((record_sha(path), config.digest()))
+        if row is not None:
+            scan_file(path, selector.canaries)  # a cached verdict is no excuse to skip the leak check
+            return Verdict(**{**row, "path": str(path)}), True
+        return selector.check(path), False
+
+    verdicts: list[Verdict] = []
+    awaiting_judge: list[Verdict] = []
+    with cache_path.open("a", encoding="utf-8") as cache, ThreadPoolExecutor(max(1, concurrency)) as pool:
+        def remember(verdict: Verdict) -> None:
+            cache.write(json.dumps(asdict(verdict)) + "\n")
+            cache.flush()
+
+        for verdict, from_cache in pool.map(judged, files):  # in file order; a kill keeps what was judged
+            verdicts.append(verdict)
+            if not from_cache and verdict.kept and config.llm_judge.enabled:
+                awaiting_judge.append(verdict)  # judged below, all in one event loop
+                continue
+            if not from_cache:
+                remember(verdict)
             if on_verdict:
                 on_verdict(verdict)
-    selection = Selection(kept, dropped, config)
+        if awaiting_judge:
+            asyncio.run(selector.llm_judge(awaiting_judge))
+            for verdict in awaiting_judge:
+                remember(verdict)
+                if on_verdict:
+                    on_verdict(verdict)
+    selection = Selection([v for v in verdicts if v.kept], [v for v in verdicts if not v.kept], config)
     _write(selection, out, store)
     return selection
 

@@ -20,7 +20,7 @@ from arex.rollout.config import RolloutConfig
 from arex.rollout.record import call_messages, load
 from arex.sandbox import SandboxConfig
 from arex.select import SelectConfig, select
-from arex.teacher.client import TeacherClient, TeacherConfig
+from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import RoundScript, ScriptedServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -216,16 +216,18 @@ def test_a_canary_in_a_trajectory_stops_selection_and_export(world, tmp_path):
 
 def test_llm_judge_criterion_uses_the_teacher(world, tmp_path):
     store = tmp_path / "store"
-    variant(world, world["jpath"], store, "judged")
+    variant(world, world["jpath"], store, "judged-1")
+    variant(world, world["jpath"], store, "judged-2")
     config = SelectConfig(regrade=False, llm_judge={"enabled": True, "min_score": 5})
     for reply, kept in (("Mostly logical. SCORE: 3", False), ("SCORE: 8", True)):
-        with ScriptedServer([reply], model="scripted-teacher") as server:
-            client = TeacherClient(TEACHER, base_url=server.base_url)
-            selection = select(store, world["envs"], tmp_path / f"sel-{kept}", config, SandboxConfig(), client)
-            assert "Rate from 1 to 10" in server.requests[0]["messages"][0]["content"]
-        assert (len(selection.kept) == 1) is kept
+        with ScriptedServer(lambda request, index, reply=reply: reply, model="scripted-teacher") as server:
+            teacher = TEACHER.model_copy(update={"base_url": server.base_url})
+            selection = select(store, world["envs"], tmp_path / f"sel-{kept}", config, SandboxConfig(), teacher)
+            assert len(server.requests) == 2 and "Rate from 1 to 10" in server.requests[0]["messages"][0]["content"]
+        assert len(selection.kept) == (2 if kept else 0)
         if not kept:
-            assert selection.dropped[0].reasons == ["llm_judge"]
+            assert [v.reasons for v in selection.dropped] == [["llm_judge"], ["llm_judge"]]
+            assert "rated 3 < 5" in selection.dropped[0].details["llm_judge"]
 
 
 # -- export ----------------------------------------------------------------------------------------
