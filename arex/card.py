@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import statistics
 from pathlib import Path
 
 import yaml
@@ -22,30 +21,27 @@ def _size_category(n: int) -> str:
 
 
 def plot_curves(stats: ExportStats, path: Path) -> bool:
-    """Mean best-so-far held-out score per round, one panel per env (scales differ by metric)."""
+    """Best-so-far held-out score by round (mean over the trajectories that reached it, and the
+    min-max band), one panel per env: scales differ by metric."""
     if not stats.by_env:
         return False
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     envs = sorted(stats.by_env)
     cols = min(3, len(envs))
     rows = (len(envs) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
     for ax, env_id in zip(axes.flat, envs):
-        curves = stats.by_env[env_id]["curve"]
-        length = max(len(c) for c in curves)
-        # A trajectory that ended early keeps its last best-so-far value.
-        padded = [c + [c[-1]] * (length - len(c)) for c in curves]
-        xs = list(range(1, length + 1))
-        mean = [statistics.fmean(col) for col in zip(*padded)]
-        low = [min(col) for col in zip(*padded)]
-        high = [max(col) for col in zip(*padded)]
-        ax.fill_between(xs, low, high, alpha=0.2, label="min-max")
-        ax.plot(xs, mean, marker="o", markersize=3, label=f"mean of {len(curves)}")
+        curve = stats.by_env[env_id]["curve"]  # per round: [count, sum, min, max] of best-so-far
+        xs = list(range(1, len(curve) + 1))
+        ax.fill_between(xs, [p[2] for p in curve], [p[3] for p in curve], alpha=0.2, label="min-max")
+        ax.plot(xs, [p[1] / p[0] for p in curve], marker="o", markersize=3, label=f"mean of {stats.by_env[env_id]['trajectories']}")
         ax.set_title(env_id, fontsize=10)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("round")
         ax.set_ylabel("best held-out score so far")
         ax.legend(fontsize=7)
@@ -61,11 +57,10 @@ def plot_curves(stats: ExportStats, path: Path) -> bool:
 def _stats_table(stats: ExportStats) -> list[str]:
     lines = ["| env | domain | trajectories | rounds | mean first | mean best | mean final | mean improvement | improved |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for env_id, env in sorted(stats.by_env.items()):
-        improvements = [b - f for b, f in zip(env["best"], env["first"])]
-        improved = sum(1 for x in improvements if x > 0)
+        n = env["trajectories"]
         lines.append(
-            f"| {env_id} | {env['domain']} | {env['trajectories']} | {env['rounds']} | {statistics.fmean(env['first']):.4g} | "
-            f"{statistics.fmean(env['best']):.4g} | {statistics.fmean(env['final']):.4g} | {statistics.fmean(improvements):+.4g} | {improved}/{len(improvements)} |"
+            f"| {env_id} | {env['domain']} | {n} | {env['rounds']} | {env['sum_first'] / n:.4g} | {env['sum_best'] / n:.4g} | "
+            f"{env['sum_final'] / n:.4g} | {(env['sum_best'] - env['sum_first']) / n:+.4g} | {env['improved']}/{n} |"
         )
     return lines
 

@@ -101,18 +101,27 @@ class ExportStats:
     """relative path → {rows, bytes, sha256}"""
 
     def add(self, header: dict, rounds: list[dict]) -> None:
+        """Aggregates only (sums, counts, per-round min/mean/max): memory does not grow with the count."""
         held = [r["end"]["grade"]["held_out_score"] for r in rounds]
-        env = self.by_env.setdefault(header["env_id"], {"domain": header.get("domain") or header.get("env_kind"), "kind": header.get("env_kind"), "trajectories": 0, "rounds": 0, "first": [], "best": [], "final": [], "curve": []})
+        env = self.by_env.setdefault(
+            header["env_id"],
+            {"domain": header.get("domain") or header.get("env_kind"), "kind": header.get("env_kind"), "trajectories": 0, "rounds": 0, "sum_first": 0.0, "sum_best": 0.0, "sum_final": 0.0, "improved": 0, "curve": []},
+        )
         env["trajectories"] += 1
         env["rounds"] += len(rounds)
-        env["first"].append(held[0])
-        env["best"].append(max(held))
-        env["final"].append(held[-1])
-        best_so_far, running = [], float("-inf")
-        for value in held:
+        env["sum_first"] += held[0]
+        env["sum_best"] += max(held)
+        env["sum_final"] += held[-1]
+        env["improved"] += max(held) > held[0]
+        running = float("-inf")
+        for index, value in enumerate(held):  # best so far by round: count, sum, min, max
             running = max(running, value)
-            best_so_far.append(running)
-        env["curve"].append(best_so_far)
+            if index == len(env["curve"]):
+                env["curve"].append([0, 0.0, running, running])
+            point = env["curve"][index]
+            point[0] += 1
+            point[1] += running
+            point[2], point[3] = min(point[2], running), max(point[3], running)
         teacher = header.get("teacher", {})
         self.teachers.setdefault(f"{teacher.get('model')} @ {teacher.get('base_url')}", {**teacher, "sampling": header.get("sampling")})
         self.configs.setdefault(header.get("config_hash", "?"), header.get("config", {}))

@@ -324,7 +324,9 @@ def test_export_is_deterministic_and_the_card_describes_it(world, exported, tmp_
     front = yaml.safe_load(card.split("---")[1])
     assert {c["config_name"] for c in front["configs"]} == {"rounds", "trajectories"}
     assert front["task_categories"] == ["text-generation"]
-    assert "| subset-fill | algorithmic | 1 | 4 |" in card and "| ml-diabetes | ml | 1 | 2 |" in card
+    first = exported["stats"].by_env["subset-fill"]["sum_first"]
+    assert f"| subset-fill | algorithmic | 1 | 4 | {first:.4g} | 1 | 1 | {1 - first:+.4g} | 1/1 |" in card
+    assert "| ml-diabetes | ml | 1 | 2 |" in card and "2 trajectories (1 near-duplicates removed)" in card
     assert "score_curve.png" in card and (ds / "score_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| not_reproducible |" not in card and "3 of 3 trajectories kept" in card
     assert "scripted-teacher" in card
