@@ -227,7 +227,7 @@ def select_command(
 def export_command(
     selection: Path = typer.Option(Path("selected"), "--selection", help="Folder written by `arex select`."),
     out: Path = typer.Option(Path("dataset"), "--out", help="Dataset folder: parquet shards, checksums.json, README.md (card)."),
-    envs: Optional[Path] = typer.Option(None, "--envs", help="Built envs, for the canary leak check (default: none)."),
+    envs: Optional[Path] = typer.Option(None, "--envs", help="Built envs, for the canary leak check (default: the ones `arex select` used)."),
     config: Optional[List[str]] = ConfigOpt,
 ) -> None:
     """Write the kept trajectories as SFT parquet shards and a dataset card."""
@@ -239,13 +239,17 @@ def export_command(
 
     cfg = _config(config)
     report = selection / "selection.json"
+    chosen = json.loads(report.read_text()) if report.is_file() else None
+    envs = envs or (Path(chosen["envs"]) if chosen and chosen.get("envs") else None)
+    if envs is None or not envs.is_dir():
+        _fail(f"no built envs to check the trajectories against (canaries): pass --envs DIR (got {envs})", 2)
     try:
         stats = export(kept_records(selection), out, cfg.export, envs)
     except LeakError as exc:
         _fail(f"LEAK: {exc}", 3)
     except (FileNotFoundError, ValueError) as exc:
         _fail(str(exc), 2)
-    card = write_card(out, stats, cfg.export, json.loads(report.read_text()) if report.is_file() else None)
+    card = write_card(out, stats, cfg.export, chosen)
     rows = ", ".join(f"{g} {n}" for g, n in stats.rows.items())
     console.print(f"exported {stats.trajectories} trajectories ({len(stats.duplicates)} duplicates skipped): {rows} rows in {len(stats.shards)} shard(s)")
     console.print(f"shards: {out}/<rounds|trajectories>/*.parquet; card: {card}")

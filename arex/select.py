@@ -378,12 +378,12 @@ def select(
                 if on_verdict:
                     on_verdict(verdict)
     selection = Selection([v for v in verdicts if v.kept], [v for v in verdicts if not v.kept], config)
-    _write(selection, out, store)
+    _write(selection, out, store, envs_dir)
     return selection
 
 
-def _write(selection: Selection, out: Path, store: Path) -> None:
-    report = {**selection.report(), "store": str(store.resolve())}
+def _write(selection: Selection, out: Path, store: Path, envs_dir: Path) -> None:
+    report = {**selection.report(), "store": str(store.resolve()), "envs": str(envs_dir.resolve())}
     (out / "selection.json").write_text(json.dumps(report, indent=2) + "\n")
     with (out / "kept.jsonl.tmp").open("w", encoding="utf-8") as handle:
         for v in selection.kept:
