@@ -264,7 +264,7 @@ def kept_records(selection_dir: Path) -> Iterator[Path]:
         yield Path(row["path"])
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
@@ -319,7 +319,7 @@ def export(records: Iterator[Path], out: Path, config: ExportConfig, envs_dir: P
         for granularity, writer in writers.items():
             for path, count in writer.close():
                 rel = path.relative_to(staging).as_posix()
-                stats.shards[rel] = {"rows": count, "bytes": path.stat().st_size, "sha256": _sha256(path)}
+                stats.shards[rel] = {"rows": count, "bytes": path.stat().st_size, "sha256": file_sha256(path)}
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

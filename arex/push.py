@@ -8,7 +8,6 @@ commit: a dataset revision either has all the shards of one export or none of th
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import os
@@ -17,8 +16,12 @@ from pathlib import Path
 
 import yaml
 from huggingface_hub import CommitOperationAdd, HfApi, constants, get_token
-from huggingface_hub.utils import HfHubHTTPError  # also importable there in huggingface_hub < 0.24
+from huggingface_hub.utils import (
+    HfHubHTTPError,  # also importable there in huggingface_hub < 0.24
+)
 from pydantic import BaseModel
+
+from arex.export import file_sha256
 
 
 class PushError(Exception):
@@ -129,7 +132,7 @@ def check_export(folder: Path) -> list[str]:
         path = folder / rel
         if not path.is_file():
             raise PushError(f"{rel} is listed in checksums.json but missing from {folder}; re-run `arex export`.")
-        if _sha256(path) != expected:
+        if file_sha256(path) != expected:
             raise PushError(
                 f"{rel} does not match its sha256 in checksums.json (changed or truncated); re-run `arex export`."
             )
@@ -188,14 +191,6 @@ def _read_checksums(folder: Path) -> dict[str, str]:
             raise PushError(f"{path} lists {rel!r}, which is outside the export folder; re-run `arex export`.")
         out[Path(rel).as_posix()] = digest.lower()
     return out
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from solutions import EXACT_PY, USE_ALL
 
 from arex.envs.build import build_envs
 from arex.envs.runtime import Env
@@ -26,26 +27,6 @@ from arex.teacher.scripted import Fault, RoundScript, ScriptedServer
 ROOT = Path(__file__).resolve().parent.parent
 TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False, backoff_base_s=0.01, max_attempts=2)
 
-EXACT_PY = textwrap.dedent(
-    """
-    import sys
-    d = sys.stdin.read().split()
-    n, c = int(d[0]), int(d[1])
-    w = list(map(int, d[2:2 + n]))
-    mask = (1 << (c + 1)) - 1
-    layers = [1]
-    for x in w:
-        layers.append((layers[-1] | (layers[-1] << x)) & mask)
-    s = layers[-1].bit_length() - 1
-    picked = []
-    for i in range(n, 0, -1):
-        if not (layers[i - 1] >> s) & 1:
-            picked.append(i)
-            s -= w[i - 1]
-    print(len(picked))
-    print(*picked)
-    """
-)
 
 
 @pytest.fixture(scope="module")
@@ -124,10 +105,9 @@ def test_30_round_judge_rollout_rises_where_the_script_improves(envs, tmp_path):
 
 @pytest.mark.docker
 def test_30_round_ml_rollout_rises_where_the_script_improves(envs, tmp_path):
-    use_all = "sed -i 's/features = \\[\"bmi\"\\]/features = [c for c in train.columns if c not in (\"id\", \"progression\")]/' train.py"
 
     def commands(n):
-        return [use_all] if n == 8 else []
+        return [USE_ALL] if n == 8 else []
 
     _, [record], _ = run(envs["ml"], RoundScript(commands), tmp_path, RolloutConfig(rounds=30))
     scores = held_out(record)  # negated RMSE: higher is better

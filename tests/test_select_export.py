@@ -4,11 +4,11 @@ import asyncio
 import hashlib
 import json
 import shutil
-import textwrap
 from pathlib import Path
 
 import pytest
 import yaml
+from solutions import EXACT_PY, USE_ALL
 
 from arex.canary import LeakError, env_canaries
 from arex.card import write_card
@@ -27,27 +27,6 @@ ROOT = Path(__file__).resolve().parent.parent
 TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False, backoff_base_s=0.01, max_attempts=2)
 pytestmark = pytest.mark.docker
 
-EXACT_PY = textwrap.dedent(
-    """
-    import sys
-    d = sys.stdin.read().split()
-    n, c = int(d[0]), int(d[1])
-    w = list(map(int, d[2:2 + n]))
-    mask = (1 << (c + 1)) - 1
-    layers = [1]
-    for x in w:
-        layers.append((layers[-1] | (layers[-1] << x)) & mask)
-    s = layers[-1].bit_length() - 1
-    picked = []
-    for i in range(n, 0, -1):
-        if not (layers[i - 1] >> s) & 1:
-            picked.append(i)
-            s -= w[i - 1]
-    print(len(picked))
-    print(*picked)
-    """
-)
-USE_ALL = "sed -i 's/features = \\[\"bmi\"\\]/features = [c for c in train.columns if c not in (\"id\", \"progression\")]/' train.py"
 
 
 def judge_commands(n):
@@ -336,10 +315,10 @@ def test_export_is_deterministic_and_the_card_describes_it(world, exported, tmp_
 
 def test_cli_select_export_push_end_to_end(world, tmp_path, monkeypatch):
     """The three verbs as a user runs them; the dataset lands on a local stand-in for the Hub."""
+    from fake_hub import FakeHub, isolate_hf_client
     from typer.testing import CliRunner
 
     from arex.cli import app
-    from fake_hub import FakeHub, isolate_hf_client
 
     store = tmp_path / "store"
     for path in (world["jpath"], world["mpath"]):
