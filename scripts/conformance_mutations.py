@@ -49,7 +49,8 @@ class _Uncapped(docker_backend._Capped):
 MUTATIONS = {
     "no memory limit": (without(lambda o: (o.pop("mem_limit"), o.pop("memswap_limit"))), ["out_of_memory_is_distinct"]),
     "no pids limit": (without(lambda o: o.pop("pids_limit")), ["pids_limit_caps_processes"]),
-    "host network": (without(lambda o: o.update(network_mode="host")), ["only_loopback_network", "cannot_reach_host_services"]),
+    # Networking is off in two ways (network_disabled and network_mode "none"): undo both.
+    "host network": (without(lambda o: o.update(network_mode="host", network_disabled=False)), ["only_loopback_network", "cannot_reach_host_services"]),
     "root user": ("user", ["user_is_not_root"]),
     "capabilities kept": (without(lambda o: (o.pop("cap_drop"), o.pop("security_opt"))), ["no_privileges"]),
     "mount writable": (without(lambda o: [v.update(mode="rw") for v in o["volumes"].values()]), ["readonly_mount_is_not_writable"]),

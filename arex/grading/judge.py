@@ -87,7 +87,7 @@ class Judge:
         try:
             if lang.heavy_compile:
                 box.set_memory_limit(COMPILE_MEMORY)
-            box.exec(f"rm -rf {RUN} && mkdir -p {RUN}")
+            box.exec(["rm", "-rf", RUN])  # write_file below makes the folder again
             box.write_file(f"{RUN}/{lang.source}", source)
             if lang.compile:
                 compiled = box.exec(list(lang.compile), timeout=COMPILE_TIMEOUT_S, cwd=RUN)

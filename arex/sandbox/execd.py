@@ -1,11 +1,11 @@
 """A command server inside the sandbox, so a command costs a fork, not a `docker exec`.
 
 `docker exec` spawns runc for every command: ~50 ms of CPU on a small machine, which is what
-limits how many rollouts a two-core host can drive. Instead, each sandbox runs one long-lived
-exec of SERVER (python3, as the sandbox user) and sends it requests over that exec's stdin; it
-answers on stdout. The server enforces the same rules as the plain path: a wall-clock timeout that
-kills the whole tree (process group and the AREX_EXEC_ID marker, found in /proc), output caps, an
-output flood kill. If the server cannot be used (no python3, it died, or it cannot fork because
+limits how many rollouts a two-core host can drive. Instead, each sandbox runs SERVER (python3, as
+the sandbox user) as its main process and sends it requests over the container's attached stdin;
+it answers on stdout. If that server ends, one is started with `docker exec` instead. The server
+enforces the same rules as the plain path: a wall-clock timeout that kills the whole tree (process
+group and the AREX_EXEC_ID marker, found in /proc), output caps, an output flood kill. If the server cannot be used (no python3, it died, or it cannot fork because
 the pids limit is exhausted), the backend falls back to plain `docker exec` for that command.
 """
 
@@ -20,7 +20,7 @@ import threading
 from typing import Any
 
 SERVER = r'''
-import base64, json, os, signal, subprocess, sys, threading, time
+import base64, errno, json, os, signal, stat, subprocess, sys, threading, time
 
 out_lock = threading.Lock()
 
@@ -129,7 +129,45 @@ def run(req):
             msg[key] = [base64.b64encode(bytes(head)).decode(), base64.b64encode(bytes(tail)).decode(), total]
     reply(msg)
 
+def file_op(req):
+    # Reads and writes of regular files, done by the server itself: no process to start. Anything
+    # else (a folder, a FIFO, an error) is answered with done=False and left to the host's other paths.
+    answer = {"id": req["id"], "done": False}
+    try:
+        if req["op"] == "write":
+            os.makedirs(os.path.dirname(req["path"]) or "/", exist_ok=True)
+            fd = os.open(req["path"], os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+        else:
+            fd = os.open(req["path"], os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                answer["kind"] = "dir" if stat.S_ISDIR(mode) else "other"
+            elif req["op"] == "write":
+                os.ftruncate(fd, 0)
+                view = memoryview(base64.b64decode(req["data"]))
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fchmod(fd, req["mode"])
+                answer["done"] = True
+            else:
+                chunks, size = [], 0
+                while size <= req["cap"]:
+                    chunk = os.read(fd, min(1 << 20, req["cap"] + 1 - size))
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    size += len(chunk)
+                answer.update(done=True, data=base64.b64encode(b"".join(chunks)).decode())
+        finally:
+            os.close(fd)
+    except Exception as exc:  # an OSError mostly; whatever it is, the host decides what to do next
+        answer["errno"] = errno.errorcode.get(getattr(exc, "errno", None) or 0, type(exc).__name__)
+    reply(answer)
+
 def guarded(req):
+    if "op" in req:
+        return file_op(req)
     try:
         run(req)
     except BaseException as exc:  # e.g. no thread or pipe left under a pids limit: say so, never go silent
@@ -153,19 +191,40 @@ class ServerGone(RuntimeError):
         self.ran = ran
 
 
-class ExecServer:
-    """Host side: one attached exec stream, requests out, replies dispatched by id."""
+# The container's main process when the server is on: the server first (its stdin attached before
+# start, so no `docker exec` is needed to launch it), then a plain `sleep` that keeps the container
+# up for the docker-exec fallback. The GONE line tells the host the server has ended.
+GONE = "arex-server-gone"
 
-    def __init__(self, api, container_id: str, user: str):
-        handle = api.exec_create(container_id, ["python3", "-u", "-c", SERVER], stdin=True, stdout=True, stderr=True, user=user, workdir="/")
-        self._sock = api.exec_start(handle["Id"], socket=True)
-        self._raw: socket.socket = getattr(self._sock, "_sock", self._sock)
+
+def main_command() -> list[str]:
+    wrapper = f'unset PWD OLDPWD; python3 -u -c "$1"; echo \'{{"id": "{GONE}"}}\'; exec sleep infinity'
+    return ["sh", "-c", wrapper, "arex-server", SERVER]
+
+
+class ExecServer:
+    """Host side: one attached stream, requests out, replies dispatched by id."""
+
+    def __init__(self, sock):
+        self._sock = sock
+        self._raw: socket.socket = getattr(sock, "_sock", sock)
         self._send_lock = threading.Lock()
         self._waiting: dict[str, queue.Queue] = {}
         self._lock = threading.Lock()
         self.alive = True
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+
+    @classmethod
+    def by_exec(cls, api, container_id: str, user: str) -> "ExecServer":
+        """A server started with `docker exec` in a running container."""
+        handle = api.exec_create(container_id, ["python3", "-u", "-c", SERVER], stdin=True, stdout=True, stderr=True, user=user, workdir="/")
+        return cls(api.exec_start(handle["Id"], socket=True))
+
+    @classmethod
+    def attach(cls, api, container_id: str) -> "ExecServer":
+        """The server that is the main process of a created (not yet started) container."""
+        return cls(api.attach_socket(container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}))
 
     def _read(self) -> None:
         """Demultiplex docker's stream (8-byte frame headers) and dispatch JSON lines."""
@@ -191,6 +250,8 @@ class ExecServer:
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
                     msg = json.loads(line)
+                    if msg.get("id") == GONE:
+                        raise EOFError
                     with self._lock:
                         waiter = self._waiting.pop(msg.get("id"), None)
                     if waiter is not None:
