@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from pathlib import Path
 
 import yaml
@@ -16,7 +17,7 @@ from arex.grading.judge import Judge
 from arex.grading.languages import language_for
 from arex.grading.ml import MLGrader
 from arex.sandbox import Mount, SandboxConfig
-from arex.sandbox.base import Sandbox
+from arex.sandbox.base import Sandbox, SandboxError
 from arex.specs import GradeResult, JudgeSpec, MLSpec
 
 
@@ -106,33 +107,58 @@ class Env:
 
 
 class GradingSession:
-    """Lazily started grading (and checker) containers, removed by close()."""
+    """Grading (and checker) containers for one rollout, started on first use or ahead of it by
+    warm(), removed by close()."""
 
     def __init__(self, env: Env):
         self.env = env
         self._box: Sandbox | None = None
         self._checker: Sandbox | None = None
+        self._lock = threading.Lock()  # one creator at a time; close() waits for a warm-up in flight
+        self._closed = False
         self.graded: dict[str, GradeResult] = {}
+
+    def warm(self) -> None:
+        """Start the containers in the background, so the first grading does not wait for them
+        (the agent's first round, mostly teacher latency, hides their start-up)."""
+        if self.env.kind == "judge":
+            threading.Thread(target=self._warm, daemon=True, name=f"warm-{self.env.id}").start()
+
+    def _warm(self) -> None:
+        try:
+            self.box()
+            self.checker_box()
+        except Exception:  # noqa: BLE001 - the first grading starts them again and reports the failure
+            pass
 
     def box(self) -> Sandbox | None:
         if self.env.kind != "judge":
             return None
-        if self._box is None:
-            self._box = self.env.judge.open_box()
-        return self._box
+        with self._lock:
+            if self._box is None:
+                self._box = self._open(self.env.judge.open_box)
+            return self._box
 
     def checker_box(self) -> Sandbox | None:
         if self.env.kind != "judge" or self.env.spec.checker.kind in ("exact", "token", "float"):
             return None
-        if self._checker is None:
-            self._checker = self.env.judge.open_checker_box()
-        return self._checker
+        with self._lock:
+            if self._checker is None:
+                self._checker = self._open(self.env.judge.open_checker_box)
+            return self._checker
+
+    def _open(self, opener) -> Sandbox:
+        if self._closed:
+            raise SandboxError("the grading session is closed")
+        return opener()
 
     def close(self) -> None:
-        for box in (self._box, self._checker):
+        with self._lock:
+            self._closed = True
+            boxes, self._box, self._checker = (self._box, self._checker), None, None
+        for box in boxes:
             if box is not None:
                 box.stop()
-        self._box = self._checker = None
 
 
 def list_envs(root: Path) -> list[Env]:

@@ -67,6 +67,7 @@ class Rollout:
             self.box = make_sandbox(self.sandbox_config, f"rollout-{self.env.id}-{self.sample}")
             await asyncio.to_thread(self.box.start)
             await asyncio.to_thread(self._prepare_workspace)
+            self.grading.warm()
             for number in range(self.rounds_done + 1, self.config.rounds + 1):
                 over = self._over_budget()
                 if over:

@@ -193,12 +193,14 @@ class ServerGone(RuntimeError):
 
 # The container's main process when the server is on: the server first (its stdin attached before
 # start, so no `docker exec` is needed to launch it), then a plain `sleep` that keeps the container
-# up for the docker-exec fallback. The GONE line tells the host the server has ended.
+# up for the docker-exec fallback. The GONE line tells the host the server has ended. -I -S: the
+# server imports nothing from the working folder, PYTHON* variables or site-packages, which the
+# sandboxed code could plant modules in.
 GONE = "arex-server-gone"
 
 
 def main_command() -> list[str]:
-    wrapper = f'unset PWD OLDPWD; python3 -u -c "$1"; echo \'{{"id": "{GONE}"}}\'; exec sleep infinity'
+    wrapper = f'unset PWD OLDPWD; python3 -I -S -u -c "$1"; echo \'{{"id": "{GONE}"}}\'; exec sleep infinity'
     return ["sh", "-c", wrapper, "arex-server", SERVER]
 
 
@@ -218,7 +220,7 @@ class ExecServer:
     @classmethod
     def by_exec(cls, api, container_id: str, user: str) -> "ExecServer":
         """A server started with `docker exec` in a running container."""
-        handle = api.exec_create(container_id, ["python3", "-u", "-c", SERVER], stdin=True, stdout=True, stderr=True, user=user, workdir="/")
+        handle = api.exec_create(container_id, ["python3", "-I", "-S", "-u", "-c", SERVER], stdin=True, stdout=True, stderr=True, user=user, workdir="/")
         return cls(api.exec_start(handle["Id"], socket=True))
 
     @classmethod
