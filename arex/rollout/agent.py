@@ -23,6 +23,9 @@ from arex.specs import TeacherCall, TeacherIdentity
 from arex.teacher.client import TeacherClient, TeacherError
 
 INFRA = "infra_failed"
+# Agent sandboxes being started by this process. Each is on its rollout's critical path, so grading
+# warm-ups (needed a round later) wait for them rather than compete for the CPU.
+_starting = [0]
 
 
 def _call_record(call: TeacherCall) -> dict:
@@ -39,6 +42,7 @@ class Rollout:
         self.skills = catalogue(config.skills_path()) or "(none)"
         self.box = None
         self.grading = env.open_grading()
+        self._warming: asyncio.Future | None = None
         self.writer: RecordWriter | None = None
         # What carries over between rounds:
         self.state = ""
@@ -65,9 +69,13 @@ class Rollout:
                 self.writer.write(self._header())
             self._restore(previous)
             self.box = make_sandbox(self.sandbox_config, f"rollout-{self.env.id}-{self.sample}")
-            await asyncio.to_thread(self.box.start)
+            _starting[0] += 1
+            try:
+                await asyncio.to_thread(self.box.start)
+            finally:
+                _starting[0] -= 1
             await asyncio.to_thread(self._prepare_workspace)
-            self.grading.warm()
+            self._warming = asyncio.ensure_future(self._warm_grading())
             for number in range(self.rounds_done + 1, self.config.rounds + 1):
                 over = self._over_budget()
                 if over:
@@ -89,10 +97,19 @@ class Rollout:
             if status != "interrupted":  # an interrupted rollout stays open, to be resumed
                 self.writer.write(end)
             self.writer.close()
+            if self._warming is not None:
+                self._warming.cancel()
             if self.box is not None:
                 self.box.stop()  # synchronous: it must run even while the task is being cancelled
             self.grading.close()
         return end
+
+    async def _warm_grading(self) -> None:
+        for _ in range(100):  # at most 2 s
+            if not _starting[0]:
+                break
+            await asyncio.sleep(0.02)
+        self.grading.warm()
 
     async def play_round(self, number: int) -> None:
         context = self._round_context(number)
@@ -132,22 +149,25 @@ class Rollout:
         grade = await asyncio.to_thread(self.env.grade, self.box, self.grading)
         if grade.infra_error:
             raise SandboxError(f"grading failed: {grade.infra_error}")
-        submission = await asyncio.to_thread(self._submission_text)
+        improved = self.best is None or grade.held_out_score > self.best["held_out"]
+        # The workspace does not change while the teacher reflects: save it meanwhile.
+        saved = asyncio.ensure_future(asyncio.to_thread(self._save_round, improved))
         feedback = clip(f"Public score: {grade.public_score:.6g}\n{grade.feedback}", self.config.feedback_chars)
         reflect_prompt = self.prompts["reflect"].format(round=number, feedback=feedback)
         messages.append({"role": "user", "content": reflect_prompt})
-        reflection_call = await self.teacher.chat(messages)
+        try:
+            reflection_call = await self.teacher.chat(messages)
+        finally:
+            submission = await saved
         self._count(reflection_call)
         reflection = parse_reflection(reflection_call.content if reflection_call.status == "ok" else "")
         if reflection.state:
             self.state = clip(reflection.state, self.config.state_chars)
         messages.append({"role": "assistant", "content": reflection_call.content})
-        improved = self.best is None or grade.held_out_score > self.best["held_out"]
         if improved:
             self.best = {"round": number, "held_out": grade.held_out_score, "public": grade.public_score}
         if self.best_public is None or grade.public_score > self.best_public["public"]:
             self.best_public = {"round": number, "public": grade.public_score}
-        await asyncio.to_thread(self._snapshot, improved)
         self.last_feedback = (number, feedback)
         if self.config.context == "full-history":
             self.history = messages
@@ -211,6 +231,12 @@ class Rollout:
             return self.box.read_file(self.env.submission_path, max_bytes=1 << 20).decode("utf-8", "replace")
         except (FileNotFoundError, ValueError, IsADirectoryError):
             return ""
+
+    def _save_round(self, improved: bool) -> str:
+        """The submission's text for the record, and the workspace snapshot."""
+        submission = self._submission_text()
+        self._snapshot(improved)
+        return submission
 
     def _snapshot(self, improved: bool) -> None:
         last = self.snapshots / "last"
