@@ -8,6 +8,7 @@ speedup = serial time / concurrent time for the same 16 rollouts (ideal: 16).
 from __future__ import annotations
 
 import asyncio
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -20,7 +21,8 @@ from arex.sandbox import SandboxConfig
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import RoundScript, ScriptedServer
 
-ROLLOUTS, ROUNDS, LATENCY = 16, 5, 0.3
+# B_N and B_LAT override the count and the latency for quick experiments; the benchmark is the default.
+ROLLOUTS, ROUNDS, LATENCY = int(os.environ.get("B_N", 16)), 5, float(os.environ.get("B_LAT", 0.3))
 
 
 def commands(n: int) -> list[str]:

@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import docker
 import pytest
 from solutions import EXACT_PY, USE_ALL
 
@@ -139,6 +141,25 @@ def test_format_error_streak_ends_the_round_and_is_recorded(envs, tmp_path):
     assert [r["end"]["ending"] for r in record.rounds] == ["format_errors", "format_errors"]
     assert [s["action"]["kind"] for s in record.rounds[0]["steps"]] == ["invalid"] * 3
     assert record.end["status"] == "done"
+
+
+@pytest.mark.docker
+def test_grading_containers_started_ahead_are_used_then_removed(envs):
+    env = envs["judge"]
+    mine = {"label": [f"arex.owner_pid={os.getpid()}", f"arex.name=judge-{env.id}"]}
+    client = docker.from_env()
+    session = env.open_grading()
+    session.warm()
+    box = session.box()  # waits for the warm-up instead of starting a second container
+    assert box is session.box() and box.exec("true").ok
+    assert len(client.containers.list(all=True, filters=mine)) == 1
+    session.close()
+    for _ in range(2):  # close() right after warm(): whichever wins the race, nothing is left
+        session = env.open_grading()
+        session.warm()
+        session.close()
+    time.sleep(0.5)
+    assert client.containers.list(all=True, filters=mine) == []
 
 
 @pytest.mark.docker
