@@ -150,13 +150,13 @@ class Selector:
         self.canaries = {c: env_id for env_id, env in envs.items() for c in env_canaries(env.dir)}
 
     # -- one trajectory ------------------------------------------------------------------------
-    def check(self, path: Path) -> Verdict:
+    def check(self, path: Path, sha: str | None = None) -> Verdict:
         scan_file(path, self.canaries)
         for snapshot in ("last", "best"):
             scan_tree(path.with_suffix("") / snapshot, self.canaries)
         record = load(path)
         header = record.header or {}
-        verdict = Verdict(key=header.get("key", path.stem), env_id=header.get("env_id", path.parent.name), path=str(path), kept=False, record_sha=record_sha(path), criteria=self.config.digest())
+        verdict = Verdict(key=header.get("key", path.stem), env_id=header.get("env_id", path.parent.name), path=str(path), kept=False, record_sha=sha or record_sha(path), criteria=self.config.digest())
         drop = self._drop_to(verdict)
         env = self.envs.get(verdict.env_id)
         if record.header is None or not record.rounds:
@@ -349,11 +349,12 @@ def select(
             cached[(row["record_sha"], row["criteria"])] = row
 
     def judged(path: Path) -> tuple[Verdict, bool]:
-        row = cached.get((record_sha(path), config.digest()))
+        sha = record_sha(path)
+        row = cached.get((sha, config.digest()))
         if row is not None:
             scan_file(path, selector.canaries)  # a cached verdict is no excuse to skip the leak check
             return Verdict(**{**row, "path": str(path)}), True
-        return selector.check(path), False
+        return selector.check(path, sha), False
 
     verdicts: list[Verdict] = []
     awaiting_judge: list[Verdict] = []
