@@ -238,6 +238,8 @@ def export_command(
     from arex.export import export, kept_records
 
     cfg = _config(config)
+    if not (selection / "kept.jsonl").is_file():
+        _fail(f"{selection} holds no kept.jsonl; run `arex select --out {selection}` first", 2)
     report = selection / "selection.json"
     chosen = json.loads(report.read_text()) if report.is_file() else None
     envs = envs or (Path(chosen["envs"]) if chosen and chosen.get("envs") else None)

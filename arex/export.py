@@ -19,7 +19,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -65,7 +65,7 @@ class ExportConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
 
-    granularities: tuple[str, ...] = GRANULARITIES
+    granularities: tuple[Literal["rounds", "trajectories"], ...] = GRANULARITIES
     """Which row sets to write: rounds (one row per round), trajectories (one per trajectory)."""
     shard_mb: float = 256.0
     """Target size of one parquet file (a shard is closed once it reaches this)."""
