@@ -39,6 +39,14 @@ def without(change):
     return patched(DockerSandbox, "_container_options", options)
 
 
+@contextlib.contextmanager
+def dumpable():
+    """The init and the command server it forks, both left dumpable (their pipes in reach)."""
+    prctl = "ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)"
+    with patched(execd, "INIT", execd.INIT.replace(prctl, "pass")), patched(execd, "SERVER", execd.SERVER.replace(prctl, "pass")):
+        yield
+
+
 class _Uncapped(docker_backend._Capped):
     def __init__(self, limit):
         super().__init__(10**12)
@@ -68,6 +76,7 @@ MUTATIONS = {
         patched(execd, "SERVER", execd.SERVER.replace('limit, kill_at = req["keep"], req["kill_at"]', 'limit, kill_at = 10**12, req["kill_at"]')),
         ["stdout_is_capped_with_marker", "stderr_is_capped_with_marker"],
     ),
+    "server: dumpable": (dumpable(), ["serving_processes_are_out_of_reach"]),
 }
 # Mutations of the docker-exec path run with the command server off; "server:" ones with it on.
 # Exec-time settings are read from the config on every call: "removing" one means a huge value

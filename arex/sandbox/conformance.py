@@ -294,6 +294,34 @@ def check_no_privileges(h: Harness) -> None:
     assert int(fields["CapEff"], 16) == 0 and fields["NoNewPrivs"] == "1", fields
 
 
+PIPES_IN_REACH = r"""
+import os
+me, found = os.getpid(), []
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    if int(pid) == me:
+        continue
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            if any(v.startswith(b"AREX_EXEC_ID=") for v in f.read().split(b"\0")):
+                continue  # a sandboxed command: the same trust as this one
+    except OSError:
+        pass
+    try:
+        links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+    except OSError:
+        continue  # out of reach, as it should be
+    if any(link.startswith(("pipe:", "socket:")) for link in links):
+        found.append(pid + " " + open(f"/proc/{pid}/cmdline", "rb").read()[:40].decode(errors="replace"))
+print(found)
+"""
+
+
+def check_serving_processes_are_out_of_reach(h: Harness) -> None:
+    """Sandboxed code cannot open the pipes of the processes that serve it (and so forge their replies)."""
+    r = h.shared.exec(["python3", "-c", PIPES_IN_REACH])
+    assert r.ok and r.stdout.strip() == "[]", r
+
+
 def check_readonly_mount_is_readable(h: Harness) -> None:
     assert h.shared.exec(f"cat {RO_TARGET}/data.txt").stdout == "read me\n"
 

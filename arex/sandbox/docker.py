@@ -1,7 +1,7 @@
 """Docker backend: one long-lived container per sandbox, commands run with `docker exec`.
 
 Isolation: no network, an unprivileged user, all capabilities dropped, no-new-privileges, memory
-(no swap) / CPU / pids / file-size limits, and an init process that reaps zombies.
+(no swap) / CPU / pids / file-size limits, and an init process that reaps zombies (execd.INIT).
 
 Per-command timeouts kill the whole process tree: every exec carries a unique AREX_EXEC_ID in its
 environment, which children inherit even when they start new sessions, so the killer finds them
@@ -187,12 +187,11 @@ class DockerSandbox(Sandbox):
         cfg = self.config
         return dict(
             image=cfg.image,
-            # With the command server on, it is the main process (see execd.main_command).
-            command=execd.main_command() if cfg.exec_server else ["sleep", "infinity"],
+            # Our own init, holding the command server when it is on (see execd.INIT).
+            command=execd.main_command(cfg.exec_server),
             stdin_open=cfg.exec_server,
             name=f"arex-{self.name}-{uuid.uuid4().hex[:10]}",
             detach=True,
-            init=True,
             user=cfg.user,
             working_dir=cfg.workdir,
             network_mode="default" if cfg.network else "none",

@@ -20,7 +20,12 @@ import threading
 from typing import Any
 
 SERVER = r'''
-import base64, errno, json, os, signal, stat, subprocess, sys, threading, time
+import base64, ctypes, errno, json, os, signal, stat, subprocess, sys, threading, time
+
+# Not dumpable: the sandboxed code runs as the same uid, and could otherwise open this process's
+# pipes through /proc/<pid>/fd (or ptrace it) and forge replies. Commands are exec'd, which makes
+# them dumpable again.
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
 
 out_lock = threading.Lock()
 
@@ -191,17 +196,51 @@ class ServerGone(RuntimeError):
         self.ran = ran
 
 
-# The container's main process when the server is on: the server first (its stdin attached before
-# start, so no `docker exec` is needed to launch it), then a plain `sleep` that keeps the container
-# up for the docker-exec fallback. The GONE line tells the host the server has ended. -I -S: the
-# server imports nothing from the working folder, PYTHON* variables or site-packages, which the
-# sandboxed code could plant modules in.
+# The container's init (PID 1): it reaps every orphan (killed command trees end up here) and, with
+# the server on, runs the server in a forked child whose stdin is attached before start (no
+# `docker exec` is needed to launch it). When the server ends, the GONE line tells the host, which
+# falls back to `docker exec`. It is not dumpable and, once no server needs them, its stdio is on
+# /dev/null: nothing in the sandbox can reach the attached pipes (see SERVER). A generic init
+# (docker's tini) would run as the sandbox user, dumpable, holding those pipes. -I -S: nothing is
+# imported from the working folder, PYTHON* variables or site-packages, where sandboxed code could
+# plant modules.
 GONE = "arex-server-gone"
+INIT = r'''
+import ctypes, os, sys, time
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+for name in ("PWD", "OLDPWD"):
+    os.environ.pop(name, None)
+
+def detach():
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+
+server = None
+if sys.argv[1]:
+    server = os.fork()
+    if server == 0:
+        try:
+            exec(compile(sys.argv[1], "arex-server", "exec"), {"__name__": "__main__"})
+        finally:
+            os._exit(0)
+else:
+    detach()
+while True:
+    try:
+        pid, _ = os.wait()
+    except ChildProcessError:
+        time.sleep(1)
+        continue
+    if pid == server:
+        server = None
+        os.write(1, b'{"id": "%s"}\n')
+        detach()
+''' % GONE
 
 
-def main_command() -> list[str]:
-    wrapper = f'unset PWD OLDPWD; python3 -I -S -u -c "$1"; echo \'{{"id": "{GONE}"}}\'; exec sleep infinity'
-    return ["sh", "-c", wrapper, "arex-server", SERVER]
+def main_command(server: bool) -> list[str]:
+    return ["python3", "-I", "-S", "-u", "-c", INIT, SERVER if server else ""]
 
 
 class ExecServer:
