@@ -8,6 +8,7 @@ cannot be trusted, and the fix is in the env or the grader, not in the data.
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 CANARY_FILE = "private/canary.txt"
@@ -30,21 +31,36 @@ def env_canaries(env_dir: Path) -> list[str]:
     return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if len(line.strip()) >= 16]
 
 
-def find_canary(text: str, canaries: dict[str, str]) -> str | None:
-    """The env id whose canary occurs in `text`, if any (canaries: canary → env id)."""
-    for canary, env_id in canaries.items():
-        if canary in text:
-            return env_id
-    return None
+class Canaries:
+    """The canaries of a set of envs, searched in one pass per text (thousands of envs, millions of lines)."""
+
+    def __init__(self, by_canary: dict[str, str]):
+        self.by_canary = by_canary  # canary → env id
+        self._prefixed = all(c.startswith(PREFIX) for c in by_canary)
+        self._pattern = re.compile("|".join(map(re.escape, sorted(by_canary)))) if by_canary else None
+
+    @classmethod
+    def of_envs(cls, env_dirs) -> "Canaries":
+        return cls({c: Path(d).name for d in env_dirs for c in env_canaries(d)})
+
+    def __bool__(self) -> bool:
+        return self._pattern is not None
+
+    def find(self, text: str) -> str | None:
+        """The env id whose canary occurs in `text`, if any."""
+        if self._pattern is None or (self._prefixed and PREFIX not in text):
+            return None
+        match = self._pattern.search(text)
+        return self.by_canary[match.group()] if match else None
 
 
-def scan_file(path: Path, canaries: dict[str, str]) -> None:
+def scan_file(path: Path, canaries: Canaries) -> None:
     """Raise LeakError naming the file, the line and the env if any canary occurs in it."""
     if not canaries:
         return
     with path.open("r", encoding="utf-8", errors="replace") as handle:
         for number, line in enumerate(handle, 1):
-            env_id = find_canary(line, canaries)
+            env_id = canaries.find(line)
             if env_id is not None:
                 raise LeakError(
                     f"{path}:{number}: the private-data canary of env '{env_id}' appears in this trajectory. "
@@ -53,7 +69,7 @@ def scan_file(path: Path, canaries: dict[str, str]) -> None:
                 )
 
 
-def scan_tree(folder: Path, canaries: dict[str, str]) -> None:
+def scan_tree(folder: Path, canaries: Canaries) -> None:
     """Scan the text files of a snapshot folder (what the agent wrote in its workspace)."""
     if not canaries or not folder.is_dir():
         return

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict
 
 from arex import __version__
-from arex.canary import LeakError, env_canaries, find_canary
+from arex.canary import Canaries, scan_file
 from arex.rollout.record import Loaded, call_messages, load
 
 GRANULARITIES = ("rounds", "trajectories")
@@ -272,22 +272,10 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _check_leaks(rows: dict[str, list[dict]], canaries: dict[str, str], path: Path) -> None:
-    for granularity, items in rows.items():
-        for row in items:
-            for i, message in enumerate(row["messages"]):
-                env_id = find_canary(message["content"], canaries)
-                if env_id is not None:
-                    raise LeakError(f"{path}: {granularity} row of round {row['round']}, message {i} ({message['role']}) contains the private-data canary of env '{env_id}'; nothing was exported.")
-
-
 def export(records: Iterator[Path], out: Path, config: ExportConfig, envs_dir: Path | None = None) -> ExportStats:
     """Write shards under `out/<granularity>/` and `out/checksums.json`; returns the statistics
     the dataset card is made from. The output folder is replaced only when everything succeeded."""
-    canaries: dict[str, str] = {}
-    if envs_dir is not None and envs_dir.is_dir():
-        for env_dir in sorted(p for p in envs_dir.iterdir() if (p / "task.yaml").is_file()):
-            canaries.update({c: env_dir.name for c in env_canaries(env_dir)})
+    canaries = Canaries.of_envs(p for p in sorted(envs_dir.iterdir()) if (p / "task.yaml").is_file()) if envs_dir and envs_dir.is_dir() else Canaries({})
     unknown = set(config.granularities) - set(GRANULARITIES)
     if unknown:
         raise ValueError(f"unknown granularity {sorted(unknown)}; choose from {', '.join(GRANULARITIES)}")
@@ -299,6 +287,7 @@ def export(records: Iterator[Path], out: Path, config: ExportConfig, envs_dir: P
     seen: set[str] = set()
     try:
         for path in records:
+            scan_file(path, canaries)  # the rows hold nothing the record does not
             record = load(path)
             if record.header is None or not record.rounds:
                 continue
@@ -309,7 +298,6 @@ def export(records: Iterator[Path], out: Path, config: ExportConfig, envs_dir: P
                     continue
                 seen.add(digest)
             rows = builder.rows(record)
-            _check_leaks(rows, canaries, path)
             for granularity, writer in writers.items():
                 for row in rows[granularity]:
                     writer.add(row)

@@ -23,7 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arex.canary import LeakError, env_canaries, scan_file, scan_tree
+from arex.canary import Canaries, LeakError, scan_file, scan_tree
 from arex.envs.runtime import Env, list_envs
 from arex.grading.languages import language_for
 from arex.grading.ml import MLGrader
@@ -147,7 +147,7 @@ class Selector:
     def __init__(self, config: SelectConfig, envs: dict[str, Env], sandbox: SandboxConfig, teacher: TeacherConfig | None = None):
         self.config, self.envs, self.sandbox = config, envs, sandbox
         self.teacher = teacher
-        self.canaries = {c: env_id for env_id, env in envs.items() for c in env_canaries(env.dir)}
+        self.canaries = Canaries.of_envs(env.dir for env in envs.values())
 
     # -- one trajectory ------------------------------------------------------------------------
     def check(self, path: Path, sha: str | None = None) -> Verdict:
