@@ -8,8 +8,11 @@ cannot be trusted, and the fix is in the env or the grader, not in the data.
 from __future__ import annotations
 
 import hashlib
+import io
 import re
 from pathlib import Path
+
+from arex.snapshots import iter_files
 
 CANARY_FILE = "private/canary.txt"
 PREFIX = "arex-canary-"
@@ -54,6 +57,14 @@ class Canaries:
         return self.by_canary[match.group()] if match else None
 
 
+def _leak(where: str, env_id: str, what: str) -> LeakError:
+    return LeakError(
+        f"{where}: the private-data canary of env '{env_id}' appears in {what}. "
+        "Private data reached the agent or its feedback: fix the env or grader, rebuild, and re-run the rollouts; "
+        "nothing was selected or exported."
+    )
+
+
 def scan_file(path: Path, canaries: Canaries) -> None:
     """Raise LeakError naming the file, the line and the env if any canary occurs in it."""
     if not canaries:
@@ -62,17 +73,23 @@ def scan_file(path: Path, canaries: Canaries) -> None:
         for number, line in enumerate(handle, 1):
             env_id = canaries.find(line)
             if env_id is not None:
-                raise LeakError(
-                    f"{path}:{number}: the private-data canary of env '{env_id}' appears in this trajectory. "
-                    "Private data reached the agent or its feedback: fix the env or grader, rebuild, and re-run the rollouts; "
-                    "nothing was selected or exported."
-                )
+                raise _leak(f"{path}:{number}", env_id, "this trajectory")
 
 
-def scan_tree(folder: Path, canaries: Canaries) -> None:
-    """Scan the text files of a snapshot folder (what the agent wrote in its workspace)."""
-    if not canaries or not folder.is_dir():
+def scan_archive(archive: Path, canaries: Canaries, max_member_bytes: int = 8 << 20) -> None:
+    """Scan the regular files of a workspace snapshot (what the agent wrote), read from the archive
+    without unpacking it. Members over `max_member_bytes` (datasets, models) are skipped to bound
+    the time per snapshot; a corrupt archive raises ValueError (SnapshotError)."""
+    if not canaries:
         return
-    for path in sorted(folder.rglob("*")):
-        if path.is_file() and path.stat().st_size <= 8 << 20:
-            scan_file(path, canaries)
+    for member, data in iter_files(archive, max_member_bytes):
+        env_id = canaries.find(member)
+        if env_id is not None:
+            raise _leak(f"{archive} (member name {member!r})", env_id, "a file name in this workspace snapshot")
+        text = data.decode("utf-8", errors="replace")
+        if canaries.find(text) is None:  # one pass over the whole member; lines only to say where
+            continue
+        for number, line in enumerate(io.StringIO(text, newline=None), 1):
+            env_id = canaries.find(line)
+            if env_id is not None:
+                raise _leak(f"{archive} (member {member!r}, line {number})", env_id, "this workspace snapshot")

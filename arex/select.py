@@ -1,9 +1,12 @@
 """`arex select`: keep or drop whole trajectories, each drop with its reason.
 
 Cheap checks run first (ending, budgets, protocol, reflections, repetition, protected files,
-scores against the baseline and the first round); the expensive ones (re-grading the final and the
-best submission in a fresh sandbox, the optional LLM judge) run only on what is still kept. Failed
-rounds inside a kept trajectory stay: they teach recovery.
+scores against the baseline and the first round); the expensive ones (re-grading the first, the
+best and the final round in a fresh sandbox, the optional LLM judge) run only on what is still
+kept. Failed rounds inside a kept trajectory stay: they teach recovery.
+
+Workspace snapshots are tar archives made inside the sandbox: they are read member by member
+(arex.snapshots) or unpacked inside a fresh sandbox, never unpacked on the host.
 
 Verdicts are cached by (record checksum, criteria hash) in `<out>/verdicts.jsonl`, so a re-run
 re-grades nothing it already checked. A canary in any trajectory stops everything (LeakError).
@@ -16,6 +19,7 @@ import hashlib
 import json
 import re
 import shutil
+import tarfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,12 +27,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arex.canary import Canaries, LeakError, scan_file, scan_tree
+from arex.canary import Canaries, LeakError, scan_archive, scan_file
 from arex.envs.runtime import Env, list_envs
 from arex.grading.languages import language_for
 from arex.grading.ml import MLGrader
 from arex.rollout.record import Loaded, load
 from arex.sandbox import SandboxConfig, SandboxError, make_sandbox
+from arex.snapshots import MemberError, SnapshotError, SnapshotStore, read_member
 from arex.teacher.client import TeacherClient, TeacherConfig
 
 __all__ = ["LeakError", "SelectConfig", "LLMJudgeConfig", "Verdict", "Selection", "select"]
@@ -75,11 +80,11 @@ class SelectConfig(BaseModel):
     max_unchanged_resubmits: int | None = 3
     """Longest run of rounds submitting exactly the previous round's submission; null: off."""
     check_protected: bool = True
-    """Drop a trajectory whose final or best workspace changed a protected file."""
+    """Drop a trajectory whose final or best workspace changed a protected file (or has no snapshot)."""
     drop_budget_overrun: bool = True
     """Drop a trajectory that ended because a token, dollar or time budget ran out."""
     regrade: bool = True
-    """Re-grade the final and the best submission in a fresh sandbox and compare."""
+    """Re-grade the first, the best and the final round in a fresh sandbox and compare."""
     tolerance: dict[str, float] = Field(default_factory=lambda: {"judge": 1e-9, "ml": 1e-6})
     """Largest allowed |re-graded − recorded| held-out score, per env kind."""
     llm_judge: LLMJudgeConfig = Field(default_factory=LLMJudgeConfig)
@@ -130,6 +135,49 @@ class Selection:
         }
 
 
+@dataclass
+class Target:
+    """A round select re-checks from its snapshot, with the names it goes by (first, best, last)."""
+
+    end: dict
+    archive: Path | None
+    missing: str = ""  # why there is no archive
+    labels: list[str] = field(default_factory=list)
+
+
+# What reading a snapshot can raise, besides SandboxError: the archive or its file is bad.
+SNAPSHOT_ERRORS = (ValueError, OSError, tarfile.TarError)
+
+
+def targets_of(record: Loaded, path: Path) -> list[Target]:
+    """The final, best and first rounds (one entry per round), each with its snapshot archive.
+
+    The best is the round with the highest recorded held-out score: that is the score the
+    criteria read, so that is the one whose re-grade must hold."""
+    ends = [r["end"] for r in record.rounds]
+    best = max(ends, key=lambda e: e["grade"]["held_out_score"])
+    store = SnapshotStore(path.with_suffix("") / "snapshots")
+    by_round: dict[int, Target] = {}
+    for label, end in (("last", ends[-1]), ("best", best), ("first", ends[0])):
+        if end["round"] not in by_round:
+            by_round[end["round"]] = _target(end, store)
+        by_round[end["round"]].labels.append(label)
+    return list(by_round.values())
+
+
+def _target(end: dict, store: SnapshotStore) -> Target:
+    sha = end.get("snapshot")
+    if sha is None:
+        return Target(end, None, f"round {end['round']} has no workspace snapshot (the workspace could not be archived)")
+    try:
+        archive = store.path(sha)
+    except ValueError as exc:
+        return Target(end, None, f"round {end['round']}: {exc}")
+    if not archive.is_file():
+        return Target(end, None, f"round {end['round']}'s workspace snapshot {archive} is missing")
+    return Target(end, archive)
+
+
 def record_sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -152,12 +200,12 @@ class Selector:
     # -- one trajectory ------------------------------------------------------------------------
     def check(self, path: Path, sha: str | None = None) -> Verdict:
         scan_file(path, self.canaries)
-        for snapshot in ("last", "best"):
-            scan_tree(path.with_suffix("") / snapshot, self.canaries)
         record = load(path)
         header = record.header or {}
         verdict = Verdict(key=header.get("key", path.stem), env_id=header.get("env_id", path.parent.name), path=str(path), kept=False, record_sha=sha or record_sha(path), criteria=self.config.digest())
         drop = self._drop_to(verdict)
+        targets = targets_of(record, path) if record.rounds else []
+        self._scan_snapshots(targets, drop)  # before any other check: a leak stops everything
         env = self.envs.get(verdict.env_id)
         if record.header is None or not record.rounds:
             drop("no_rounds", "the record has no complete round")
@@ -169,8 +217,10 @@ class Selector:
             drop("env_changed", f"env spec hash {env.spec_hash} differs from the recorded {header.get('spec_hash')}")
             return verdict
         self._cheap_checks(record, env, verdict, drop)
+        if self.config.check_protected and env.protected:
+            self._check_protected(targets, env, drop)
         if not verdict.reasons and self.config.regrade:
-            self._regrade(record, env, path, verdict, drop)
+            self._regrade(targets, env, verdict, drop)
         verdict.kept = not verdict.reasons
         return verdict
 
@@ -223,67 +273,77 @@ class Selector:
         if c.max_unchanged_resubmits is not None and unchanged > c.max_unchanged_resubmits:
             drop("unchanged_resubmits", f"{unchanged} resubmissions in a row without a change")
 
-        if c.check_protected and env.protected:
-            changed = self._protected_changes(Path(verdict.path).with_suffix(""), env)
-            if changed:
-                drop("protected_file_changed", f"changed: {', '.join(changed)}")
-
     def _reflected(self, end: dict) -> bool:
         reflection = end["reflection"]
         if reflection["call"]["status"] != "ok" or not (reflection["call"]["content"] or "").strip():
             return False
         return self.config.reflection == "present" or bool(reflection.get("complete"))
 
-    @staticmethod
-    def _protected_changes(snapshots: Path, env: Env) -> list[str]:
-        changed = []
-        for snapshot in ("last", "best"):
-            folder = snapshots / snapshot
-            if not folder.is_dir():
+    def _scan_snapshots(self, targets: list[Target], drop) -> None:
+        """The canary check on each archive select uses; a missing one is judged by the checks that need it."""
+        for target in targets:
+            if target.archive is None:
                 continue
-            for rel in env.protected:
-                original, now = env.dir / "workspace" / rel, folder / rel
-                if original.is_file() and (not now.is_file() or now.read_bytes() != original.read_bytes()):
-                    changed.append(f"{rel} ({snapshot})")
-        return sorted(set(changed))
+            try:
+                scan_archive(target.archive, self.canaries)
+            except SNAPSHOT_ERRORS as exc:
+                drop("bad_snapshot", f"round {target.end['round']}: {exc}")
+
+    @staticmethod
+    def _check_protected(targets: list[Target], env: Env, drop) -> None:
+        """Protected files must be byte-identical in the final and the best workspace."""
+        changed: list[str] = []
+        for target in targets:
+            labels = [label for label in target.labels if label in ("last", "best")]
+            if not labels:
+                continue
+            if target.archive is None:
+                drop("no_snapshot", f"{target.missing}, so its protected files cannot be checked")
+                continue
+            try:
+                changed += [f"{rel} ({'/'.join(labels)})" for rel in _protected_changes(target.archive, env)]
+            except SNAPSHOT_ERRORS as exc:
+                drop("bad_snapshot", f"round {target.end['round']}: {exc}")
+        if changed:
+            drop("protected_file_changed", f"changed: {', '.join(sorted(changed))}")
 
     # -- re-grading ----------------------------------------------------------------------------
-    def _regrade(self, record: Loaded, env: Env, path: Path, verdict: Verdict, drop) -> None:
-        final = record.rounds[-1]["end"]
-        best_round = (record.end or {}).get("best", {}) or {}
-        best_number = best_round.get("round") or max(record.rounds, key=lambda r: r["end"]["grade"]["held_out_score"])["end"]["round"]
-        best = next(r["end"] for r in record.rounds if r["end"]["round"] == best_number)
+    def _regrade(self, targets: list[Target], env: Env, verdict: Verdict, drop) -> None:
+        """Re-grade the final, best and first rounds; every score the criteria read must hold."""
         tolerance = self.config.tolerance.get(env.kind, 0.0)
-        targets = [("last", final)] + ([("best", best)] if best["round"] != final["round"] else [])
-        for snapshot, end in targets:
+        for target in targets:
+            end = target.end
+            if target.archive is None:
+                drop("no_snapshot", f"{target.missing}, so it cannot be re-graded")
+                return
             try:
-                grade = self._grade_again(env, path.with_suffix("") / snapshot, end)
-            except (SandboxError, FileNotFoundError, ValueError) as exc:
+                grade = self._grade_again(env, target.archive, end)
+            except SnapshotError as exc:
+                drop("bad_snapshot", f"round {end['round']}: {exc}")
+                return
+            except (SandboxError, *SNAPSHOT_ERRORS) as exc:
                 drop("not_reproducible", f"round {end['round']} could not be re-graded: {exc}")
                 return
             if grade.infra_error:
                 drop("not_reproducible", f"round {end['round']}: re-grading failed: {grade.infra_error}")
                 return
             recorded = end["grade"]["held_out_score"]
-            verdict.scores[f"regraded_{snapshot}"] = grade.held_out_score
+            for label in target.labels:
+                verdict.scores[f"regraded_{label}"] = grade.held_out_score
             if abs(grade.held_out_score - recorded) > tolerance:
                 drop("not_reproducible", f"round {end['round']}: recorded held-out {recorded:.6g}, re-graded {grade.held_out_score:.6g} (tolerance {tolerance:g})")
                 return
 
-    def _grade_again(self, env: Env, snapshot: Path, end: dict):
+    def _grade_again(self, env: Env, archive: Path, end: dict):
         env.sandbox_config(self.sandbox, None, "/skills")  # the grading sandbox base
         if env.kind == "judge":
-            submitted = snapshot / env.spec.starter
-            if snapshot.is_dir() and submitted.is_file() and submitted.read_text(encoding="utf-8", errors="replace") != end["submission"]:
+            if _snapshot_submission(archive, env.spec.starter) != end["submission"]:
                 raise ValueError(f"the workspace snapshot's {env.spec.starter} differs from the recorded submission")
             return env.judge.grade(end["submission"], language_for(env.spec.starter).name)  # a fresh grading container
-        if not snapshot.is_dir():
-            raise FileNotFoundError(f"workspace snapshot {snapshot} is missing")
         box = make_sandbox(env.sandbox_config(self.sandbox, None, "/skills"), f"select-{env.id}")
         box.start()
         try:
-            box.exec(f"find {box.config.workdir} -mindepth 1 -delete")
-            box.copy_in(snapshot, box.config.workdir)
+            box.restore(archive, box.config.workdir)  # unpacked inside the sandbox, never on the host
             return MLGrader(env.dir, env.spec).grade(box)
         finally:
             box.stop()
@@ -318,6 +378,31 @@ class Selector:
             if int(match.group(1)) < cfg.min_score:
                 drop("llm_judge", f"rated {match.group(1)} < {cfg.min_score}")
         verdict.kept = not verdict.reasons
+
+
+def _protected_changes(archive: Path, env: Env) -> list[str]:
+    """The protected files (relative to the workspace) that differ from the env's originals in `archive`."""
+    changed = []
+    for rel in env.protected:
+        original = env.dir / "workspace" / rel
+        if not original.is_file():
+            continue
+        expected = original.read_bytes()
+        try:
+            same = read_member(archive, rel, max_bytes=len(expected)) == expected  # anything larger differs
+        except (FileNotFoundError, IsADirectoryError, MemberError):
+            same = False  # deleted, or replaced by a folder, a link or something bigger
+        if not same:
+            changed.append(rel)
+    return changed
+
+
+def _snapshot_submission(archive: Path, starter: str) -> str:
+    """The solution file's text in the snapshot, as the rollout records it: "" when there is none."""
+    try:
+        return read_member(archive, starter, max_bytes=1 << 20).decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
 
 
 # -- the whole store -----------------------------------------------------------------------------

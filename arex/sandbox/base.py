@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -54,7 +54,16 @@ class SandboxConfig(BaseModel):
     user: str = "1000:1000"
     """uid:gid every command runs as. Must not be root."""
     workdir: str = "/workspace"
-    """Working directory for commands that do not name one."""
+    """Working directory for commands that do not name one (writable, `disk` bytes)."""
+    home: str = "/home/arex"
+    """The user's home folder (writable, `scratch` bytes); /tmp is another `scratch` bytes."""
+    disk: int = Field(default=parse_size("1g"))
+    """Bytes the workdir can hold. Everything else but `home` and /tmp is read-only, so this bounds
+    what a sandbox can write; the space is memory (tmpfs) and counts against `memory`."""
+    scratch: int = Field(default=parse_size("256m"))
+    """Bytes each of /tmp and `home` can hold."""
+    inodes: int = 200_000
+    """Files and folders each writable area can hold."""
     network: bool = False
     """Allow network access. Off by default: tasks must not fetch anything at run time."""
     memory: int = Field(default=parse_size("1g"))
@@ -75,11 +84,8 @@ class SandboxConfig(BaseModel):
     """Host folders to mount (read-only unless said otherwise)."""
     env: dict[str, str] = Field(default_factory=dict)
     """Environment variables set for every command."""
-    exec_server: bool = True
-    """Run commands through a small server inside the sandbox (a fork each) instead of one
-    `docker exec` each (~50 ms of CPU); falls back to docker exec when the server is unusable."""
 
-    @field_validator("memory", "max_file_size", "output_kill", mode="before")
+    @field_validator("memory", "max_file_size", "output_kill", "disk", "scratch", mode="before")
     @classmethod
     def _size(cls, value: int | str) -> int:
         return parse_size(value)
@@ -89,7 +95,31 @@ class SandboxConfig(BaseModel):
     def _not_root(cls, value: str) -> str:
         if value.split(":")[0] in ("0", "root"):
             raise ValueError("sandboxes never run commands as root; use an unprivileged uid such as '1000:1000'")
+        if not all(part.isdigit() for part in value.split(":")):
+            raise ValueError("give the user as numeric uid:gid, e.g. '1000:1000'")
         return value
+
+    @property
+    def uid_gid(self) -> tuple[int, int]:
+        uid, _, gid = self.user.partition(":")
+        return int(uid), int(gid or uid)
+
+
+class RunLimits(BaseModel):
+    """Per-command limits for graded programs, enforced by the kernel in the command's own process
+    tree. Evidence of what the program used comes back in ExecResult (cpu_s, memory_kb, signal)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cpu_s: int | None = None
+    """CPU seconds per process (RLIMIT_CPU: SIGXCPU at the limit, SIGKILL one second later)."""
+    stack: int | None = None
+    """Stack size in bytes (RLIMIT_STACK)."""
+    address_space: int | None = None
+    """Virtual memory in bytes (RLIMIT_AS)."""
+    isolated: bool = False
+    """Nothing of the command outlives it, nor of anything before it: every process of the user
+    is killed before it starts and after it ends (grading runs)."""
 
 
 ExecStatus = Literal["ok", "error", "timeout", "oom", "output_limit"]
@@ -107,8 +137,13 @@ class ExecResult(BaseModel):
     duration_s: float
     stdout_truncated: bool = False
     stderr_truncated: bool = False
-    sandbox_restarted: bool = False
-    """True when the process tree could not be killed and the sandbox had to be restarted (files kept)."""
+    cpu_s: float | None = None
+    """CPU time of the command's whole process tree, from the kernel (wait4), as seen by a process
+    the command cannot reach."""
+    memory_kb: int | None = None
+    """Peak resident memory of the largest process of the tree."""
+    signal: int | None = None
+    """The signal that ended the command's main process, if one did."""
 
     @property
     def ok(self) -> bool:
@@ -125,6 +160,10 @@ def truncated_text(head: bytes, tail: bytes, total: int) -> tuple[str, bool]:
         return (head + tail).decode("utf-8", "replace"), False
     marker = f"\n[... arex: output truncated, {total - len(head) - len(tail)} bytes not shown ...]\n"
     return head.decode("utf-8", "replace") + marker + tail.decode("utf-8", "replace"), True
+
+
+class ArchiveTooLarge(ValueError):
+    """A folder's archive is over the caller's cap (raised by `Sandbox.archive`): the agent's doing."""
 
 
 class SandboxError(RuntimeError):
@@ -150,8 +189,10 @@ class Sandbox(ABC):
         cwd: str | None = None,
         env: dict[str, str] | None = None,
         stdin: bytes | str | None = None,
+        limits: RunLimits | None = None,
     ) -> ExecResult:
-        """Run a command (a string goes through bash -c) and wait for it, at most `timeout` seconds."""
+        """Run a command (a string goes through bash -c) as the sandbox user and wait for it, at most
+        `timeout` seconds; `limits` for graded programs."""
 
     @abstractmethod
     def read_file(self, path: str, max_bytes: int | None = None) -> bytes:
@@ -166,8 +207,15 @@ class Sandbox(ABC):
         """Copy a host folder's contents into `sandbox_dir` (created if missing)."""
 
     @abstractmethod
-    def copy_out(self, sandbox_dir: str, host_dir: str | Path, max_bytes: int | None = None) -> None:
-        """Copy a sandbox folder's contents into `host_dir`; ValueError if over `max_bytes`."""
+    def archive(self, sandbox_dir: str, dest: BinaryIO, max_bytes: int) -> int:
+        """Write a tar of a sandbox folder's contents (made inside, as the sandbox user) to `dest`;
+        return its size. ArchiveTooLarge if over `max_bytes`, FileNotFoundError if no such folder.
+        The host never unpacks it: read members with arex.snapshots, or `restore` it in a sandbox."""
+
+    @abstractmethod
+    def restore(self, archive: str | Path, sandbox_dir: str) -> None:
+        """Empty `sandbox_dir`, then unpack a tar from `archive` into it, inside the sandbox as the
+        sandbox user (so nothing in the archive can reach beyond what that user may write)."""
 
     @abstractmethod
     def set_memory_limit(self, memory: int) -> None:

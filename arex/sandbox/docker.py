@@ -1,12 +1,14 @@
-"""Docker backend: one long-lived container per sandbox, commands run with `docker exec`.
+"""Docker backend: one long-lived container per sandbox; every command goes through the command
+server inside it (box/server.py) and the runner (runner.c).
 
-Isolation: no network, an unprivileged user, all capabilities dropped, no-new-privileges, memory
-(no swap) / CPU / pids / file-size limits, and an init process that reaps zombies (execd.INIT).
-
-Per-command timeouts kill the whole process tree: every exec carries a unique AREX_EXEC_ID in its
-environment, which children inherit even when they start new sessions, so the killer finds them
-all in /proc. If the tree cannot be killed (a fork bomb at the pids limit leaves no room to even
-start the killer), the container is restarted: processes die, files stay.
+Isolation: no network; the root filesystem read-only, with size- and inode-bounded tmpfs for the
+workdir, home and /tmp (so what a sandbox can write is bounded, and counts against its memory);
+all capabilities dropped but the three the serving processes need (setuid, setgid, kill);
+no-new-privileges; memory (no swap) / CPU / pids limits. Our init and the command server run as
+root, every command as the unprivileged user: the agent cannot signal, trace or open the
+processes that serve and judge it. The runner makes each command's process tree its own (a child
+subreaper), kills it whole on timeout, and reports CPU time, peak memory and exit status from the
+kernel.
 """
 
 from __future__ import annotations
@@ -22,51 +24,28 @@ import threading
 import time
 import uuid
 import weakref
-from collections import deque
 from pathlib import Path
+from typing import BinaryIO
 
 import docker
 import docker.errors
 import requests.exceptions
-from docker.types import Ulimit
 
-from arex.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxError, truncated_text
-from arex.sandbox import execd
+from arex.sandbox import runtime
+from arex.sandbox.base import ArchiveTooLarge, ExecResult, RunLimits, Sandbox, SandboxConfig, SandboxError
 from arex.sandbox.execd import ExecServer, ServerGone
 from arex.sandbox.execd import text as execd_text
 
 LABEL = "arex.sandbox"
 OWNER_LABEL = "arex.owner_pid"
 FIX_ENGINE = "start it with: bash scripts/setup.sh (or: nohup dockerd --bridge=none --iptables=false &)"
-
-# Kill every process whose environment carries the exec id; repeat while new ones appear. Exit 0
-# when none remain, 1 if they keep coming, 3 if the pids limit is still (nearly) exhausted after.
-_KILL_TREE = r"""
-for pass in 1 2 3 4 5 6 7 8; do
-  pids=""
-  for p in /proc/[0-9]*; do
-    grep -qsxzF "AREX_EXEC_ID=$1" "$p/environ" 2>/dev/null && pids="$pids ${p#/proc/}"
-  done
-  if [ -z "$pids" ]; then
-    for d in /sys/fs/cgroup/pids /sys/fs/cgroup; do
-      if [ -r $d/pids.current ] && [ -r $d/pids.max ] && [ "$(cat $d/pids.max)" != max ]; then
-        [ $(( $(cat $d/pids.current) * 10 )) -ge $(( $(cat $d/pids.max) * 9 )) ] && exit 3
-        break
-      fi
-    done
-    exit 0
-  fi
-  kill -9 $pids 2>/dev/null
-  sleep 0.05
-done
-exit 1
-"""
-
-# Sizes up to which files are read (_SERVED_FILE) and files or archives sent (_SERVED_TREE) through
-# the command server; larger ones use the engine's archive API, not the server's memory.
-_SERVED_FILE = 16 << 20
-_SERVED_TREE = 8 << 20
+# The only capabilities left, for the serving processes (root): drop to the agent's uid, kill its
+# processes. Commands lose them when the runner drops to the agent's uid.
+SERVING_CAPS = ["SETUID", "SETGID", "KILL"]
 _FORK_FAILED = "Resource temporarily unavailable"  # fork() = EAGAIN, as bash and python report it
+_CHUNK = 1 << 20
+# Runner exit codes for file operations (runner.c, read_file / write_file).
+_MISSING, _FOLDER, _NOT_REGULAR, _READ_ONLY = 2, 3, 4, 5
 
 _live: "weakref.WeakSet[DockerSandbox]" = weakref.WeakSet()
 
@@ -101,43 +80,6 @@ def sandbox_client() -> docker.DockerClient:
         return _shared_client[1]
 
 
-class _Capped:
-    """Keeps the head and tail of a stream, counts the rest."""
-
-    def __init__(self, limit: int):
-        self.head_limit = limit // 2
-        self.head = bytearray()
-        self.tail: deque[bytes] = deque()
-        self.tail_len = 0
-        self.tail_limit = limit - self.head_limit
-        self.total = 0
-
-    def add(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        room = self.head_limit - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk:
-            self.tail.append(chunk)
-            self.tail_len += len(chunk)
-            while self.tail_len - len(self.tail[0]) >= self.tail_limit:
-                self.tail_len -= len(self.tail.popleft())
-
-    @property
-    def truncated(self) -> bool:
-        return self.text_and_cut()[1]
-
-    def text(self) -> str:
-        return self.text_and_cut()[0]
-
-    def text_and_cut(self) -> tuple[str, bool]:
-        tail = b"".join(self.tail)
-        if self.total > self.head_limit + self.tail_limit:
-            tail = tail[-self.tail_limit :]
-        return truncated_text(bytes(self.head), tail, self.total)
-
-
 class DockerSandbox(Sandbox):
     def __init__(self, config: SandboxConfig, name: str = "sandbox"):
         super().__init__(config, name)
@@ -145,8 +87,6 @@ class DockerSandbox(Sandbox):
         self._container = None
         self._oom_seen_ns = 0
         self._server: ExecServer | None = None
-        self._server_broken = False
-        self._server_lock = threading.Lock()
         self._memory = config.memory
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -159,7 +99,7 @@ class DockerSandbox(Sandbox):
             return
         cfg = self.config
         client = self._client = sandbox_client()
-        volumes = {}
+        volumes = {str(runtime.runtime_dir(client)): {"bind": runtime.TARGET, "mode": "ro"}}
         for mount in cfg.mounts:
             if not Path(mount.source).exists():
                 raise SandboxError(f"Mount source '{mount.source}' does not exist (mount target {mount.target}).")
@@ -175,36 +115,41 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"Docker engine is not reachable ({exc.__class__.__name__}); {FIX_ENGINE}") from None
         _live.add(self)
         try:
-            if cfg.exec_server:  # attached before start, so no reply (nor the GONE line) is missed
-                self._server = ExecServer.attach(client.api, self._container.id)
+            self._server = ExecServer.attach(client.api, self._container.id)  # before start: no reply missed
             self._container.start()
         except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
             self.stop()
             raise SandboxError(f"Could not start a sandbox from '{cfg.image}': {getattr(exc, 'explanation', None) or exc}") from None
 
     def _container_options(self, volumes: dict) -> dict:
-        """Everything `containers.run` gets: the isolation and limits live here, in one place."""
+        """Everything `containers.create` gets: the isolation and limits live here, in one place."""
         cfg = self.config
+        uid, gid = cfg.uid_gid
+
+        def area(size: int, mode: str) -> str:  # exec: compiled programs run from the workdir and /tmp
+            return f"size={size},nr_inodes={cfg.inodes},uid={uid},gid={gid},mode={mode},exec"
+
         return dict(
             image=cfg.image,
-            # Our own init, holding the command server when it is on (see execd.INIT).
-            command=execd.main_command(cfg.exec_server),
-            stdin_open=cfg.exec_server,
+            command=runtime.main_command(uid),
+            stdin_open=True,
+            user="0:0",  # init and server only; every command runs as cfg.user (see module doc)
             name=f"arex-{self.name}-{uuid.uuid4().hex[:10]}",
             detach=True,
-            user=cfg.user,
-            working_dir=cfg.workdir,
+            working_dir="/",
             network_mode="default" if cfg.network else "none",
             # Disabled networking still gets a fresh namespace holding only loopback, without
             # dockerd's per-start network hook (a re-exec of dockerd: ~90 ms of CPU per container).
             network_disabled=not cfg.network,
             log_config={"type": "none"},  # the server's replies go to us, not to a log file
+            read_only=True,
+            tmpfs={cfg.workdir: area(cfg.disk, "0755"), cfg.home: area(cfg.scratch, "0755"), "/tmp": area(cfg.scratch, "1777")},
             mem_limit=cfg.memory,
             memswap_limit=cfg.memory,
             nano_cpus=int(cfg.cpus * 1e9),
             pids_limit=cfg.pids_limit,
-            ulimits=[Ulimit(name="fsize", soft=cfg.max_file_size, hard=cfg.max_file_size)],
             cap_drop=["ALL"],
+            cap_add=list(SERVING_CAPS),
             security_opt=["no-new-privileges"],
             environment=dict(cfg.env),
             volumes=volumes,
@@ -253,209 +198,82 @@ class DockerSandbox(Sandbox):
         return SandboxError(f"Sandbox '{self.name}' failed during {what} (container {state}): {exc}")
 
     # -- commands --------------------------------------------------------------------------
-    def exec(self, command, timeout=None, cwd=None, env=None, stdin=None) -> ExecResult:
-        container = self._require()
+    def _runner_options(self, cwd: str, timeout: float, limits: RunLimits | None) -> list[str]:
+        uid, gid = self.config.uid_gid
+        options = ["-u", str(uid), "-g", str(gid), "-d", cwd, "-t", f"{timeout:.3f}", "-f", str(self.config.max_file_size)]
+        if limits is not None:
+            for flag, value in (("-c", limits.cpu_s), ("-s", limits.stack), ("-m", limits.address_space)):
+                if value is not None:
+                    options += [flag, str(value)]
+            if limits.isolated:
+                options += ["-k", "-K"]
+        return options
+
+    def _request(self, argv, runner, *, timeout, stdin=None, keep=None, kill_at=None, cwd=None, env=None, **extra) -> dict:
+        """Send one request to the server; ServerGone if it died meanwhile, SandboxError if the
+        sandbox itself is gone."""
+        self._require()
+        cfg = self.config
+        request = {
+            "id": uuid.uuid4().hex, "argv": list(argv), "runner": runner, "cwd": cwd or cfg.workdir, "env": {**cfg.env, **(env or {})},
+            "timeout": timeout, "keep": keep or cfg.output_limit, "kill_at": kill_at or cfg.output_kill,
+            "stdin": base64.b64encode(stdin).decode() if stdin is not None else None, **extra,
+        }
+        on_chunk, feed = request.pop("on_chunk", None), request.pop("feed", None)
+        request["stdin_stream"] = feed is not None
+        try:
+            return self._server.run(request, wait_s=timeout + 120, on_chunk=on_chunk, feed=feed)
+        except ServerGone as exc:
+            if self._server is None or not self._server.alive:
+                raise self._dead("a command", exc) from None
+            raise
+
+    def exec(self, command, timeout=None, cwd=None, env=None, stdin=None, limits: RunLimits | None = None) -> ExecResult:
         cfg = self.config
         timeout = cfg.timeout_s if timeout is None else timeout
         argv = ["bash", "-c", command] if isinstance(command, str) else list(command)
-        exec_id = uuid.uuid4().hex
-        environment = {**cfg.env, **(env or {}), "AREX_EXEC_ID": exec_id}
-        if cfg.exec_server:
-            served = self._exec_served(argv, timeout, cwd or cfg.workdir, environment, stdin, exec_id)
-            if served is not None:
-                return served
-        if stdin is not None:
-            stdin_path = f"/tmp/.arex-stdin-{exec_id}"
-            self.write_file(stdin_path, stdin, mode=0o600)
-            argv = ["bash", "-c", 'f=$1; shift; exec "$@" < "$f"', "arex-stdin", stdin_path, *argv]
-        api = self._client.api
-        started = time.monotonic()
-        started_ns = time.time_ns()
-        try:
-            handle = api.exec_create(container.id, argv, environment=environment, workdir=cwd or cfg.workdir, user=cfg.user)
-            stream = api.exec_start(handle["Id"], stream=True, demux=True)
-        except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
-            raise self._dead("exec", exc) from None
-
-        out, err = _Capped(cfg.output_limit), _Capped(cfg.output_limit)
-        flooded, finished = threading.Event(), threading.Event()
-
-        def pump() -> None:
-            # Keeps draining after a flood: a stalled stream blocks the engine's other execs.
-            try:
-                for chunk_out, chunk_err in stream:
-                    if chunk_out:
-                        out.add(chunk_out)
-                    if chunk_err:
-                        err.add(chunk_err)
-                    if out.total + err.total > cfg.output_kill and not flooded.is_set():
-                        flooded.set()
-                        finished.set()
-            except Exception:  # noqa: BLE001 - the stream ends abruptly when the tree is killed
-                pass
-            finished.set()
-
-        reader = threading.Thread(target=pump, daemon=True)
-        reader.start()
-        finished.wait(timeout)
-        killed_for = "output_limit" if flooded.is_set() else ("timeout" if not finished.is_set() else None)
-        restarted = False
-        if killed_for:
-            restarted = self._kill_tree(exec_id)
-            reader.join(10)
-        exit_code = None if killed_for else self._exit_code(handle["Id"])
-        if not killed_for and _FORK_FAILED in err.text():
-            # It ran into the pids limit and may have left a process storm behind: end it.
-            restarted = self._kill_tree(exec_id)
-        duration = time.monotonic() - started
-        if killed_for:
-            status = killed_for
-            exit_code = 124 if killed_for == "timeout" else 137
-        elif exit_code == 0:
-            status = "ok"
-        elif exit_code == 137 and self._oom_since(started_ns):
-            status = "oom"
-        else:
-            status = "error"
-        if stdin is not None:
-            self._quiet(f"rm -f /tmp/.arex-stdin-{exec_id}")
-        return ExecResult(
-            status=status,
-            exit_code=exit_code,
-            stdout=out.text(),
-            stderr=err.text(),
-            duration_s=round(duration, 4),
-            stdout_truncated=out.truncated,
-            stderr_truncated=err.truncated,
-            sandbox_restarted=restarted,
-        )
-
-    def _exec_served(self, argv, timeout, cwd, environment, stdin, exec_id) -> ExecResult | None:
-        """Run through the in-sandbox server; None means "use plain docker exec instead"."""
-        server = self._ensure_server()
-        if server is None:
-            return None
-        cfg = self.config
         if isinstance(stdin, str):
             stdin = stdin.encode()
-        request = {
-            "id": exec_id, "argv": argv, "cwd": cwd, "env": environment, "timeout": timeout, "marker": exec_id,
-            "stdin": base64.b64encode(stdin).decode() if stdin is not None else None,
-            "keep": cfg.output_limit, "kill_at": cfg.output_kill,
-        }
+        cwd = cwd or cfg.workdir
         started_ns = time.time_ns()
         try:
-            reply = server.run(request, wait_s=timeout + 60)
-        except ServerGone as exc:
-            if exc.ran:
-                # It started but could not be supervised (typically the pids limit): end it, report it.
-                restarted = self._kill_tree(exec_id)
-                return ExecResult(status="error", exit_code=137, stdout="", stderr=f"[arex: {exc}]", duration_s=round((time.time_ns() - started_ns) / 1e9, 4), sandbox_restarted=restarted)
-            if "spawn failed" in str(exc) or not server.alive:
-                # Nothing ran (no thread or process could be made, or the server is gone): plain exec decides.
-                return None
-            raise self._dead("exec through the command server", exc) from None
+            reply = self._request(argv, self._runner_options(cwd, timeout, limits), timeout=timeout, stdin=stdin, cwd=cwd, env=env)
+        except ServerGone as exc:  # the server died mid-command (the OOM killer): the command's failure
+            self._sweep()
+            return ExecResult(status="error", exit_code=137, stdout="", stderr=f"[arex: {exc}]", duration_s=round((time.time_ns() - started_ns) / 1e9, 4))
         stdout, out_cut = execd_text(reply["out"])
         stderr, err_cut = execd_text(reply["err"])
         code, killed = reply["exit_code"], reply["killed"]
-        restarted = False
         if killed:
-            status, code = killed, 124 if killed == "timeout" else 137
+            status, code = killed, (124 if killed == "timeout" else 137)
         elif code == 0:
             status = "ok"
-        elif code == 137 and self._oom_since(started_ns):
+        elif reply["signal"] == 9 and self._oom_since(started_ns):
             status = "oom"
         else:
             status = "error"
-        if not killed and _FORK_FAILED in stderr:
-            restarted = self._kill_tree(exec_id)
-        return ExecResult(status=status, exit_code=code, stdout=stdout, stderr=stderr, duration_s=reply["seconds"],
-                          stdout_truncated=out_cut, stderr_truncated=err_cut, sandbox_restarted=restarted)
+        if _FORK_FAILED in stderr:
+            self._sweep()  # it ran into the pids limit and may have left a process storm behind
+        return ExecResult(
+            status=status, exit_code=code, stdout=stdout, stderr=stderr, duration_s=reply["seconds"], stdout_truncated=out_cut,
+            stderr_truncated=err_cut, cpu_s=reply["cpu_s"], memory_kb=reply["maxrss_kb"], signal=reply["signal"],
+        )
 
-    def _served_raw(self, argv: list[str], stdin: bytes | None = None, keep: int = 1 << 30, timeout: float = 120.0) -> tuple[int, bytes, str] | None:
-        """A helper command through the server with its whole stdout as bytes; None if unavailable."""
-        server = self._ensure_server()
-        if server is None:
-            return None
-        exec_id = uuid.uuid4().hex
-        request = {
-            "id": exec_id, "argv": argv, "cwd": self.config.workdir, "env": {**self.config.env, "AREX_EXEC_ID": exec_id}, "timeout": timeout,
-            "marker": exec_id, "stdin": base64.b64encode(stdin).decode() if stdin is not None else None, "keep": keep, "kill_at": keep,
-        }
+    def _sweep(self) -> None:
+        """Kill every process of the sandbox user (the runner's -K, with nothing to run)."""
         try:
-            reply = server.run(request, wait_s=timeout + 60)
+            self._request(["true"], self._runner_options("/", 30, RunLimits(isolated=True)), timeout=30)
         except ServerGone:
-            return None
-        if reply["killed"] or reply["out"][2] > len(base64.b64decode(reply["out"][0])) + len(base64.b64decode(reply["out"][1])):
-            return None
-        out = base64.b64decode(reply["out"][0]) + base64.b64decode(reply["out"][1])
-        err, _ = execd_text(reply["err"])
-        return reply["exit_code"], out, err
+            pass
 
-    def _file_op(self, request: dict) -> dict | None:
-        """A file read or write done by the command server itself (see execd.file_op); None if
-        the server is unavailable."""
-        server = self._ensure_server()
-        if server is None:
-            return None
+    def _helper(self, argv, runner_extra=(), *, stdin=None, feed=None, on_chunk=None, cwd="/", timeout=300.0, kill_at=None) -> dict:
+        """A helper command as the sandbox user (file reads and writes, tar); its reply."""
+        runner = self._runner_options(cwd, timeout, None) + list(runner_extra)
+        extra = {"stream_out": on_chunk is not None, "on_chunk": on_chunk, "feed": feed}
         try:
-            return server.run({"id": uuid.uuid4().hex, **request}, wait_s=120)
-        except ServerGone:
-            return None
-
-    def _ensure_server(self) -> ExecServer | None:
-        if self._server_broken:
-            return None
-        with self._server_lock:
-            if self._server is not None and self._server.alive:
-                return self._server
-            try:
-                self._server = ExecServer.by_exec(self._client.api, self._require().id, self.config.user)
-            except (docker.errors.APIError, requests.exceptions.RequestException, OSError):
-                self._server_broken = True
-                return None
-            return self._server
-
-    def _exit_code(self, handle: str) -> int:
-        api = self._client.api
-        for _ in range(100):  # the stream can close a moment before the exit code is recorded
-            try:
-                info = api.exec_inspect(handle)
-            except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
-                raise self._dead("exec", exc) from None
-            if not info.get("Running") and info.get("ExitCode") is not None:
-                return info["ExitCode"]
-            time.sleep(0.02)
-        raise SandboxError(f"Sandbox '{self.name}': the engine reported no exit code for a finished command.")
-
-    def _kill_tree(self, exec_id: str) -> bool:
-        """Kill every process of one exec. Returns True if the container had to be restarted."""
-        for _ in range(3):
-            code = self._quiet(["sh", "-c", _KILL_TREE, "arex-kill", exec_id])
-            if code == 0:
-                return False
-            time.sleep(0.2)
-        # No room to start the killer (pids limit reached) or the tree keeps respawning.
-        container = self._require()
-        try:
-            container.restart(timeout=0)
-        except docker.errors.APIError as exc:
-            raise self._dead("restart after a runaway command", exc) from None
-        with self._server_lock:  # the attached server died with the restart; the next use starts one by exec
-            if self._server is not None:
-                self._server.close()
-                self._server = None
-        return True
-
-    def _quiet(self, argv) -> int | None:
-        """Run a helper command, ignoring its output. Returns its exit code, None if it could not start."""
-        api = self._client.api
-        try:
-            handle = api.exec_create(self._container.id, argv, user=self.config.user, workdir="/")
-            api.exec_start(handle["Id"])
-            return api.exec_inspect(handle["Id"]).get("ExitCode")
-        except (docker.errors.APIError, requests.exceptions.RequestException):
-            return None
+            return self._request(argv, runner, timeout=timeout, stdin=stdin, cwd=cwd, keep=1 << 16, kill_at=kill_at or (1 << 62), **extra)
+        except ServerGone as exc:
+            raise SandboxError(f"Sandbox '{self.name}': {exc}") from None
 
     def _oom_since(self, since_ns: int) -> bool:
         """Did the kernel OOM-kill a process in this container since `since_ns`?
@@ -475,162 +293,84 @@ class DockerSandbox(Sandbox):
             self._oom_seen_ns = max(fresh)
         return bool(fresh)
 
-    # -- files -----------------------------------------------------------------------------
-    def _put(self, directory: str, archive) -> None:
-        container = self._require()
-        try:
-            container.put_archive(directory, archive)
-        except docker.errors.NotFound:
-            if self._quiet(["mkdir", "-p", directory]) != 0:
-                raise PermissionError(f"Cannot create folder '{directory}' in sandbox '{self.name}'.") from None
-            if hasattr(archive, "seek"):
-                archive.seek(0)
-            self._put(directory, archive)
-        except docker.errors.APIError as exc:
-            if exc.status_code in (400, 403, 500) and "read-only" in str(exc).lower():
-                raise PermissionError(f"'{directory}' is read-only in sandbox '{self.name}'.") from None
-            raise self._dead("file upload", exc) from None
-
-    def _owner(self) -> tuple[int, int]:
-        uid, _, gid = self.config.user.partition(":")
-        return int(uid), int(gid or uid)
-
+    # -- files (all as the sandbox user, inside the sandbox) -------------------------------------
     def write_file(self, path: str, data, mode: int = 0o644) -> None:
         if isinstance(data, str):
             data = data.encode("utf-8")
         path = posixpath.join(self.config.workdir, path)
-        if self.config.exec_server and len(data) <= _SERVED_TREE:
-            done = self._file_op({"op": "write", "path": path, "mode": mode, "data": base64.b64encode(data).decode()})
-            if done is not None and done["done"]:
-                return
-            if done is not None and done.get("errno") == "EROFS":
-                raise PermissionError(f"'{path}' is read-only in sandbox '{self.name}'.")
-            # anything else (e.g. a folder the user may not write): the engine's archive API decides
-        uid, gid = self._owner()
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT, encoding="utf-8") as tar:
-            info = tarfile.TarInfo(posixpath.basename(path))
-            info.size, info.mode, info.mtime, info.uid, info.gid = len(data), mode, int(time.time()), uid, gid
-            tar.addfile(info, io.BytesIO(data))
-        buffer.seek(0)
-        self._put(posixpath.dirname(path) or "/", buffer)
+        chunks = lambda: (data[i : i + _CHUNK] for i in range(0, len(data), _CHUNK))  # noqa: E731
+        reply = self._helper([], ["-W", path, "-o", f"{mode:o}"], feed=chunks)
+        if reply["exit_code"] == _READ_ONLY:
+            raise PermissionError(f"'{path}' is read-only in sandbox '{self.name}'.")
+        if reply["exit_code"] != 0:
+            raise PermissionError(f"Cannot write '{path}' in sandbox '{self.name}': {execd_text(reply['err'])[0].strip()}")
 
     def read_file(self, path: str, max_bytes: int | None = None) -> bytes:
-        container = self._require()
         path = posixpath.join(self.config.workdir, path)
-        if self.config.exec_server:
-            # Small files only: a large one goes through the engine's archive API, not the server's memory.
-            cap = min(max_bytes if max_bytes is not None else _SERVED_FILE, _SERVED_FILE)
-            done = self._file_op({"op": "read", "path": path, "cap": cap}) or {"done": False}
-            if done["done"]:
-                data = base64.b64decode(done["data"])  # at most cap + 1 bytes
-                if len(data) <= cap:
-                    return data
-                if max_bytes is not None and max_bytes <= cap:
-                    raise ValueError(f"'{path}' is over the {max_bytes}-byte cap.")
-            if done.get("errno") in ("ENOENT", "ENOTDIR"):
-                raise FileNotFoundError(f"No file '{path}' in sandbox '{self.name}'.")
-            if done.get("kind") == "dir":
-                raise IsADirectoryError(f"'{path}' is a folder in sandbox '{self.name}'; use copy_out.")
-        try:
-            stream, stat = container.get_archive(path)
-        except docker.errors.NotFound:
-            raise FileNotFoundError(f"No file '{path}' in sandbox '{self.name}'.") from None
-        except docker.errors.APIError as exc:
-            raise self._dead("file download", exc) from None
-        if stat.get("mode", 0) & (1 << 31):  # os.ModeDir in Go's FileMode
-            raise IsADirectoryError(f"'{path}' is a folder in sandbox '{self.name}'; use copy_out.")
-        if max_bytes is not None and stat.get("size", 0) > max_bytes:
-            raise ValueError(f"'{path}' is {stat['size']} bytes, over the {max_bytes}-byte cap.")
-        with tempfile.SpooledTemporaryFile(max_size=64 << 20) as spool:
-            for chunk in stream:
-                spool.write(chunk)
-            spool.seek(0)
-            with tarfile.open(fileobj=spool, mode="r|", encoding="utf-8") as tar:
-                for member in tar:
-                    if member.isfile():
-                        return tar.extractfile(member).read()
-        raise FileNotFoundError(f"'{path}' in sandbox '{self.name}' is not a regular file.")
+        cap = max_bytes if max_bytes is not None else 1 << 30
+        parts: list[bytes] = []
+        reply = self._helper([], ["-R", path, "-n", str(cap)], on_chunk=parts.append)
+        code = reply["exit_code"]
+        if code == _MISSING:
+            raise FileNotFoundError(f"No file '{path}' in sandbox '{self.name}'.")
+        if code == _FOLDER:
+            raise IsADirectoryError(f"'{path}' is a folder in sandbox '{self.name}'.")
+        if code == _NOT_REGULAR:
+            raise FileNotFoundError(f"'{path}' in sandbox '{self.name}' is not a regular file.")
+        if code != 0:
+            raise PermissionError(f"Cannot read '{path}' in sandbox '{self.name}': {execd_text(reply['err'])[0].strip()}")
+        data = b"".join(parts)
+        if len(data) > cap:
+            raise ValueError(f"'{path}' is over the {cap}-byte cap.")
+        return data
 
     def copy_in(self, host_dir, sandbox_dir: str) -> None:
         host_dir = Path(host_dir)
         if not host_dir.is_dir():
             raise FileNotFoundError(f"Host folder '{host_dir}' does not exist.")
-        uid, gid = self._owner()
-
-        def owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
-            info.uid, info.gid, info.uname, info.gname = uid, gid, "", ""
-            return info
-
-        sandbox_dir = posixpath.join(self.config.workdir, sandbox_dir)
-        with tempfile.SpooledTemporaryFile(max_size=_SERVED_TREE) as spool:
+        with tempfile.TemporaryFile() as spool:
             with tarfile.open(fileobj=spool, mode="w", format=tarfile.PAX_FORMAT, encoding="utf-8") as tar:
                 for child in sorted(host_dir.iterdir()):
-                    tar.add(child, arcname=child.name, filter=owned)
-            size = spool.tell()
+                    tar.add(child, arcname=child.name)
             spool.seek(0)
-            # A small tree goes through the command server (a tar process, ~5 ms of CPU) rather
-            # than the engine's archive API (~50 ms); a large one is not held in the server's memory.
-            if self.config.exec_server and size <= _SERVED_TREE and self._untar_served(sandbox_dir, spool.read()):
-                return
-            spool.seek(0)
-            self._put(sandbox_dir, spool)
+            self._unpack(spool, posixpath.join(self.config.workdir, sandbox_dir), empty_first=False)
 
-    def _untar_served(self, sandbox_dir: str, archive: bytes) -> bool:
-        """Unpack a tar into a folder as the sandbox user. False: let the archive API decide."""
-        script = 'mkdir -p -- "$1" && exec tar -x -p -f - -C "$1"'
-        done = self._served_raw(["sh", "-c", script, "arex-untar", sandbox_dir], stdin=archive, keep=1 << 16)
-        if done is None:
-            return False
-        code, _, err = done
-        if code != 0 and "Read-only file system" in err:
+    def restore(self, archive, sandbox_dir: str) -> None:
+        with open(archive, "rb") as source:
+            self._unpack(source, posixpath.join(self.config.workdir, sandbox_dir), empty_first=True)
+
+    def _unpack(self, source: BinaryIO, sandbox_dir: str, empty_first: bool) -> None:
+        """tar -x inside the sandbox as its user (never on the host), fed in chunks."""
+        script = 'mkdir -p -- "$1" && cd -- "$1" || exit 3\n'
+        if empty_first:
+            script += "chmod -R u+rwX . 2>/dev/null; find . -mindepth 1 -maxdepth 1 -exec rm -rf -- {} +\n"
+        script += "exec tar -x -p --no-same-owner -f -"
+        reply = self._helper(["sh", "-c", script, "arex-unpack", sandbox_dir], feed=lambda: iter(lambda: source.read(_CHUNK), b""))
+        err = execd_text(reply["err"])[0]
+        if reply["exit_code"] != 0 and "Read-only file system" in err:
             raise PermissionError(f"'{sandbox_dir}' is read-only in sandbox '{self.name}'.")
-        return code == 0
+        if reply["exit_code"] != 0:
+            raise SandboxError(f"Sandbox '{self.name}': unpacking into '{sandbox_dir}' failed: {err.strip()[-500:]}")
 
-    def copy_out(self, sandbox_dir: str, host_dir, max_bytes: int | None = None) -> None:
-        container = self._require()
-        sandbox_dir = posixpath.join(self.config.workdir, sandbox_dir).rstrip("/") or "/"
-        if self.config.exec_server:
-            cap = min((max_bytes if max_bytes is not None else 1 << 30) + 1, 64 << 20)
-            done = self._served_raw(["tar", "-C", sandbox_dir, "-cf", "-", "."], keep=cap, timeout=300)
-            if done is not None and done[0] == 0 and len(done[1]) < cap:
-                if max_bytes is not None and len(done[1]) > max_bytes:
-                    raise ValueError(f"'{sandbox_dir}' is over the {max_bytes}-byte cap for copy_out.")
-                Path(host_dir).mkdir(parents=True, exist_ok=True)
-                with tarfile.open(fileobj=io.BytesIO(done[1]), mode="r") as tar:
-                    members = [m for m in tar.getmembers() if m.name not in (".", "./")]
-                    for m in members:
-                        m.name = m.name.removeprefix("./")
-                    tar.extractall(Path(host_dir), members=members, filter="data")
-                return
-            if done is not None and "No such file" in done[2]:
-                raise FileNotFoundError(f"No folder '{sandbox_dir}' in sandbox '{self.name}'.")
-        try:
-            stream, stat = container.get_archive(sandbox_dir + "/.")
-        except docker.errors.NotFound:
-            raise FileNotFoundError(f"No folder '{sandbox_dir}' in sandbox '{self.name}'.") from None
-        except docker.errors.APIError as exc:
-            raise self._dead("folder download", exc) from None
-        host_dir = Path(host_dir)
-        host_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile() as spool:
-            size = 0
-            for chunk in stream:
-                size += len(chunk)
-                if max_bytes is not None and size > max_bytes:
-                    raise ValueError(f"'{sandbox_dir}' is over the {max_bytes}-byte cap for copy_out.")
-                spool.write(chunk)
-            spool.seek(0)
-            with tarfile.open(fileobj=spool, mode="r", encoding="utf-8") as tar:
-                members = []
-                for member in tar.getmembers():
-                    parts = member.name.split("/")[1:]  # drop the leading "." folder
-                    if not parts or parts == [""]:
-                        continue
-                    member.name = "/".join(parts)
-                    members.append(member)
-                tar.extractall(host_dir, members=members, filter="data")
+    def archive(self, sandbox_dir: str, dest: BinaryIO, max_bytes: int) -> int:
+        sandbox_dir = posixpath.join(self.config.workdir, sandbox_dir)
+        size = [0]
 
+        def take(chunk: bytes) -> None:
+            size[0] += len(chunk)
+            if size[0] <= max_bytes:
+                dest.write(chunk)
+
+        # Links, FIFOs and devices are stored as what they are (tar never follows or opens them).
+        reply = self._helper(["tar", "-C", sandbox_dir, "--sort=name", "-cf", "-", "."], on_chunk=take, kill_at=max_bytes + (1 << 16))
+        err = execd_text(reply["err"])[0]
+        if size[0] > max_bytes or reply["killed"] == "output_limit":
+            raise ArchiveTooLarge(f"'{sandbox_dir}' archives to more than {max_bytes} bytes.")
+        if reply["exit_code"] != 0 and ("Cannot open" in err or "Cannot chdir" in err) and size[0] == 0:
+            raise FileNotFoundError(f"No folder '{sandbox_dir}' in sandbox '{self.name}': {err.strip()[:200]}")
+        if reply["exit_code"] > 2 or size[0] == 0:
+            raise SandboxError(f"Sandbox '{self.name}': archiving '{sandbox_dir}' failed: {err.strip()[-500:]}")
+        return size[0]  # exit 1/2: some file unreadable or changing, the agent's doing; the rest is kept
 
 def orphans(client: docker.DockerClient, all_owners: bool = False) -> list:
     """arex sandbox containers whose owning process is gone (or all of them)."""
