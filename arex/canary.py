@@ -43,7 +43,7 @@ class Canaries:
         self._pattern = re.compile("|".join(map(re.escape, sorted(by_canary)))) if by_canary else None
 
     @classmethod
-    def of_envs(cls, env_dirs) -> "Canaries":
+    def of_envs(cls, env_dirs) -> Canaries:
         return cls({c: Path(d).name for d in env_dirs for c in env_canaries(d)})
 
     def __bool__(self) -> bool:

@@ -30,13 +30,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from arex.canary import Canaries, LeakError, scan_archive, scan_file
 from arex.envs.runtime import Env, list_envs
 from arex.grading.languages import language_for
-from arex.grading.ml import MLGrader
+from arex.grading.ml import SUBMISSION_CAP, MLGrader
 from arex.rollout.record import Loaded, load
 from arex.sandbox import SandboxConfig, SandboxError, make_sandbox
 from arex.snapshots import MemberError, SnapshotError, SnapshotStore, read_member
 from arex.teacher.client import TeacherClient, TeacherConfig
 
-__all__ = ["LeakError", "SelectConfig", "LLMJudgeConfig", "Verdict", "Selection", "select"]
+__all__ = ["LLMJudgeConfig", "LeakError", "SelectConfig", "Selection", "Verdict", "select"]
 
 
 class LLMJudgeConfig(BaseModel):
@@ -147,6 +147,7 @@ class Target:
 
 # What reading a snapshot can raise, besides SandboxError: the archive or its file is bad.
 SNAPSHOT_ERRORS = (ValueError, OSError, tarfile.TarError)
+RECORDED_CHARS = 1 << 20  # how much of a submission's text a round_end carries
 
 
 def targets_of(record: Loaded, path: Path) -> list[Target]:
@@ -398,11 +399,13 @@ def _protected_changes(archive: Path, env: Env) -> list[str]:
 
 
 def _snapshot_submission(archive: Path, starter: str) -> str:
-    """The solution file's text in the snapshot, as the rollout records it: "" when there is none."""
+    """The solution file's text in the snapshot, as the rollout records it (Env.grade_round): ""
+    when it is not a readable file, at most RECORDED_CHARS. A corrupt archive still raises."""
     try:
-        return read_member(archive, starter, max_bytes=1 << 20).decode("utf-8", "replace")
-    except FileNotFoundError:
+        text = read_member(archive, starter, max_bytes=SUBMISSION_CAP).decode("utf-8", "replace")
+    except (FileNotFoundError, IsADirectoryError, MemberError):
         return ""
+    return text[:RECORDED_CHARS]
 
 
 # -- the whole store -----------------------------------------------------------------------------

@@ -6,9 +6,8 @@ have been bypassed before (CVE-2025-4517). Here an archive is only ever *read*: 
 come back as `bytes`, links are reported and never followed, nothing is written to disk. Unpacking
 happens only inside a sandbox (`Sandbox.restore`).
 
-Archives are content-addressed (`<sha256>.tar` in `<store>/<env>/<key>/snapshots`), so a round
-refers to its workspace by hash, identical workspaces are stored once, and a record cannot be
-pointed at a file it was not written with without the hash showing it.
+Archives are content-addressed (`<sha256>.tar` in `<store>/<env>/<key>/snapshots`): a round
+refers to its workspace by hash, and identical workspaces are stored once.
 
 A member is found under the name GNU tar would extract it to (`./a//b` and `/a/b` are `a/b`;
 names with `..` are skipped, as GNU tar skips them); when a name occurs twice, the later member
@@ -26,7 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["SnapshotStore", "SnapshotError", "MemberError", "read_member", "iter_files"]
+__all__ = ["MemberError", "SnapshotError", "SnapshotStore", "iter_files", "read_member"]
 
 _SHA = re.compile(r"[0-9a-f]{64}")
 _ARCHIVE = re.compile(r"[0-9a-f]{64}\.tar")
@@ -48,7 +47,7 @@ class SnapshotStore:
     def __init__(self, folder: Path):
         self.folder = Path(folder)
 
-    def save(self, stream_writer: Callable[[BinaryIO], None]) -> str:
+    def save(self, stream_writer: Callable[[BinaryIO], object]) -> str:
         """Let `stream_writer` write a tar stream, store it as `<sha256>.tar`, return the sha256.
 
         The stream goes to a temporary file first (a real file, so the writer may hand its

@@ -2,8 +2,10 @@
 
 import asyncio
 import hashlib
+import io
 import json
 import shutil
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from arex.rollout.config import RolloutConfig
 from arex.rollout.record import call_messages, load
 from arex.sandbox import SandboxConfig
 from arex.select import SelectConfig, select
+from arex.snapshots import SnapshotStore
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import RoundScript, ScriptedServer
 
@@ -67,8 +70,32 @@ def variant(world, source: Path, store: Path, name: str, edit=None, edit_snapsho
     if source.with_suffix("").is_dir():
         shutil.copytree(source.with_suffix(""), target.with_suffix(""))
     if edit_snapshot:
-        edit_snapshot(target.with_suffix(""))
+        edit_snapshot(target)
     return target
+
+
+def replace_in_final_snapshot(record: Path, member: str, data: bytes) -> None:
+    """What a changed workspace looks like: the final round's archive with `member`'s bytes
+    replaced, stored under its own sha256, and the round's `snapshot` pointed at it."""
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    end = rounds_of(lines)[-1]
+    store = SnapshotStore(record.with_suffix("") / "snapshots")
+
+    replaced = []
+
+    def rewrite(out) -> None:
+        with tarfile.open(store.path(end["snapshot"]), "r:") as old, tarfile.open(fileobj=out, mode="w:") as new:
+            for info in old:  # an archive our own sandbox made, read (not extracted) by the test
+                if info.isreg() and info.name.removeprefix("./") == member:
+                    info.size = len(data)
+                    new.addfile(info, io.BytesIO(data))
+                    replaced.append(info.name)
+                else:
+                    new.addfile(info, old.extractfile(info) if info.isreg() else None)
+
+    end["snapshot"] = store.save(rewrite)
+    assert replaced, f"{member} is not in the final snapshot"
+    record.write_text("".join(json.dumps(line) + "\n" for line in lines))
 
 
 def rounds_of(lines):
@@ -132,8 +159,8 @@ def test_each_drop_reason_fires_on_a_trajectory_built_to_trigger_it(world, tmp_p
     def cut_end(lines):
         return [line for line in lines if line["type"] != "end"]
 
-    def changed_training_data(folder):
-        (folder / "last" / "data" / "train.csv").write_text("id,bmi,progression\n1,0.1,100\n")
+    def changed_training_data(record):
+        replace_in_final_snapshot(record, "data/train.csv", b"id,bmi,progression\n1,0.1,100\n")
 
     expected = {
         "unfinished": variant(world, j, store, "unfinished", cut_end),

@@ -39,6 +39,9 @@ from arex.specs import MLSpec
 
 SPEC_FILE = "arex.yaml"
 BUILDER_VERSION = "ml-1"
+# Where env images keep the starting workspace: the sandbox's workdir is a fresh tmpfs, seeded
+# from here at start (SandboxConfig.seed). Part of the env digest, so older images are rebuilt.
+IMAGE_WORKSPACE = "/opt/arex/workspace"
 TABLE_CAP = 512 << 20
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 
@@ -285,7 +288,7 @@ def env_image(spec: MLSpec, deps: str, workspace: Path, content: str) -> str:
         lines = [f"FROM {deps}", "USER root"]
         if spec.scrub:
             lines += ["COPY scrub.py /tmp/arex-scrub.py", "RUN python3 /tmp/arex-scrub.py " + " ".join(spec.scrub) + " && rm /tmp/arex-scrub.py"]
-        lines += ["COPY --chown=1000:1000 workspace/ /workspace/", "USER 1000:1000", "WORKDIR /workspace"]
+        lines += [f"COPY --chown=1000:1000 workspace/ {IMAGE_WORKSPACE}/", "USER 1000:1000", "WORKDIR /workspace"]
         (ctx_path / "Dockerfile").write_text("\n".join(lines) + "\n")
         _build(client, ctx_path, tag, "none", {"arex.managed": "1", "arex.kind": "env", "arex.env": spec.id})
     return tag
@@ -371,7 +374,7 @@ def run_ml_gates(env_dir: Path, spec: MLSpec, train: list[dict], sandbox: Sandbo
     gates: list[Gate] = []
     scores: dict[str, float] = {}
     grader = MLGrader(env_dir, spec)
-    config = sandbox.model_copy(update={"image": spec.image, "mounts": (), "memory": max(sandbox.memory, 2 << 30)})
+    config = sandbox.model_copy(update={"image": spec.image, "seed": IMAGE_WORKSPACE, "mounts": (), "memory": max(sandbox.memory, 2 << 30)})
 
     def gate(name: str, passed: bool, detail: str) -> bool:
         gates.append(Gate(name, passed, detail))
@@ -452,7 +455,7 @@ def build_ml(path: Path, out: Path, sandbox: SandboxConfig):
     except (SourceError, OSError, git.GitError) as exc:
         return EnvReport(str(path), None, "rejected", f"unreadable source: {exc}", seconds=time.monotonic() - started)
     files = sorted(p for p in checkout.rglob("*") if p.is_file() and ".git" not in p.parts and p.name != ".arex-complete")
-    digest = hashlib.sha256(json.dumps([BUILDER_VERSION, commit, spec.model_dump(mode="json"), sandbox.image]).encode())
+    digest = hashlib.sha256(json.dumps([BUILDER_VERSION, IMAGE_WORKSPACE, commit, spec.model_dump(mode="json"), sandbox.image]).encode())
     for p in files:
         digest.update(p.relative_to(checkout).as_posix().encode() + b"\0" + p.read_bytes())
     content = digest.hexdigest()[:16]

@@ -15,10 +15,16 @@ import yaml
 
 from arex.grading.judge import Judge
 from arex.grading.languages import language_for
-from arex.grading.ml import MLGrader
+from arex.grading.ml import SUBMISSION_CAP, MLGrader
 from arex.sandbox import Mount, SandboxConfig
-from arex.sandbox.base import Sandbox, SandboxError
+from arex.sandbox.base import ArchiveTooLarge, Sandbox, SandboxError
+from arex.snapshots import SnapshotStore, read_member
 from arex.specs import GradeResult, JudgeSpec, MLSpec
+
+# The most a workspace snapshot may take; over it, the round is graded as not submitted.
+SNAPSHOT_CAP = 512 << 20
+# Env images keep their starting workspace here (see arex.envs.ml_build and SandboxConfig.seed).
+IMAGE_WORKSPACE = "/opt/arex/workspace"
 
 
 class Env:
@@ -64,11 +70,11 @@ class Env:
             mounts += (Mount(source=str(skills_dir.resolve()), target=skills_target),)
         update: dict = {"mounts": mounts}
         if self.kind == "ml":
-            update.update(image=self.spec.image, memory=max(base.memory, 2 << 30))
+            update.update(image=self.spec.image, seed=IMAGE_WORKSPACE, memory=max(base.memory, 2 << 30))
         return base.model_copy(update=update)
 
     def prepare(self, sandbox: Sandbox) -> None:
-        """Put the starting workspace in place (ML images carry theirs already)."""
+        """Put the starting workspace in place (ML sandboxes are seeded from their image at start)."""
         if self.kind == "judge":
             sandbox.copy_in(self.dir / "workspace", sandbox.config.workdir)
 
@@ -76,27 +82,54 @@ class Env:
         """Grading containers kept for one rollout's successive submissions (judge envs)."""
         return GradingSession(self)
 
-    def grade(self, sandbox: Sandbox, session: "GradingSession | None" = None) -> GradeResult:
+    def grade_round(self, sandbox: Sandbox, session: "GradingSession", store: SnapshotStore) -> tuple[GradeResult, str | None, str]:
+        """Grade what the agent left in `sandbox`: (grade, snapshot sha256 or None, submission text).
+
+        ML envs run the task's command first. Then the workspace is archived once and the
+        submission is read out of that archive, so what is graded, recorded and kept is one thing
+        (a process left running cannot swap the file in between). A workspace too large to keep,
+        or a submission that is not a readable file, is the agent's failure in this round."""
+        log = ""
         if self.kind == "ml":
-            return MLGrader(self.dir, self.spec).grade(sandbox)
+            failed, log = MLGrader(self.dir, self.spec).run(sandbox)
+            if failed is not None:
+                return failed, self._snapshot(sandbox, store)[0], ""
+        sha, problem = self._snapshot(sandbox, store)
+        data = b""
+        if sha is not None:
+            try:
+                data = read_member(store.path(sha), self.submission_path, SUBMISSION_CAP)
+            except (FileNotFoundError, IsADirectoryError, ValueError) as exc:
+                problem = f"{self.submission_path}: {exc}"
+        text = data.decode("utf-8", "replace")
+        if problem is not None:
+            return self._not_graded(problem, log), sha, text[: 1 << 20]
+        return self._grade_text(data, text, session, log), sha, text[: 1 << 20]
+
+    def _snapshot(self, sandbox: Sandbox, store: SnapshotStore) -> tuple[str | None, str | None]:
         try:
-            source = sandbox.read_file(self.spec.starter, max_bytes=1 << 20).decode("utf-8", "replace")
-        except FileNotFoundError:
-            source = ""
-        except ValueError as exc:
-            source = f"// {exc}"
+            return store.save(lambda f: sandbox.archive(sandbox.config.workdir, f, SNAPSHOT_CAP)), None
+        except ArchiveTooLarge:
+            return None, f"the workspace is over the {SNAPSHOT_CAP >> 20} MB snapshot cap, so this round cannot be kept; delete large files"
+
+    def _grade_text(self, data: bytes, text: str, session: "GradingSession", log: str) -> GradeResult:
+        if self.kind == "ml":
+            return MLGrader.with_log(MLGrader(self.dir, self.spec).score(data), log)
         language = language_for(self.spec.starter).name
-        if session is None:
-            return self.judge.grade(source, language)
         # Judge grading is deterministic (a build gate checks it): an unchanged submission is not re-run.
-        key = hashlib.sha256(f"{language}\0{source}".encode()).hexdigest()
+        key = hashlib.sha256(f"{language}\0{text}".encode()).hexdigest()
         if key in session.graded:
             cached = session.graded[key]
             return cached.model_copy(update={"details": {**cached.details, "cached": True}})
-        result = self.judge.grade(source, language, box=session.box(), checker_box=session.checker_box())
+        result = self.judge.grade(text, language, box=session.box(), checker_box=session.checker_box())
         if result.infra_error is None:
             session.graded[key] = result
         return result
+
+    def _not_graded(self, problem: str, log: str) -> GradeResult:
+        if self.kind == "ml":
+            return MLGrader.with_log(MLGrader(self.dir, self.spec).invalid(problem), log)
+        return GradeResult(public_score=0.0, held_out_score=0.0, held_out_raw=0.0, feedback=f"Submission not graded: {problem}", details={"kind": "judge", "invalid": problem})
 
     @property
     def judge(self) -> Judge:

@@ -1,13 +1,19 @@
 """The online judge: compile a submission, run it on every test in a grading sandbox, check, score.
 
-Trust boundaries:
-- The submission runs in its own fresh grading container (not the agent's), as an unprivileged
-  user, with only the current test's input (on stdin). Answers never enter that container.
-- Its output reaches the host through the exec stream, so it cannot be edited afterwards.
+Trust boundaries (docs/security.md has the whole threat model):
+- The submission runs in a grading container (not the agent's), as an unprivileged user. No test
+  data is stored in it: each test's input reaches the program on stdin, from the host, and answers
+  never enter it. So neither the program nor its compiler can read another test's input.
+- Each compile and test run is isolated: every process of the user is killed before it starts and
+  after it ends, and the writable folders are wiped before each grading, so nothing of a previous
+  submission (or test) survives into the next.
+- Its output reaches the host through the command server's stream, so it cannot be edited afterwards.
 - Checkers are trusted code: built-in ones run on the host; custom ones run in a separate checker
   sandbox that holds no submission code, with the private data mounted read-only.
-- Verdicts come from the kernel and the host (exit signal, OOM event, host timers, output cap).
-  CPU time and peak memory from GNU time are evidence shown to the agent.
+- Verdicts come from the kernel and the host: exit status, signal and the CPU time of the whole
+  process tree from the runner's wait4 (a root process the program cannot reach), hard CPU limits
+  (SIGXCPU, then SIGKILL), OOM events, the wall clock, the output cap. Nothing the program prints
+  is evidence.
 """
 
 from __future__ import annotations
@@ -15,10 +21,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import re
-import secrets
 import shlex
-import shutil
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -26,15 +29,17 @@ from pathlib import Path
 from arex.grading.checkers import Check, check_builtin, interpret_kattis, interpret_testlib
 from arex.grading.languages import language_named
 from arex.sandbox import Mount, SandboxConfig, make_sandbox
-from arex.sandbox.base import Sandbox
+from arex.sandbox.base import RunLimits, Sandbox
 from arex.specs import GradeResult, JudgeSpec, TestCase, TestResult
 
 COMPILE_TIMEOUT_S = 60.0
 COMPILE_MEMORY = 2 << 30
 PRIVATE_MOUNT = "/judge/private"
-INPUTS = "/workspace/judge-inputs"
-RUN = "/workspace/judge-run"
-SIGXCPU = 24
+RUN = "/workspace/run"
+SIGXCPU, SIGKILL = 24, 9
+# Before each grading: every writable place emptied (made writable first: a submission may chmod
+# what it leaves), and its SysV IPC objects removed. Run isolated, so its processes die too.
+_WIPE = 'for d in "$@"; do chmod -R u+rwX "$d" 2>/dev/null; find "$d" -mindepth 1 -delete 2>/dev/null; done; ipcrm --all 2>/dev/null; true'
 
 
 def cache_dir() -> Path:
@@ -49,28 +54,19 @@ class Judge:
         self.private = self.env_dir / "private"
         self.spec = spec
         self.sandbox_config = sandbox or SandboxConfig()
-        self.wall_limit_s = max(2 * spec.time_limit_s, spec.time_limit_s + 1.0)
+        # A backstop only: verdicts come from CPU time, and a busy host stretches the wall clock.
+        self.wall_limit_s = max(3 * spec.time_limit_s, spec.time_limit_s + 2.0)
 
     # -- grading -----------------------------------------------------------------------------
     def open_box(self) -> Sandbox:
-        """A grading container holding every test input (never an answer), reusable across gradings.
-
-        Reuse is for one agent's successive submissions: what a submission leaves behind can only
-        slow its own later runs, and outputs still reach the host through the exec stream."""
+        """A grading container, reusable across one agent's gradings: it holds no test data, and
+        each grading starts from emptied folders with no process of an earlier one alive."""
         limit = self.spec.output_limit_mb << 20
         config = self.sandbox_config.model_copy(
-            update={"memory": COMPILE_MEMORY, "pids_limit": 128, "output_limit": 2 * limit + 4096, "output_kill": limit, "mounts": ()}
+            update={"memory": COMPILE_MEMORY, "pids_limit": 128, "output_limit": 2 * limit + 4096, "output_kill": limit, "mounts": (), "seed": None}
         )
         box = make_sandbox(config, f"judge-{self.spec.id}")
         box.start()
-        try:
-            with tempfile.TemporaryDirectory(prefix="arex-inputs-") as tmp:
-                for test in self.spec.tests:
-                    shutil.copyfile(self.private / test.input, Path(tmp) / f"{test.name}.in")
-                box.copy_in(tmp, INPUTS)
-        except BaseException:
-            box.stop()
-            raise
         return box
 
     def grade(
@@ -85,16 +81,10 @@ class Judge:
         own = box is None
         box = box or self.open_box()
         try:
-            if lang.heavy_compile:
-                box.set_memory_limit(COMPILE_MEMORY)
-            box.exec(["rm", "-rf", RUN])  # write_file below makes the folder again
-            box.write_file(f"{RUN}/{lang.source}", source)
-            if lang.compile:
-                compiled = box.exec(list(lang.compile), timeout=COMPILE_TIMEOUT_S, cwd=RUN)
-                if not compiled.ok:
-                    log = (compiled.stderr or compiled.stdout)[-3000:]
-                    results = [self._result(t, "CE", message=log) for t in tests]
-                    return self._finish(results, compile_log=log)
+            compile_log = self._compile(box, lang, source)
+            if compile_log is not None:
+                results = [self._result(t, "CE", message=compile_log) for t in tests]
+                return self._finish(results, compile_log=compile_log)
             box.set_memory_limit((self.spec.memory_mb + 16) << 20)
             for test in tests:
                 result, output = self._run(box, lang.run, test)
@@ -112,38 +102,44 @@ class Judge:
             check = checks.get(result.name)
             if check is not None:
                 verdict = "JE" if check.judge_error else ("AC" if check.accepted or (self.spec.scoring == "ratio" and check.ratio > 0) else "WA")
-                result = result.model_copy(update={"verdict": verdict, "ratio": check.ratio, "raw": check.raw, "message": check.message})
+                # A hidden test's checker message may quote its answer: only samples keep theirs.
+                message = check.message if result.sample or check.judge_error else ""
+                result = result.model_copy(update={"verdict": verdict, "ratio": check.ratio, "raw": check.raw, "message": message})
             final.append(result)
         return self._finish(final)
 
+    def _compile(self, box: Sandbox, lang, source: str) -> str | None:
+        """Wipe what an earlier grading left, write and compile the source. The compile log if it
+        failed, else None."""
+        cfg = box.config
+        box.set_memory_limit(COMPILE_MEMORY)
+        box.exec(["bash", "-c", _WIPE, "arex-wipe", cfg.workdir, "/tmp", cfg.home, "/dev/shm"], timeout=60, cwd="/", limits=RunLimits(isolated=True))
+        box.write_file(f"{RUN}/{lang.source}", source)
+        if not lang.compile:
+            return None
+        compiled = box.exec(list(lang.compile), timeout=COMPILE_TIMEOUT_S, cwd=RUN, limits=RunLimits(isolated=True))
+        return None if compiled.ok else (compiled.stderr or compiled.stdout)[-3000:]
+
     def _run(self, box: Sandbox, run: tuple[str, ...], test: TestCase) -> tuple[TestResult, str | None]:
-        """Run one test. Returns the result so far and the output to check (None if it did not finish)."""
-        cpu = max(1, math.ceil(self.spec.time_limit_s))
-        nonce = secrets.token_hex(6)
-        memory_kb = self.spec.memory_mb << 10
-        script = (
-            # Soft CPU limit sends SIGXCPU (a clear TLE); the hard limit one second later is the backstop.
-            f"ulimit -H -t {cpu + 1}; ulimit -S -t {cpu}; ulimit -s {memory_kb}; "
-            f"exec /usr/bin/time -f 'arex-time-{nonce} %e %U %S %M' -- {' '.join(run)} < {shlex.quote(f'{INPUTS}/{test.name}.in')}"
-        )
-        r = box.exec(["bash", "-c", script], timeout=self.wall_limit_s, cwd=RUN)
-        wall, cpu_s, memory, stderr = _parse_time(r.stderr, nonce)
-        evidence = {"time_s": cpu_s, "wall_s": wall if wall is not None else r.duration_s, "memory_kb": memory, "exit_code": r.exit_code}
-        if r.status == "timeout":
-            return self._result(test, "TLE", message=f"wall-clock limit {self.wall_limit_s:g}s exceeded", **evidence), None
+        """Run one test. Returns the result so far and the output to check (None if it did not finish).
+        A hidden test's stderr is never kept: the program could print its input there."""
+        limit = self.spec.time_limit_s
+        limits = RunLimits(cpu_s=max(1, math.ceil(limit)), stack=self.spec.memory_mb << 20, isolated=True)
+        stdin = (self.private / test.input).read_bytes()
+        r = box.exec(list(run), timeout=self.wall_limit_s, cwd=RUN, stdin=stdin, limits=limits)
+        evidence = {"time_s": r.cpu_s, "wall_s": r.duration_s, "memory_kb": r.memory_kb, "exit_code": r.exit_code}
+        over_cpu = r.cpu_s is not None and r.cpu_s > limit
         if r.status == "oom":
             return self._result(test, "MLE", message=f"memory limit {self.spec.memory_mb} MB exceeded", **evidence), None
         if r.status == "output_limit":
             return self._result(test, "OLE", message=f"output over {self.spec.output_limit_mb} MB", **evidence), None
-        signal_number = r.exit_code - 128 if r.exit_code > 128 else None
-        over_cpu = cpu_s is not None and cpu_s >= self.spec.time_limit_s
-        if signal_number == SIGXCPU or (signal_number == 9 and over_cpu):
-            return self._result(test, "TLE", signal=signal_number, message=f"CPU limit {self.spec.time_limit_s:g}s exceeded", **evidence), None
+        if r.status == "timeout" or over_cpu or r.signal == SIGXCPU:
+            why = f"CPU time {r.cpu_s:.2f}s over the {limit:g}s limit" if over_cpu or r.signal == SIGXCPU else f"wall-clock limit {self.wall_limit_s:g}s exceeded"
+            return self._result(test, "TLE", signal=r.signal, message=why, **evidence), None
         if r.exit_code != 0:
-            what = f"killed by signal {signal_number}" if signal_number else f"exit code {r.exit_code}"
-            return self._result(test, "RE", signal=signal_number, message=f"{what}; stderr: {stderr[-500:]}", **evidence), None
-        if over_cpu:
-            return self._result(test, "TLE", message=f"CPU time {cpu_s:.2f}s over the {self.spec.time_limit_s:g}s limit", **evidence), None
+            what = f"killed by signal {r.signal}" if r.signal else f"exit code {r.exit_code}"
+            detail = f"{what}; stderr: {r.stderr[-500:]}" if test.sample else what
+            return self._result(test, "RE", signal=r.signal, message=detail, **evidence), None
         return self._result(test, "AC", **evidence), r.stdout
 
     @staticmethod
@@ -291,18 +287,6 @@ class Judge:
         slowest = max((r.time_s or 0.0 for r in hidden), default=0.0)
         lines.append(f"Slowest hidden test: {slowest:.2f}s CPU of the {self.spec.time_limit_s:g}s limit.")
         return "\n".join(lines)
-
-
-def _parse_time(stderr: str, nonce: str) -> tuple[float | None, float | None, int | None, str]:
-    """Pull GNU time's line out of stderr; return wall, cpu, peak KB and the program's own stderr."""
-    pattern = re.compile(rf"^arex-time-{nonce} (\S+) (\S+) (\S+) (\d+)$", re.M)
-    matches = list(pattern.finditer(stderr))
-    if not matches:
-        return None, None, None, stderr
-    m = matches[-1]
-    own = (stderr[: m.start()] + stderr[m.end():]).replace("Command exited with non-zero status", "").strip()
-    own = re.sub(r"Command terminated by signal \d+\n?", "", own)
-    return float(m.group(1)), float(m.group(2)) + float(m.group(3)), int(m.group(4)), own
 
 
 def _quote(text: str) -> str:

@@ -195,7 +195,7 @@ class MLGrader:
             predictions = parse_submission(data, self.spec, [r[id_column] for r in self.labels])
             public_value, private_value = self._metric(public, predictions), self._metric(private, predictions)
         except SubmissionError as exc:
-            return self._invalid(str(exc))
+            return self.invalid(str(exc))
         name = self.spec.metric.name
         feedback = f"Submission valid ({len(predictions)} rows). Public {name}: {public_value:.6f} ({self.spec.metric.direction} is better)."
         return GradeResult(
@@ -206,7 +206,7 @@ class MLGrader:
             details={"kind": "ml", "metric": name, "direction": self.spec.metric.direction, "public": public_value, "private": private_value, "rows": len(predictions)},
         )
 
-    def _invalid(self, message: str) -> GradeResult:
+    def invalid(self, message: str) -> GradeResult:
         worst = self.spec.metric.worst
         return GradeResult(
             public_score=self.sign * worst,
@@ -216,26 +216,32 @@ class MLGrader:
             details={"kind": "ml", "metric": self.spec.metric.name, "invalid": message},
         )
 
-    def grade(self, sandbox: Sandbox, run: bool = True) -> GradeResult:
-        """Run the task's command in the agent's sandbox (optional), then score its submission file."""
-        log = ""
-        if run:
-            result = sandbox.exec(self.spec.run, timeout=self.spec.time_limit_s)
-            log = (result.stdout + result.stderr)[-3000:]
-            if result.status == "timeout":
-                return self._with_log(self._invalid(f"'{self.spec.run}' exceeded the {self.spec.time_limit_s:g}s time limit"), log)
-            if not result.ok:
-                return self._with_log(self._invalid(f"'{self.spec.run}' failed ({result.status}, exit code {result.exit_code})"), log)
+    def run(self, sandbox: Sandbox) -> tuple[GradeResult | None, str]:
+        """Run the task's command in the sandbox: (a failing grade or None, the log's tail)."""
+        result = sandbox.exec(self.spec.run, timeout=self.spec.time_limit_s)
+        log = (result.stdout + result.stderr)[-3000:]
+        if result.status == "timeout":
+            return self.with_log(self.invalid(f"'{self.spec.run}' exceeded the {self.spec.time_limit_s:g}s time limit"), log), log
+        if not result.ok:
+            return self.with_log(self.invalid(f"'{self.spec.run}' failed ({result.status}, exit code {result.exit_code})"), log), log
+        return None, log
+
+    def grade(self, sandbox: Sandbox) -> GradeResult:
+        """Run the task's command in the sandbox, then score the submission file it wrote (the
+        build's gates; rollouts grade from the round's workspace archive, see Env.grade_round)."""
+        failed, log = self.run(sandbox)
+        if failed is not None:
+            return failed
         try:
             data = sandbox.read_file(self.spec.submission.file, max_bytes=SUBMISSION_CAP)
         except FileNotFoundError:
-            return self._with_log(self._invalid(f"no {self.spec.submission.file} was written"), log)
-        except ValueError as exc:
-            return self._with_log(self._invalid(str(exc)), log)
-        return self._with_log(self.score(data), log)
+            return self.with_log(self.invalid(f"no {self.spec.submission.file} was written"), log)
+        except (ValueError, IsADirectoryError) as exc:
+            return self.with_log(self.invalid(str(exc)), log)
+        return self.with_log(self.score(data), log)
 
     @staticmethod
-    def _with_log(result: GradeResult, log: str) -> GradeResult:
+    def with_log(result: GradeResult, log: str) -> GradeResult:
         if not log:
             return result
         return result.model_copy(update={"feedback": result.feedback + "\nRun log (tail):\n" + log, "details": {**result.details, "log_tail": log}})

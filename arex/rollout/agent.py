@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
 import time
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from arex.rollout.parse import clip, parse_action, parse_reflection
 from arex.rollout.record import SCHEMA_VERSION, RecordWriter, load
 from arex.rollout.skills import catalogue
 from arex.sandbox import SandboxConfig, SandboxError, make_sandbox
+from arex.snapshots import SnapshotStore
 from arex.specs import TeacherCall, TeacherIdentity
 from arex.teacher.client import TeacherClient, TeacherError
 
@@ -37,7 +37,9 @@ class Rollout:
         self.env, self.teacher, self.identity, self.config = env, teacher, identity, config
         self.sandbox_config = env.sandbox_config(sandbox, config.skills_path(), config.skills_target)
         self.path, self.sample, self.key, self.config_hash = path, sample, key, config_hash
-        self.snapshots = path.with_suffix("")  # <key>/last and <key>/best
+        # Workspace archives by sha256; round_end lines name theirs. Never unpacked on the host.
+        self.store = SnapshotStore(path.with_suffix("") / "snapshots")
+        self.kept: dict[str, str | None] = {"first": None, "best": None, "last": None}
         self.prompts = config.load_prompts()
         self.skills = catalogue(config.skills_path()) or "(none)"
         self.box = None
@@ -146,19 +148,14 @@ class Rollout:
             if streak >= self.config.format_error_streak:
                 ending = "format_errors"
                 break
-        grade = await asyncio.to_thread(self.env.grade, self.box, self.grading)
+        grade, snapshot, submission = await asyncio.to_thread(self.env.grade_round, self.box, self.grading, self.store)
         if grade.infra_error:
             raise SandboxError(f"grading failed: {grade.infra_error}")
         improved = self.best is None or grade.held_out_score > self.best["held_out"]
-        # The workspace does not change while the teacher reflects: save it meanwhile.
-        saved = asyncio.ensure_future(asyncio.to_thread(self._save_round, improved))
         feedback = clip(f"Public score: {grade.public_score:.6g}\n{grade.feedback}", self.config.feedback_chars)
         reflect_prompt = self.prompts["reflect"].format(round=number, feedback=feedback)
         messages.append({"role": "user", "content": reflect_prompt})
-        try:
-            reflection_call = await self.teacher.chat(messages)
-        finally:
-            submission = await saved
+        reflection_call = await self.teacher.chat(messages)
         self._count(reflection_call)
         reflection = parse_reflection(reflection_call.content if reflection_call.status == "ok" else "")
         if reflection.state:
@@ -177,6 +174,7 @@ class Rollout:
             "round": number,
             "ending": ending,
             "submission": submission,
+            "snapshot": snapshot,
             "grade": grade.model_dump(),
             "feedback": feedback,
             "reflect_prompt": reflect_prompt,
@@ -186,6 +184,7 @@ class Rollout:
             "best_public": self.best_public,
         }
         self.writer.write(end)
+        self._keep_snapshots(number, snapshot, improved)
         if self.on_round:
             self.on_round(self, end)
 
@@ -226,34 +225,21 @@ class Rollout:
         self.tokens += call.prompt_tokens + call.completion_tokens
         self.cost += call.cost_usd
 
-    def _submission_text(self) -> str:
-        try:
-            return self.box.read_file(self.env.submission_path, max_bytes=1 << 20).decode("utf-8", "replace")
-        except (FileNotFoundError, ValueError, IsADirectoryError):
-            return ""
-
-    def _save_round(self, improved: bool) -> str:
-        """The submission's text for the record, and the workspace snapshot."""
-        submission = self._submission_text()
-        self._snapshot(improved)
-        return submission
-
-    def _snapshot(self, improved: bool) -> None:
-        last = self.snapshots / "last"
-        tmp = self.snapshots / "last.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        self.box.copy_out(self.sandbox_config.workdir, tmp, max_bytes=512 << 20)
-        shutil.rmtree(last, ignore_errors=True)
-        tmp.rename(last)
+    def _keep_snapshots(self, number: int, snapshot: str | None, improved: bool) -> None:
+        """Keep the archives selection re-checks (first, best, last round); drop the others. Only
+        after round_end is written: a snapshot counts once its round does."""
+        if number == 1:
+            self.kept["first"] = snapshot
         if improved:
-            shutil.rmtree(self.snapshots / "best", ignore_errors=True)
-            shutil.copytree(last, self.snapshots / "best")
+            self.kept["best"] = snapshot
+        if snapshot is not None:
+            self.kept["last"] = snapshot
+        self.store.prune({sha for sha in self.kept.values() if sha})
 
     def _prepare_workspace(self) -> None:
-        last = self.snapshots / "last"
-        if self.rounds_done and last.is_dir():  # resuming: the workspace as the last complete round left it
-            self.box.exec(f"find {self.sandbox_config.workdir} -mindepth 1 -delete")
-            self.box.copy_in(last, self.sandbox_config.workdir)
+        last = self.kept["last"]
+        if self.rounds_done and last and self.store.has(last):  # resuming: as the last kept round left it
+            self.box.restore(self.store.path(last), self.sandbox_config.workdir)
         else:
             self.env.prepare(self.box)
 
@@ -261,6 +247,13 @@ class Rollout:
         for round_ in previous.rounds:
             end = round_["end"]
             self.rounds_done = end["round"]
+            sha = end.get("snapshot")
+            if end["round"] == 1:
+                self.kept["first"] = sha
+            if end["best"] and end["best"]["round"] == end["round"]:
+                self.kept["best"] = sha
+            if sha:
+                self.kept["last"] = sha
             self.state, self.best, self.best_public = end["state"], end["best"], end["best_public"]
             self.last_feedback = (end["round"], end["feedback"])
             for step in round_["steps"]:

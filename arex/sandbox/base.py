@@ -55,6 +55,10 @@ class SandboxConfig(BaseModel):
     """uid:gid every command runs as. Must not be root."""
     workdir: str = "/workspace"
     """Working directory for commands that do not name one (writable, `disk` bytes)."""
+    seed: str | None = None
+    """A folder of the image whose contents are copied into the workdir at start. The workdir is a
+    fresh, bounded tmpfs that hides whatever the image has there, so env images keep their
+    starting workspace here instead."""
     home: str = "/home/arex"
     """The user's home folder (writable, `scratch` bytes); /tmp is another `scratch` bytes."""
     disk: int = Field(default=parse_size("1g"))

@@ -120,6 +120,14 @@ class DockerSandbox(Sandbox):
         except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
             self.stop()
             raise SandboxError(f"Could not start a sandbox from '{cfg.image}': {getattr(exc, 'explanation', None) or exc}") from None
+        if cfg.seed:
+            self._seed(cfg.seed)
+
+    def _seed(self, seed: str) -> None:
+        reply = self._helper(["cp", "-a", "--no-preserve=ownership", f"{seed}/.", self.config.workdir])
+        if reply["exit_code"] != 0:
+            self.stop()
+            raise SandboxError(f"Image '{self.config.image}' has no usable workspace at {seed}: {execd_text(reply['err'])[0].strip()[:300]}")
 
     def _container_options(self, volumes: dict) -> dict:
         """Everything `containers.create` gets: the isolation and limits live here, in one place."""
@@ -362,7 +370,7 @@ class DockerSandbox(Sandbox):
                 dest.write(chunk)
 
         # Links, FIFOs and devices are stored as what they are (tar never follows or opens them).
-        reply = self._helper(["tar", "-C", sandbox_dir, "--sort=name", "-cf", "-", "."], on_chunk=take, kill_at=max_bytes + (1 << 16))
+        reply = self._helper(["tar", "-C", sandbox_dir, "--sort=name", "--hard-dereference", "-cf", "-", "."], on_chunk=take, kill_at=max_bytes + (1 << 16))
         err = execd_text(reply["err"])[0]
         if size[0] > max_bytes or reply["killed"] == "output_limit":
             raise ArchiveTooLarge(f"'{sandbox_dir}' archives to more than {max_bytes} bytes.")
