@@ -9,6 +9,7 @@ import git
 import pytest
 import yaml
 
+from arex.envs.runtime import IMAGE_WORKSPACE
 from arex.envs.build import build_envs
 from arex.envs.judge_sources import SourceError
 from arex.envs.ml_build import MLSource, fetch, split_table
@@ -208,7 +209,7 @@ def test_spec_beside_the_repository_and_labels_stay_private(tmp_path, monkeypatc
     env = tmp_path / "out" / "beside"
     spec = MLSpec.model_validate(yaml.safe_load((env / "task.yaml").read_text()))
     labels = (env / "private" / "labels.csv").read_text()
-    with make_sandbox(SandboxConfig(image=spec.image), "label-check") as box:
+    with make_sandbox(SandboxConfig(image=spec.image, seed=IMAGE_WORKSPACE), "label-check") as box:
         listing = box.exec("ls data; head -2 data/test.csv").stdout
         assert "full.csv" not in listing and listing.splitlines()[2] == "id,x"
         assert box.exec("grep -rl split /workspace || true").stdout.strip() == ""
@@ -222,7 +223,7 @@ def test_bundled_env_has_room_to_improve(tmp_path):
     [report] = build_envs([ROOT / "envs" / "ml-digits"], tmp_path)
     assert report.status == "accepted", report.reason
     spec = MLSpec.model_validate(yaml.safe_load((tmp_path / "ml-digits" / "task.yaml").read_text()))
-    with make_sandbox(SandboxConfig(image=spec.image), "improve") as box:
+    with make_sandbox(SandboxConfig(image=spec.image, seed=IMAGE_WORKSPACE), "improve") as box:
         text = box.read_file("train.py").decode()
         box.write_file("train.py", text.replace("DecisionTreeClassifier(max_depth=5, random_state=0)", "SVC(gamma=0.001)").replace("from sklearn.tree import DecisionTreeClassifier", "from sklearn.svm import SVC"))
         improved = MLGrader(tmp_path / "ml-digits", spec).grade(box)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from arex.envs.ml_build import IMAGE_WORKSPACE
 from arex.grading.judge import Judge
 from arex.grading.languages import language_for
 from arex.grading.ml import SUBMISSION_CAP, MLGrader
@@ -23,8 +24,6 @@ from arex.specs import GradeResult, JudgeSpec, MLSpec
 
 # The most a workspace snapshot may take; over it, the round is graded as not submitted.
 SNAPSHOT_CAP = 512 << 20
-# Env images keep their starting workspace here (see arex.envs.ml_build and SandboxConfig.seed).
-IMAGE_WORKSPACE = "/opt/arex/workspace"
 
 
 class Env:
@@ -111,6 +110,14 @@ class Env:
             return store.save(lambda f: sandbox.archive(sandbox.config.workdir, f, SNAPSHOT_CAP)), None
         except ArchiveTooLarge:
             return None, f"the workspace is over the {SNAPSHOT_CAP >> 20} MB snapshot cap, so this round cannot be kept; delete large files"
+        except SandboxError as exc:
+            # The archiver failed. If the sandbox still answers, the agent's files did it: they live
+            # in memory and count against the sandbox's limit, so a workspace filled to the brim
+            # leaves `tar` none and it is OOM-killed. That is this round's failure, not the
+            # infrastructure's (which would end the rollout, to be retried and paid for again).
+            if not _responds(sandbox):
+                raise
+            return None, f"the workspace could not be archived ({exc}); its files count against the sandbox's memory limit, so a nearly full workspace leaves no memory to archive it: delete large files"
 
     def _grade_text(self, data: bytes, text: str, session: "GradingSession", log: str) -> GradeResult:
         if self.kind == "ml":
@@ -192,6 +199,15 @@ class GradingSession:
         for box in boxes:
             if box is not None:
                 box.stop()
+
+
+def _responds(sandbox: Sandbox) -> bool:
+    """Does the sandbox still run commands (whatever their outcome)?"""
+    try:
+        sandbox.exec("true", timeout=30)
+        return True
+    except SandboxError:
+        return False
 
 
 def list_envs(root: Path) -> list[Env]:

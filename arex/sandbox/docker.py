@@ -348,11 +348,12 @@ class DockerSandbox(Sandbox):
             self._unpack(source, posixpath.join(self.config.workdir, sandbox_dir), empty_first=True)
 
     def _unpack(self, source: BinaryIO, sandbox_dir: str, empty_first: bool) -> None:
-        """tar -x inside the sandbox as its user (never on the host), fed in chunks."""
+        """Unpacked inside the sandbox as its user (never on the host), fed in chunks. Not by GNU
+        tar, which cannot extract names longer than PATH_MAX (box/unpack.py can)."""
         script = 'mkdir -p -- "$1" && cd -- "$1" || exit 3\n'
         if empty_first:
             script += "chmod -R u+rwX . 2>/dev/null; find . -mindepth 1 -maxdepth 1 -exec rm -rf -- {} +\n"
-        script += "exec tar -x -p --no-same-owner -f -"
+        script += f"exec python3 -I -S {runtime.TARGET}/unpack.py"
         reply = self._helper(["sh", "-c", script, "arex-unpack", sandbox_dir], feed=lambda: iter(lambda: source.read(_CHUNK), b""))
         err = execd_text(reply["err"])[0]
         if reply["exit_code"] != 0 and "Read-only file system" in err:

@@ -1,8 +1,9 @@
-"""The files every sandbox mounts read-only at /.arex: its init, the command server, the runner.
+"""The files every sandbox mounts read-only at /.arex: its init, the command server, the runner,
+the unpacker.
 
 The runner (runner.c) is compiled once per source, as a static binary, in a throwaway container
 of the base image (which has a compiler), and cached on the host under the arex cache folder, so
-it runs in any image. The folder is named by the hash of all three files.
+it runs in any image. The folder is named by the hash of all the files.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import docker.errors
 from arex.sandbox.base import SandboxError
 
 TARGET = "/.arex"
-FILES = ("runner.c", "box/server.py", "box/init.py")
+FILES = ("runner.c", "box/server.py", "box/init.py", "box/unpack.py")
 BUILDER_IMAGE = "arex-base:latest"
 
 

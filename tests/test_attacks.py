@@ -1,0 +1,448 @@
+"""Attacks that beat an earlier arex, replayed against this one (docs/security.md, "How it is tested").
+
+Each test mounts one attack the way a hostile agent would: through a real rollout with the scripted
+teacher (the agent's commands run in a real sandbox, its workspace is archived and graded), or
+through the judge and Sandbox APIs. Each asserts the attack now fails, in a way the earlier design
+(host-side extraction of workspace copies, verdicts parsed from what the program printed, grading
+containers carrying state, test data inside the grading container, disk on the container layer,
+the submission read apart from the snapshot, selection trusting recorded scores) would not pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import tarfile
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+from attack_payloads import (
+    INODE_FLOOD_PY,
+    LEFTOVER_PY,
+    LONG_PATH_PY,
+    STATE_PROBE_PY,
+    STOP_EVERYTHING_PY,
+    HUNTER_PY,
+    crafted_tar_py,
+    fanout_cpp,
+    forger_py,
+    includer_cpp,
+)
+from solutions import EXACT_PY
+
+from arex.envs.build import build_envs
+from arex.envs.runtime import Env
+from arex.grading.judge import Judge
+from arex.rollout.batch import run_batch
+from arex.rollout.config import RolloutConfig
+from arex.rollout.record import load
+from arex.sandbox import SandboxConfig, make_sandbox
+from arex.select import SelectConfig, select
+from arex.snapshots import MemberError, SnapshotStore, read_member
+from arex.teacher.client import TeacherConfig
+from arex.teacher.scripted import RoundScript, ScriptedServer
+
+ROOT = Path(__file__).resolve().parent.parent
+TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False, backoff_base_s=0.01, max_attempts=2)
+SHA_TAR = re.compile(r"[0-9a-f]{64}\.tar")
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory) -> Env:
+    """The subset-fill judge env, built once for the module (time limit 2 s, 1 sample, 8 hidden tests)."""
+    out = tmp_path_factory.mktemp("built")
+    reports = build_envs([ROOT / "envs" / "judge-subset-fill"], out)
+    assert all(r.status == "accepted" for r in reports), [r.reason for r in reports]
+    built = Env(out / "subset-fill")
+    assert built.spec.time_limit_s == 2.0 and built.submission_path == "solution.py"
+    return built
+
+
+def rollout(env: Env, commands, store: Path, rounds: int, script=None, **config):
+    """A real rollout with the scripted teacher running `commands(round)`; (summary, record, path)."""
+    script = script or RoundScript(commands)
+    with ScriptedServer(script, model="scripted-teacher") as server:
+        summary = asyncio.run(run_batch([env], TEACHER, RolloutConfig(rounds=rounds, **config), SandboxConfig(), store, 1, 1, server.base_url))
+    [path] = sorted((store / env.id).glob("*.jsonl"))
+    return summary, load(path), path
+
+
+def snapshot_of(path: Path, end: dict) -> Path:
+    return SnapshotStore(path.with_suffix("") / "snapshots").path(end["snapshot"])
+
+
+def observations(record) -> list[str]:
+    return [step["observation"] or "" for round_ in record.rounds for step in round_["steps"]]
+
+
+def write(name: str, text: str) -> str:
+    """A command that writes `text` to `name` in the workspace (a quoted heredoc: no expansion)."""
+    assert "ATTACK_EOF" not in text
+    return f"cat > {name} <<'ATTACK_EOF'\n{text}\nATTACK_EOF"
+
+
+def members(archive: Path) -> dict[str, tarfile.TarInfo]:
+    """An archive's members by normalised name, read by the test without extracting anything."""
+    with tarfile.open(archive, "r:") as tar:
+        return {info.name.removeprefix("./"): info for info in tar.getmembers()}
+
+
+def hidden_markers(env: Env) -> list[str]:
+    """Strings that only a hidden test's input holds: each input's weights line, and every window of
+    three consecutive weights in it (at least 14 characters: unambiguous)."""
+    markers = []
+    for test in env.spec.tests:
+        if test.sample:
+            continue
+        lines = (env.dir / "private" / test.input).read_text().split("\n")
+        weights = lines[1].split()
+        assert len(weights) >= 5, test.name
+        markers.append(lines[1].strip())
+        markers += [" ".join(weights[i : i + 3]) for i in range(len(weights) - 2)]
+    markers = [m for m in markers if len(m) >= 14]
+    assert len(markers) > 50
+    return markers
+
+
+def leaked(text: str, markers: list[str]) -> list[str]:
+    return [m for m in markers if m in text]
+
+
+# -- 1. host file writes through the workspace snapshot --------------------------------------------
+def test_links_and_crafted_tars_in_the_workspace_write_nothing_on_the_host(env, tmp_path):
+    host_dir = Path(f"/tmp/arex-attack-{uuid.uuid4().hex}")  # the host's /tmp, outside every store
+    host_file = host_dir / "pwned.txt"
+    missing_dir = tmp_path / "host-target"  # next to the store
+    existing_dir = tmp_path / "existing"  # a host folder that exists, to write beneath
+    existing_dir.mkdir()
+    watched = [host_dir, missing_dir]
+    assert not any(p.exists() for p in watched) and list(existing_dir.iterdir()) == []
+
+    def commands(n):
+        if n == 1:
+            return [
+                # an absolute link to a host path, written through inside the sandbox
+                f"mkdir -p {host_dir} {missing_dir} {existing_dir} && ln -s {host_file} abs_link && echo pwned > abs_link && cat abs_link",
+                # links to host folders, with files beneath them
+                f"ln -s {missing_dir} dir_link && echo pwned > dir_link/under-link.txt && ln -s {existing_dir} existing_link && echo pwned > existing_link/under-existing.txt && ls -la",
+                # a crafted tar in the workspace (absolute, .., symlink-then-member, hard link)
+                write("craft.py", crafted_tar_py(str(host_file), str(existing_dir))) + "\npython3 craft.py",
+                # the serving processes: replace, forge a reply, kill, stop
+                "cp /bin/true /.arex/server.py; echo x > /.arex/arex-run; echo '{\"id\": \"x\", \"exit_code\": 0}' > /proc/1/fd/1; kill -9 1; echo attempts-done",
+                "for p in 'serve[r].py' 'ini[t].py' 'arex-ru[n]'; do pkill -9 -f \"$p\"; pkill -STOP -f \"$p\"; done; echo pkill-done",
+                write("stop.py", STOP_EVERYTHING_PY) + "\npython3 stop.py",
+                "kill -9 -1",  # every process the user may signal: its own shell included
+                "echo still-served && readlink abs_link",
+            ]
+        return ["readlink abs_link dir_link", write("solution.py", EXACT_PY)]
+
+    store = tmp_path / "store"
+    summary, record, path = rollout(env, commands, store, rounds=2)
+
+    assert record.end["status"] == "done" and [r["end"]["round"] for r in record.rounds] == [1, 2], record.end
+    seen = observations(record)
+    assert "pwned" in seen[0] and "evil.tar written" in seen[2]  # the attacks did run in the sandbox
+    assert "still-served" in seen[7] and str(host_file) in seen[7]  # the server outlived kill/stop
+    assert "Read-only file system" in seen[3] and "Permission denied" in seen[3] and "attempts-done" in seen[3]
+    assert seen[4].count("Operation not permitted") >= 6 and "pkill-done" in seen[4]  # server, init, runner: twice each
+    stopped = seen[5].split("SIGSTOP", 1)[1]
+    assert "Operation not permitted" in stopped and "'stopped'" not in stopped  # every other process is out of reach
+    assert record.rounds[1]["end"]["grade"]["held_out_score"] == 1.0  # grading works after all of it
+
+    # Nothing appeared on the host where the agent aimed.
+    assert not any(p.exists() or p.is_symlink() for p in watched), [p for p in watched if p.exists()]
+    assert list(existing_dir.iterdir()) == []
+    # The store holds only the record, the summary and content-addressed archives; no link at all.
+    found = []
+    for folder, dirs, files in os.walk(store):
+        for name in dirs + files:
+            entry = Path(folder, name)
+            assert not entry.is_symlink(), entry
+            if entry.is_file():
+                found.append(entry.relative_to(store).as_posix())
+    key = path.stem
+    for rel in found:
+        assert rel in ("summary.json", f"{env.id}/{key}.jsonl") or (
+            rel.startswith(f"{env.id}/{key}/snapshots/") and SHA_TAR.fullmatch(rel.rsplit("/", 1)[1])
+        ), rel
+
+    # The round's archive keeps the links as links, and the crafted tar as a plain file.
+    archive = snapshot_of(path, record.rounds[0]["end"])
+    entries = members(archive)
+    assert entries["abs_link"].issym() and entries["abs_link"].linkname == str(host_file)
+    assert entries["dir_link"].issym() and entries["dir_link"].linkname == str(missing_dir)
+    assert entries["existing_link"].issym() and entries["existing_link"].linkname == str(existing_dir)
+    assert entries["evil.tar"].isreg() and not any(name.startswith(("dir_link/", "existing_link/")) for name in entries)
+    with pytest.raises(MemberError, match="symbolic link"):
+        read_member(archive, "abs_link", 1 << 20)  # the host reader reports a link, never follows it
+    with pytest.raises(MemberError, match="lies under"):
+        read_member(archive, "existing_link/under-existing.txt", 1 << 20)
+    # Restoring it (as on resume) unpacks inside a sandbox, so still nothing reaches the host.
+    with make_sandbox(SandboxConfig(), "attack-restore") as box:
+        box.restore(archive, box.config.workdir)
+        inside = box.exec("readlink abs_link && tar -xf evil.tar 2>&1; ls -la")
+        assert str(host_file) in inside.stdout and "evil.tar" in inside.stdout
+    assert not any(p.exists() or p.is_symlink() for p in watched) and list(existing_dir.iterdir()) == []
+
+
+# -- 2. forged CPU time and verdict ----------------------------------------------------------------
+def test_cpu_burned_past_the_limit_is_tle_whatever_the_program_prints(env):
+    limit = env.spec.time_limit_s
+    honest = env.judge.grade(forger_py(0.0), "python3")
+    assert honest.held_out_score == 1.0, honest.feedback  # the same program, without the burn, is right
+
+    results = {}
+    # The fan-out variant on a subset of the tests (sample + 3 hidden), in parallel with the other.
+    subset = env.spec.model_copy(update={"tests": tuple([t for t in env.spec.tests if t.sample] + [t for t in env.spec.tests if not t.sample][:3])})
+    jobs = {
+        "single process, SIGXCPU ignored": lambda: env.judge.grade(forger_py(limit + 0.3), "python3"),
+        "three processes under the per-process limit": lambda: Judge(env.dir, subset, env.judge.sandbox_config).grade(fanout_cpp(0.4 * limit), "cpp17"),
+    }
+    threads = [threading.Thread(target=lambda k=k, f=f: results.__setitem__(k, f())) for k, f in jobs.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert set(results) == set(jobs)
+    for name, result in results.items():
+        assert result.infra_error is None, (name, result.infra_error)
+        hidden = [t for t in result.details["tests"] if not t["sample"]]
+        assert hidden and all(t["verdict"] == "TLE" for t in hidden), (name, [(t["verdict"], t["time_s"], t["message"]) for t in hidden])
+        assert all(t["time_s"] >= limit for t in result.details["tests"]), (name, [t["time_s"] for t in result.details["tests"]])
+        assert result.held_out_score == 0.0 and result.public_score == 0.0, name
+        assert "cpu_us=1" not in json.dumps(result.details)  # the forged line is neither evidence nor kept
+        assert f"over the {limit:g}s limit" in result.details["tests"][0]["message"]
+
+
+# -- 3. state left in a reused grading container ---------------------------------------------------
+def test_nothing_of_one_grading_survives_into_the_next_in_the_same_container(env):
+    session = env.open_grading()
+    try:
+        box = session.box()
+        first = env.judge.grade(LEFTOVER_PY, "python3", samples_only=True, box=box)
+        [sample] = first.details["tests"]
+        assert sample["verdict"] == "RE" and "LEFTOVERS STARTED" in sample["message"], sample
+        started = dict(re.findall(r"(processes|files)=(\d+)", sample["message"]))
+        assert int(started["processes"]) >= 4 and int(started["files"]) >= 10, sample["message"]  # the attack set up its state
+
+        second = env.judge.grade(STATE_PROBE_PY, "python3", samples_only=True, box=box)
+        [probe] = second.details["tests"]
+        assert probe["verdict"] == "AC" and second.public_score == 1.0, probe["message"]  # no process, file or IPC object of the first
+        # And the container is still the same one, still usable.
+        assert session.box() is box and box.exec("echo ok").stdout == "ok\n"
+    finally:
+        session.close()
+
+
+# -- 4. hidden inputs ------------------------------------------------------------------------------
+def test_hidden_inputs_reach_neither_the_grade_nor_the_record(env, tmp_path):
+    markers = hidden_markers(env)
+    [canary] = [line.strip() for line in (env.dir / "private" / "canary.txt").read_text().splitlines() if line.strip()]
+    names = [t.input.rsplit("/", 1)[-1] for t in env.spec.tests if not t.sample]
+
+    # A C++ submission that includes whichever hidden input path exists at compile time.
+    included = env.judge.grade(includer_cpp(names), "cpp17")
+    assert "includer: no hidden input found" in included.feedback, included.feedback[:500]
+    assert leaked(included.feedback + json.dumps(included.details), markers) == []
+
+    # The agent hunts in its own sandbox, then submits a program that hunts in the grading container.
+    def commands(n):
+        return [
+            r"find / \( -path /proc -o -path /sys \) -prune -o \( -name '*.in' -o -name '*.ans' -o -name 'canary*' -o -name 'private' \) -print 2>/dev/null | head -50",
+            "ls -la / /judge /.arex /skills 2>&1 | head -60; env | sort",
+            r"grep -rIl -E '^[0-9]+ [0-9]+ [0-9]+ [0-9]+ [0-9]+ [0-9]+' /tmp /home /opt /srv /mnt /var /run /workspace /judge /data 2>/dev/null | head",
+            write("solution.py", HUNTER_PY),
+        ]
+
+    _, record, path = rollout(env, commands, tmp_path / "store", rounds=1)
+    assert record.end["status"] == "done"
+    grade = record.rounds[0]["end"]["grade"]
+    sample = next(t for t in grade["details"]["tests"] if t["sample"])
+    assert sample["verdict"] == "RE" and "HUNT DONE" in sample["message"], sample  # the hunt ran, to the end
+    read_count = int(re.search(r"read=(\d+)", sample["message"]).group(1))
+    assert read_count > 20, sample["message"]
+    hidden = [t for t in grade["details"]["tests"] if not t["sample"]]
+    assert {t["verdict"] for t in hidden} <= {"RE", "WA"} and all(t["message"] in ("", "exit code 1") for t in hidden), hidden
+
+    text = path.read_text()
+    assert leaked(text, markers) == [], leaked(text, markers)[:3]
+    assert canary not in text
+    for archive in (path.with_suffix("") / "snapshots").glob("*.tar"):
+        assert leaked(archive.read_bytes().decode("latin-1"), markers) == []
+
+
+# -- 5. disk ---------------------------------------------------------------------------------------
+def test_filling_the_disk_fails_in_the_sandbox_and_takes_nothing_from_the_host(env, tmp_path):
+    docker_fs = "/var/lib/docker" if Path("/var/lib/docker").is_dir() else "/"
+    before = shutil.disk_usage(docker_fs).free
+    lowest = [before]
+    flood = "dd if=/dev/zero of={} bs=1M count=1024 status=none; echo dd-exit=$?"
+
+    def commands(n):
+        if n == 1:
+            return [
+                write("flood.py", INODE_FLOOD_PY) + "\npython3 flood.py",  # 300k small files
+                flood.format("/tmp/big1") + "; ls -la /tmp/big1",  # 3 x 1 GB files
+                flood.format("$HOME/big2") + "; ls -la $HOME/big2",
+                flood.format("big3"),
+                "ls -la; df -k . /tmp $HOME",
+            ]
+        return ["rm -f big3 /tmp/big1 $HOME/big2 && df -k . && echo cleaned", "python3 solution.py <<< '4 10\n6 5 5 3'"]
+
+    script = RoundScript(commands)
+
+    def measuring(request, index):  # on every teacher call, i.e. right after each command
+        lowest[0] = min(lowest[0], shutil.disk_usage(docker_fs).free)
+        return script(request, index)
+
+    _, record, _ = rollout(env, None, tmp_path / "store", rounds=2, script=measuring)
+
+    assert record.end["status"] == "done" and [r["end"]["round"] for r in record.rounds] == [1, 2], record.end
+    steps = record.rounds[0]["steps"]
+    inode_flood = steps[0]["observation"]
+    assert "No space left on device" in inode_flood, inode_flood
+    made = int(re.search(r"made (\d+)", inode_flood).group(1))
+    assert made < 300_000
+    for step in steps[1:3]:  # /tmp and the home folder: bounded areas, full
+        assert "No space left on device" in step["observation"] or step["exec"]["status"] == "oom", step["observation"]
+        assert "dd-exit=0" not in step["observation"]
+    big3 = steps[3]
+    # The workdir: full (ENOSPC), or its pages hit the memory limit first (the OOM killer ends dd).
+    assert "dd-exit=0" not in big3["observation"], big3["observation"]
+    assert "No space left on device" in big3["observation"] or big3["exec"]["status"] == "oom", big3
+    listed = [line.split() for s in steps for line in s["observation"].splitlines() if re.search(r"big\d$", line)]
+    assert listed and all(int(fields[4]) < 1 << 30 for fields in listed), listed  # no file got its gigabyte
+    # Round 1 was archived and graded, or refused with the reason; round 2 ran and was graded as usual.
+    first = record.rounds[0]["end"]
+    assert first["snapshot"] is not None or (first["grade"]["held_out_score"] == 0.0 and "not graded" in first["feedback"]), first["feedback"]
+    assert "cleaned" in record.rounds[1]["steps"][0]["observation"]
+    assert record.rounds[1]["end"]["grade"]["held_out_score"] > 0.5
+    # The host's disk was not where the files went.
+    lowest[0] = min(lowest[0], shutil.disk_usage(docker_fs).free)
+    assert before - lowest[0] < 700 << 20, f"host free disk dropped by {(before - lowest[0]) >> 20} MB"
+
+
+# -- 6. ordinary actions do not end a rollout ------------------------------------------------------
+def test_ordinary_workspace_contents_never_end_a_rollout(env, tmp_path):
+    def commands(n):
+        if n == 1:
+            return [
+                "python3 -m venv venv && readlink venv/bin/python3",
+                "ln -s /usr/bin/python3 abs_py && ln -s /nonexistent/x dangling && mkfifo fifo && ln -s loop_a loop_b && ln -s loop_b loop_a && "
+                "python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('sock')\" && ls -la",
+                write("deep.py", LONG_PATH_PY) + "\npython3 deep.py",
+                "mkdir data && head -c 5M /dev/urandom > data/blob && for i in $(seq 1 20); do ln -s data link$i; done && du -shL link1",
+            ]
+        if n == 2:
+            return ["cp solution.py keep.py && rm solution.py && mkdir solution.py && cp keep.py solution.py/main.py"]
+        if n == 3:
+            return ["rm -rf solution.py && ln -s keep.py solution.py"]
+        return ["rm solution.py && mv keep.py solution.py"]
+
+    _, record, path = rollout(env, commands, tmp_path / "store", rounds=4)
+
+    assert record.end["status"] == "done" and [r["end"]["round"] for r in record.rounds] == [1, 2, 3, 4], record.end
+    ends = [r["end"] for r in record.rounds]
+    scores = [e["grade"]["held_out_score"] for e in ends]
+    assert scores[0] > 0.5 and scores[3] == scores[0], scores  # the starter, before and after
+    assert scores[1] == 0.0 and "solution.py" in ends[1]["feedback"] and "folder" in ends[1]["feedback"], ends[1]["feedback"]
+    assert scores[2] == 0.0 and "solution.py" in ends[2]["feedback"] and "symbolic link" in ends[2]["feedback"], ends[2]["feedback"]
+    assert all(e["snapshot"] is not None for e in ends)
+
+    entries = members(snapshot_of(path, ends[0]))
+    assert entries["venv/bin/python3"].issym() and entries["abs_py"].linkname == "/usr/bin/python3"
+    assert entries["fifo"].isfifo() and entries["loop_a"].issym() and entries["loop_b"].linkname == "loop_a"
+    assert any(len(name) > 4096 and name.endswith("deep.txt") for name in entries)  # longer than PATH_MAX
+    assert all(entries[f"link{i}"].issym() and entries[f"link{i}"].linkname == "data" for i in range(1, 21))
+    assert not any(name.startswith("link") and "/" in name for name in entries)  # not followed
+    blob = entries["data/blob"].size
+    assert blob == 5 << 20
+    for end in ends:  # ~5 MB of data plus the venv, not 21 copies of it
+        size = snapshot_of(path, end).stat().st_size
+        assert size < blob + (60 << 20), size
+    data = sum(info.size for info in entries.values() if info.isreg())
+    assert data < 2 * blob + (40 << 20), data
+
+
+# -- 7. the submission swapped while the round ends -------------------------------------------------
+def test_a_swapped_submission_is_graded_as_recorded_and_archived(env, tmp_path):
+    swapper = (
+        "(setsid bash -c 'while :; do cp good.py s.tmp && mv -f s.tmp solution.py; cp bad.py s.tmp && mv -f s.tmp solution.py; done' "
+        "</dev/null >/dev/null 2>&1 &)"
+    )
+
+    def commands(n):
+        if n == 1:
+            return [write("good.py", EXACT_PY), write("bad.py", "print(1)\nprint(1)"), swapper, "for i in $(seq 40); do md5sum solution.py; sleep 0.01; done | sort -u | wc -l"]
+        return ["for i in $(seq 40); do md5sum solution.py; sleep 0.01; done | sort -u | wc -l"]
+
+    _, record, path = rollout(env, commands, tmp_path / "store", rounds=2)
+
+    assert record.end["status"] == "done" and len(record.rounds) == 2
+    distinct = [int(re.findall(r"^(\d+)$", r["steps"][-1]["observation"], re.M)[-1]) for r in record.rounds]
+    assert all(d >= 2 for d in distinct), distinct  # the file really was changing under the round
+    regraded: dict[str, float] = {}
+    for round_ in record.rounds:
+        end = round_["end"]
+        archived = read_member(snapshot_of(path, end), "solution.py", 1 << 20).decode()
+        assert end["submission"] == archived  # what is recorded is what is archived
+        if archived not in regraded:
+            regraded[archived] = env.judge.grade(archived, "python3").held_out_score
+        assert end["grade"]["held_out_score"] == regraded[archived]  # and what was graded
+
+
+# -- 8. selection over a store with a corrupt archive and an edited first score ----------------------
+def test_select_drops_a_corrupt_archive_and_an_edited_first_score(env, tmp_path):
+    def commands(n):
+        return ["head -3 solution.py"] if n == 1 else [write("solution.py", EXACT_PY)]
+
+    _, record, path = rollout(env, commands, tmp_path / "run", rounds=2)
+    assert record.end["status"] == "done"
+    first = record.rounds[0]["end"]["grade"]["held_out_score"]
+    assert 0.5 < first < 1.0 == record.rounds[1]["end"]["grade"]["held_out_score"]
+
+    store = tmp_path / "store"
+
+    def copy(name: str, edit=None) -> Path:
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        for line in lines:
+            if line["type"] == "header":
+                line["key"] = name
+            if edit:
+                edit(line)
+        target = store / env.id / f"{name}.jsonl"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        shutil.copytree(path.with_suffix(""), target.with_suffix(""))
+        return target
+
+    copy("good")
+    corrupt = copy("corrupt")
+    last = snapshot_of(corrupt, record.rounds[-1]["end"])
+    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])  # truncated mid-archive
+
+    def lower_first(line):
+        if line["type"] == "round_end" and line["round"] == 1:
+            line["grade"]["held_out_score"] = 0.25  # a better-looking improvement
+
+    copy("edited-first", lower_first)
+
+    selection = select(store, env.dir.parent, tmp_path / "sel", SelectConfig(), SandboxConfig())
+
+    assert [v.key for v in selection.kept] == ["good"], [(v.key, v.details) for v in selection.dropped]
+    dropped = {v.key: v for v in selection.dropped}
+    assert set(dropped) == {"corrupt", "edited-first"}
+    assert "bad_snapshot" in dropped["corrupt"].reasons and "round 2" in dropped["corrupt"].details["bad_snapshot"]
+    edited = dropped["edited-first"]
+    assert edited.reasons == ["not_reproducible"], edited.details
+    assert "round 1: recorded held-out 0.25" in edited.details["not_reproducible"]
+    assert edited.scores["regraded_first"] == pytest.approx(first, abs=1e-9) and edited.scores["first"] == 0.25
+    report = json.loads((tmp_path / "sel" / "selection.json").read_text())
+    assert report["kept"] == 1 and report["dropped"] == 2
+
