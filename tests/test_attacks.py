@@ -16,18 +16,17 @@ import os
 import re
 import shutil
 import tarfile
-import threading
 import uuid
 from pathlib import Path
 
 import pytest
 from attack_payloads import (
+    HUNTER_PY,
     INODE_FLOOD_PY,
     LEFTOVER_PY,
     LONG_PATH_PY,
     STATE_PROBE_PY,
     STOP_EVERYTHING_PY,
-    HUNTER_PY,
     crafted_tar_py,
     fanout_cpp,
     forger_py,
@@ -137,13 +136,13 @@ def test_links_and_crafted_tars_in_the_workspace_write_nothing_on_the_host(env, 
                 "cp /bin/true /.arex/server.py; echo x > /.arex/arex-run; echo '{\"id\": \"x\", \"exit_code\": 0}' > /proc/1/fd/1; kill -9 1; echo attempts-done",
                 "for p in 'serve[r].py' 'ini[t].py' 'arex-ru[n]'; do pkill -9 -f \"$p\"; pkill -STOP -f \"$p\"; done; echo pkill-done",
                 write("stop.py", STOP_EVERYTHING_PY) + "\npython3 stop.py",
-                "kill -9 -1",  # every process the user may signal: its own shell included
+                "kill -9 -1",  # every process the user may signal (the kernel spares only the caller)
                 "echo still-served && readlink abs_link",
             ]
         return ["readlink abs_link dir_link", write("solution.py", EXACT_PY)]
 
     store = tmp_path / "store"
-    summary, record, path = rollout(env, commands, store, rounds=2)
+    _, record, path = rollout(env, commands, store, rounds=2)
 
     assert record.end["status"] == "done" and [r["end"]["round"] for r in record.rounds] == [1, 2], record.end
     seen = observations(record)
@@ -197,27 +196,23 @@ def test_cpu_burned_past_the_limit_is_tle_whatever_the_program_prints(env):
     honest = env.judge.grade(forger_py(0.0), "python3")
     assert honest.held_out_score == 1.0, honest.feedback  # the same program, without the burn, is right
 
-    results = {}
-    # The fan-out variant on a subset of the tests (sample + 3 hidden), in parallel with the other.
+    # The fan-out variant on a subset of the tests (the sample and 3 hidden ones), to save time.
     subset = env.spec.model_copy(update={"tests": tuple([t for t in env.spec.tests if t.sample] + [t for t in env.spec.tests if not t.sample][:3])})
-    jobs = {
-        "single process, SIGXCPU ignored": lambda: env.judge.grade(forger_py(limit + 0.3), "python3"),
-        "three processes under the per-process limit": lambda: Judge(env.dir, subset, env.judge.sandbox_config).grade(fanout_cpp(0.4 * limit), "cpp17"),
+    results = {
+        "single process, SIGXCPU ignored": env.judge.grade(forger_py(limit + 0.3), "python3"),
+        "three processes, each under the limit": Judge(env.dir, subset, env.judge.sandbox_config).grade(fanout_cpp(0.4 * limit), "cpp17"),
     }
-    threads = [threading.Thread(target=lambda k=k, f=f: results.__setitem__(k, f())) for k, f in jobs.items()]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert set(results) == set(jobs)
     for name, result in results.items():
         assert result.infra_error is None, (name, result.infra_error)
         hidden = [t for t in result.details["tests"] if not t["sample"]]
         assert hidden and all(t["verdict"] == "TLE" for t in hidden), (name, [(t["verdict"], t["time_s"], t["message"]) for t in hidden])
-        assert all(t["time_s"] >= limit for t in result.details["tests"]), (name, [t["time_s"] for t in result.details["tests"]])
+        # The time recorded is the kernel's CPU time of the whole tree, over the limit; only a host
+        # too busy to give the program its CPU within the wall-clock backstop may stop it sooner.
+        by_cpu = [t for t in result.details["tests"] if "wall-clock" not in t["message"]]
+        assert by_cpu and all(t["time_s"] >= limit for t in by_cpu), (name, [(t["time_s"], t["message"]) for t in result.details["tests"]])
         assert result.held_out_score == 0.0 and result.public_score == 0.0, name
         assert "cpu_us=1" not in json.dumps(result.details)  # the forged line is neither evidence nor kept
-        assert f"over the {limit:g}s limit" in result.details["tests"][0]["message"]
+        assert all(f"over the {limit:g}s limit" in t["message"] for t in by_cpu)
 
 
 # -- 3. state left in a reused grading container ---------------------------------------------------
@@ -238,6 +233,23 @@ def test_nothing_of_one_grading_survives_into_the_next_in_the_same_container(env
         assert session.box() is box and box.exec("echo ok").stdout == "ok\n"
     finally:
         session.close()
+
+
+def test_a_binary_larger_than_the_memory_limit_is_mle_not_an_infrastructure_failure(env):
+    """The compiled program's files live in the grading container's memory: a 150 MB initialised
+    array makes the kernel refuse the tighter run limit. Graded MLE; the container is reused."""
+    small = Judge(env.dir, env.spec.model_copy(update={"memory_mb": 64}), env.judge.sandbox_config)
+    huge = "#include <cstdio>\nchar big[150 << 20] = {1};\nint main() { printf(\"%d\\n\", big[12345]); }\n"
+    box = small.open_box()
+    try:
+        result = small.grade(huge, "cpp17", box=box)
+        assert result.infra_error is None
+        assert {t["verdict"] for t in result.details["tests"]} == {"MLE"}, result.details["tests"][0]
+        assert result.held_out_score == 0.0 and "64 MB" in result.details["tests"][0]["message"]
+        honest = small.grade(EXACT_PY, "python3", box=box)  # the same container grades the next one
+        assert honest.held_out_score == 1.0, honest.feedback
+    finally:
+        box.stop()
 
 
 # -- 4. hidden inputs ------------------------------------------------------------------------------
@@ -282,50 +294,41 @@ def test_filling_the_disk_fails_in_the_sandbox_and_takes_nothing_from_the_host(e
     docker_fs = "/var/lib/docker" if Path("/var/lib/docker").is_dir() else "/"
     before = shutil.disk_usage(docker_fs).free
     lowest = [before]
-    flood = "dd if=/dev/zero of={} bs=1M count=1024 status=none; echo dd-exit=$?"
+    flood = "dd if=/dev/zero of={} bs=1M count=1024 status=none; echo dd-exit=$?; ls -la {}"
 
     def commands(n):
         if n == 1:
             return [
                 write("flood.py", INODE_FLOOD_PY) + "\npython3 flood.py",  # 300k small files
-                flood.format("/tmp/big1") + "; ls -la /tmp/big1",  # 3 x 1 GB files
-                flood.format("$HOME/big2") + "; ls -la $HOME/big2",
-                flood.format("big3"),
-                "ls -la; df -k . /tmp $HOME",
+                *(flood.format(f"big{i}", f"big{i}") for i in (1, 2, 3)),  # 3 x 1 GB files
+                "ls -la; df -k .",
             ]
-        return ["rm -f big3 /tmp/big1 $HOME/big2 && df -k . && echo cleaned", "python3 solution.py <<< '4 10\n6 5 5 3'"]
+        return ["rm -f big1 big2 big3 && echo cleaned", "python3 solution.py <<< '4 10\n6 5 5 3'"]
 
     script = RoundScript(commands)
 
-    def measuring(request, index):  # on every teacher call, i.e. right after each command
+    def measuring(request, index):  # at every teacher call, i.e. right after each command
         lowest[0] = min(lowest[0], shutil.disk_usage(docker_fs).free)
         return script(request, index)
 
     _, record, _ = rollout(env, None, tmp_path / "store", rounds=2, script=measuring)
+    lowest[0] = min(lowest[0], shutil.disk_usage(docker_fs).free)
 
     assert record.end["status"] == "done" and [r["end"]["round"] for r in record.rounds] == [1, 2], record.end
     steps = record.rounds[0]["steps"]
     inode_flood = steps[0]["observation"]
-    assert "No space left on device" in inode_flood, inode_flood
-    made = int(re.search(r"made (\d+)", inode_flood).group(1))
-    assert made < 300_000
-    for step in steps[1:3]:  # /tmp and the home folder: bounded areas, full
-        assert "No space left on device" in step["observation"] or step["exec"]["status"] == "oom", step["observation"]
-        assert "dd-exit=0" not in step["observation"]
-    big3 = steps[3]
-    # The workdir: full (ENOSPC), or its pages hit the memory limit first (the OOM killer ends dd).
-    assert "dd-exit=0" not in big3["observation"], big3["observation"]
-    assert "No space left on device" in big3["observation"] or big3["exec"]["status"] == "oom", big3
-    listed = [line.split() for s in steps for line in s["observation"].splitlines() if re.search(r"big\d$", line)]
-    assert listed and all(int(fields[4]) < 1 << 30 for fields in listed), listed  # no file got its gigabyte
-    # Round 1 was archived and graded, or refused with the reason; round 2 ran and was graded as usual.
+    assert "No space left on device" in inode_flood and int(re.search(r"made (\d+)", inode_flood).group(1)) < 300_000, inode_flood
+    listed = [line.split() for s in steps for line in (s["observation"] or "").splitlines() if re.search(r" big\d$", line)]
+    assert all(int(fields[4]) < 1 << 30 for fields in listed), listed  # no file got its gigabyte
+    assert before - lowest[0] < 700 << 20, f"the host's free disk dropped by {(before - lowest[0]) >> 20} MB"
+    for step in steps[1:4]:  # each write fails, and says why
+        assert "dd-exit=0" not in step["observation"], step["observation"]
+        assert re.search(r"No space left on device|quota", step["observation"]), (step["exec"], step["observation"])
+    # Round 1 was archived and graded, or refused with the reason; round 2 cleans up and is graded as usual.
     first = record.rounds[0]["end"]
     assert first["snapshot"] is not None or (first["grade"]["held_out_score"] == 0.0 and "not graded" in first["feedback"]), first["feedback"]
-    assert "cleaned" in record.rounds[1]["steps"][0]["observation"]
-    assert record.rounds[1]["end"]["grade"]["held_out_score"] > 0.5
-    # The host's disk was not where the files went.
-    lowest[0] = min(lowest[0], shutil.disk_usage(docker_fs).free)
-    assert before - lowest[0] < 700 << 20, f"host free disk dropped by {(before - lowest[0]) >> 20} MB"
+    assert "cleaned" in record.rounds[1]["steps"][0]["observation"], record.rounds[1]["steps"][0]
+    assert record.rounds[1]["end"]["grade"]["held_out_score"] > 0.5, record.rounds[1]["end"]["feedback"]
 
 
 # -- 6. ordinary actions do not end a rollout ------------------------------------------------------
@@ -334,8 +337,10 @@ def test_ordinary_workspace_contents_never_end_a_rollout(env, tmp_path):
         if n == 1:
             return [
                 "python3 -m venv venv && readlink venv/bin/python3",
-                "ln -s /usr/bin/python3 abs_py && ln -s /nonexistent/x dangling && mkfifo fifo && ln -s loop_a loop_b && ln -s loop_b loop_a && "
-                "python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('sock')\" && ls -la",
+                (
+                    "ln -s /usr/bin/python3 abs_py && ln -s /nonexistent/x dangling && mkfifo fifo && ln -s loop_a loop_b && ln -s loop_b loop_a && "
+                    "python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('sock')\" && ls -la"
+                ),
                 write("deep.py", LONG_PATH_PY) + "\npython3 deep.py",
                 "mkdir data && head -c 5M /dev/urandom > data/blob && for i in $(seq 1 20); do ln -s data link$i; done && du -shL link1",
             ]
@@ -363,11 +368,11 @@ def test_ordinary_workspace_contents_never_end_a_rollout(env, tmp_path):
     assert not any(name.startswith("link") and "/" in name for name in entries)  # not followed
     blob = entries["data/blob"].size
     assert blob == 5 << 20
-    for end in ends:  # ~5 MB of data plus the venv, not 21 copies of it
-        size = snapshot_of(path, end).stat().st_size
-        assert size < blob + (60 << 20), size
-    data = sum(info.size for info in entries.values() if info.isreg())
-    assert data < 2 * blob + (40 << 20), data
+    kept = list((path.with_suffix("") / "snapshots").iterdir())
+    assert snapshot_of(path, ends[0]) in kept and snapshot_of(path, ends[-1]) in kept
+    for archive in kept:  # ~5 MB of data plus the venv (~25 MB), not 21 copies of the data
+        assert archive.stat().st_size < blob + (45 << 20), (archive, archive.stat().st_size)
+    assert sum(info.size for info in entries.values() if info.isreg()) < blob + (40 << 20)
 
 
 # -- 7. the submission swapped while the round ends -------------------------------------------------
@@ -385,7 +390,7 @@ def test_a_swapped_submission_is_graded_as_recorded_and_archived(env, tmp_path):
     _, record, path = rollout(env, commands, tmp_path / "store", rounds=2)
 
     assert record.end["status"] == "done" and len(record.rounds) == 2
-    distinct = [int(re.findall(r"^(\d+)$", r["steps"][-1]["observation"], re.M)[-1]) for r in record.rounds]
+    distinct = [int(re.findall(r"^(\d+)$", r["steps"][-2]["observation"], re.MULTILINE)[-1]) for r in record.rounds]
     assert all(d >= 2 for d in distinct), distinct  # the file really was changing under the round
     regraded: dict[str, float] = {}
     for round_ in record.rounds:
@@ -425,7 +430,9 @@ def test_select_drops_a_corrupt_archive_and_an_edited_first_score(env, tmp_path)
     copy("good")
     corrupt = copy("corrupt")
     last = snapshot_of(corrupt, record.rounds[-1]["end"])
-    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])  # truncated mid-archive
+    with tarfile.open(last, "r:") as tar:
+        cut = max(info.offset_data + info.size // 2 for info in tar.getmembers() if info.isreg() and info.size)
+    last.write_bytes(last.read_bytes()[:cut])  # cut in the middle of the submission's bytes
 
     def lower_first(line):
         if line["type"] == "round_end" and line["round"] == 1:

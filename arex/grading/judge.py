@@ -29,7 +29,7 @@ from pathlib import Path
 from arex.grading.checkers import Check, check_builtin, interpret_kattis, interpret_testlib
 from arex.grading.languages import language_named
 from arex.sandbox import Mount, SandboxConfig, make_sandbox
-from arex.sandbox.base import RunLimits, Sandbox
+from arex.sandbox.base import RunLimits, Sandbox, SandboxError
 from arex.specs import GradeResult, JudgeSpec, TestCase, TestResult
 
 COMPILE_TIMEOUT_S = 60.0
@@ -85,7 +85,10 @@ class Judge:
             if compile_log is not None:
                 results = [self._result(t, "CE", message=compile_log) for t in tests]
                 return self._finish(results, compile_log=compile_log)
-            box.set_memory_limit((self.spec.memory_mb + 16) << 20)
+            too_big = self._limit_memory(box)
+            if too_big is not None:
+                results = [self._result(t, "MLE", message=too_big) for t in tests]
+                return self._finish(results)
             for test in tests:
                 result, output = self._run(box, lang.run, test)
                 if output is not None:
@@ -119,6 +122,22 @@ class Judge:
             return None
         compiled = box.exec(list(lang.compile), timeout=COMPILE_TIMEOUT_S, cwd=RUN, limits=RunLimits(isolated=True))
         return None if compiled.ok else (compiled.stderr or compiled.stdout)[-3000:]
+
+    def _limit_memory(self, box: Sandbox) -> str | None:
+        """Tighten the memory limit for the test runs. None if done; else why every test is MLE.
+
+        The compiled program's files live in the container's memory (tmpfs) and count against the
+        limit, and the kernel will not set a limit below what is in use: a program whose binary
+        alone is over it (a huge initialised array) is over the memory limit, which is the
+        submission's failure, not the infrastructure's. If the box no longer answers, the probe
+        raises SandboxError: that one is the infrastructure's."""
+        try:
+            box.set_memory_limit((self.spec.memory_mb + 16) << 20)
+            return None
+        except SandboxError:
+            du = box.exec(["du", "-sk", RUN], timeout=30, cwd="/")
+            size = du.stdout.split()[0] if du.ok and du.stdout.split() else "?"
+            return f"memory limit {self.spec.memory_mb} MB exceeded before the program started: its compiled files alone take {size} KB"
 
     def _run(self, box: Sandbox, run: tuple[str, ...], test: TestCase) -> tuple[TestResult, str | None]:
         """Run one test. Returns the result so far and the output to check (None if it did not finish).
