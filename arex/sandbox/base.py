@@ -29,6 +29,9 @@ def parse_size(value: int | str) -> int:
     return int(float(number) * 1024 ** "_kmgt".index(unit.lower() or "_"))
 
 
+SHM_BYTES = 64 << 20  # Docker's default /dev/shm
+
+
 class Mount(BaseModel):
     """A host folder made visible inside the sandbox."""
 
@@ -61,17 +64,19 @@ class SandboxConfig(BaseModel):
     starting workspace here instead."""
     home: str = "/home/arex"
     """The user's home folder (writable, `scratch` bytes); /tmp is another `scratch` bytes."""
-    disk: int = Field(default=parse_size("1g"))
+    disk: int = Field(default=parse_size("512m"))
     """Bytes the workdir can hold. Everything else but `home` and /tmp is read-only, so this bounds
-    what a sandbox can write; the space is memory (tmpfs) and counts against `memory`."""
-    scratch: int = Field(default=parse_size("256m"))
+    what a sandbox can write. The space is memory (tmpfs): the sandbox's memory limit is `memory`
+    plus these sizes, so full folders never starve its processes."""
+    scratch: int = Field(default=parse_size("128m"))
     """Bytes each of /tmp and `home` can hold."""
     inodes: int = 200_000
     """Files and folders each writable area can hold."""
     network: bool = False
     """Allow network access. Off by default: tasks must not fetch anything at run time."""
     memory: int = Field(default=parse_size("1g"))
-    """Memory limit (no swap), e.g. '512m' or '2g'; exceeding it is an 'oom' result."""
+    """Memory for processes (no swap), e.g. '512m' or '2g'; exceeding it is an 'oom' result. The
+    container's limit adds the writable folders' sizes (see `disk`)."""
     cpus: float = 1.0
     """CPU limit in cores."""
     pids_limit: int = 256
@@ -102,6 +107,11 @@ class SandboxConfig(BaseModel):
         if not all(part.isdigit() for part in value.split(":")):
             raise ValueError("give the user as numeric uid:gid, e.g. '1000:1000'")
         return value
+
+    @property
+    def files_bytes(self) -> int:
+        """What the writable folders can hold in all: the workdir, home, /tmp and /dev/shm."""
+        return self.disk + 2 * self.scratch + SHM_BYTES
 
     @property
     def uid_gid(self) -> tuple[int, int]:
@@ -223,7 +233,8 @@ class Sandbox(ABC):
 
     @abstractmethod
     def set_memory_limit(self, memory: int) -> None:
-        """Change the memory limit (bytes) of the running sandbox, e.g. tighter after compiling."""
+        """Set the whole sandbox's memory limit (bytes, files in its writable folders included),
+        e.g. a graded program's limit after compiling."""
 
     @abstractmethod
     def stop(self) -> None:

@@ -87,7 +87,7 @@ class DockerSandbox(Sandbox):
         self._container = None
         self._oom_seen_ns = 0
         self._server: ExecServer | None = None
-        self._memory = config.memory
+        self._memory = config.memory + config.files_bytes
 
     # -- lifecycle -------------------------------------------------------------------------
     @property
@@ -152,8 +152,8 @@ class DockerSandbox(Sandbox):
             log_config={"type": "none"},  # the server's replies go to us, not to a log file
             read_only=True,
             tmpfs={cfg.workdir: area(cfg.disk, "0755"), cfg.home: area(cfg.scratch, "0755"), "/tmp": area(cfg.scratch, "1777")},
-            mem_limit=cfg.memory,
-            memswap_limit=cfg.memory,
+            mem_limit=cfg.memory + cfg.files_bytes,
+            memswap_limit=cfg.memory + cfg.files_bytes,
             nano_cpus=int(cfg.cpus * 1e9),
             pids_limit=cfg.pids_limit,
             cap_drop=["ALL"],
@@ -278,10 +278,15 @@ class DockerSandbox(Sandbox):
         """A helper command as the sandbox user (file reads and writes, tar); its reply."""
         runner = self._runner_options(cwd, timeout, None) + list(runner_extra)
         extra = {"stream_out": on_chunk is not None, "on_chunk": on_chunk, "feed": feed}
-        try:
-            return self._request(argv, runner, timeout=timeout, stdin=stdin, cwd=cwd, keep=1 << 16, kill_at=kill_at or (1 << 62), **extra)
-        except ServerGone as exc:
-            raise SandboxError(f"Sandbox '{self.name}': {exc}") from None
+        for attempt in (1, 2):
+            try:
+                return self._request(argv, runner, timeout=timeout, stdin=stdin, cwd=cwd, keep=1 << 16, kill_at=kill_at or (1 << 62), **extra)
+            except ServerGone as exc:
+                # The server was killed mid-request (by the OOM killer, the only thing in the box
+                # that can) and a new one took over: a helper has no side effect worth fearing twice.
+                if attempt == 2 or on_chunk is not None or feed is not None:
+                    raise SandboxError(f"Sandbox '{self.name}': {exc}") from None
+        raise AssertionError("unreachable")
 
     def _oom_since(self, since_ns: int) -> bool:
         """Did the kernel OOM-kill a process in this container since `since_ns`?
