@@ -236,10 +236,10 @@ def test_nothing_of_one_grading_survives_into_the_next_in_the_same_container(env
 
 
 def test_a_binary_larger_than_the_memory_limit_is_mle_not_an_infrastructure_failure(env):
-    """The compiled program's files live in the grading container's memory: a 150 MB initialised
+    """The compiled program's files live in the grading container's memory: a 100 MB initialised
     array makes the kernel refuse the tighter run limit. Graded MLE; the container is reused."""
     small = Judge(env.dir, env.spec.model_copy(update={"memory_mb": 64}), env.judge.sandbox_config)
-    huge = "#include <cstdio>\nchar big[150 << 20] = {1};\nint main() { printf(\"%d\\n\", big[12345]); }\n"
+    huge = "#include <cstdio>\nchar big[100 << 20] = {1};\nint main() { printf(\"%d\\n\", big[12345]); }\n"
     box = small.open_box()
     try:
         result = small.grade(huge, "cpp17", box=box)
