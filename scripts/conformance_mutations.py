@@ -19,8 +19,9 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from arex.sandbox import runtime
 from arex.sandbox.conformance import CHECKS, Harness, readonly_source, suite_config
@@ -256,7 +257,7 @@ def main(selected: list[str]) -> int:
         print(f"unknown checks named by mutations: {sorted(unknown)}")
         return 2
     bad = run = 0
-    print(f"{'mutation':34} {'check':46} result")
+    print(f"{'mutation':36} {'check':46} result")
     for name, m in MUTATIONS.items():
         if selected and not any(s in name for s in selected):
             continue
@@ -265,7 +266,7 @@ def main(selected: list[str]) -> int:
             _sources_with(m.sources)()  # every edit must still apply to today's sources
         except LookupError as exc:
             bad += 1
-            print(f"{name:34} {'-':46} MUTATION DOES NOT APPLY: {exc}", flush=True)
+            print(f"{name:36} {'-':46} MUTATION DOES NOT APPLY: {exc}", flush=True)
             continue
         with readonly_source() as folder, applied(m):
             harness = Harness(suite_config("docker", folder).model_copy(update=m.config))
@@ -273,7 +274,7 @@ def main(selected: list[str]) -> int:
                 control = _failure(CONTROL, harness)
                 if control is not None:
                     bad += 1
-                    print(f"{name:34} {CONTROL:46} MUTATION BROKE THE SANDBOX: {control}", flush=True)
+                    print(f"{name:36} {CONTROL:46} MUTATION BROKE THE SANDBOX: {control}", flush=True)
                     continue
                 for check in m.checks:
                     failure = _failure(check, harness)
@@ -282,7 +283,7 @@ def main(selected: list[str]) -> int:
                         verdict = "STILL PASSES (check does not bite)"
                     else:
                         verdict = f"fails as it should: {failure}"
-                    print(f"{name:34} {check:46} {verdict}", flush=True)
+                    print(f"{name:36} {check:46} {verdict}", flush=True)
             finally:
                 harness.close()
     print(f"mutations={run} checks_not_biting={bad}")
