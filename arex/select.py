@@ -29,10 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arex.canary import Canaries, LeakError, scan_archive, scan_file
 from arex.envs.runtime import Env, list_envs
-from arex.grading.languages import language_for
-from arex.grading.ml import SUBMISSION_CAP, MLGrader
 from arex.rollout.record import Loaded, load
-from arex.sandbox import SandboxConfig, SandboxError, make_sandbox
+from arex.sandbox import SandboxConfig, SandboxError
 from arex.snapshots import MemberError, SnapshotError, SnapshotStore, read_member
 from arex.teacher.client import TeacherClient, TeacherConfig
 
@@ -147,7 +145,6 @@ class Target:
 
 # What reading a snapshot can raise, besides SandboxError: the archive or its file is bad.
 SNAPSHOT_ERRORS = (ValueError, OSError, tarfile.TarError)
-RECORDED_CHARS = 1 << 20  # how much of a submission's text a round_end carries
 
 
 def targets_of(record: Loaded, path: Path) -> list[Target]:
@@ -336,18 +333,7 @@ class Selector:
                 return
 
     def _grade_again(self, env: Env, archive: Path, end: dict):
-        env.sandbox_config(self.sandbox, None, "/skills")  # the grading sandbox base
-        if env.kind == "judge":
-            if _snapshot_submission(archive, env.spec.starter) != end["submission"]:
-                raise ValueError(f"the workspace snapshot's {env.spec.starter} differs from the recorded submission")
-            return env.judge.grade(end["submission"], language_for(env.spec.starter).name)  # a fresh grading container
-        box = make_sandbox(env.sandbox_config(self.sandbox, None, "/skills"), f"select-{env.id}")
-        box.start()
-        try:
-            box.restore(archive, box.config.workdir)  # unpacked inside the sandbox, never on the host
-            return MLGrader(env.dir, env.spec).grade(box)
-        finally:
-            box.stop()
+        return env.regrade(archive, end, self.sandbox)
 
     # -- optional LLM judge ----------------------------------------------------------------------
     async def llm_judge(self, verdicts: list[Verdict]) -> None:
@@ -396,16 +382,6 @@ def _protected_changes(archive: Path, env: Env) -> list[str]:
         if not same:
             changed.append(rel)
     return changed
-
-
-def _snapshot_submission(archive: Path, starter: str) -> str:
-    """The solution file's text in the snapshot, as the rollout records it (Env.grade_round): ""
-    when it is not a readable file, at most RECORDED_CHARS. A corrupt archive still raises."""
-    try:
-        text = read_member(archive, starter, max_bytes=SUBMISSION_CAP).decode("utf-8", "replace")
-    except (FileNotFoundError, IsADirectoryError, MemberError):
-        return ""
-    return text[:RECORDED_CHARS]
 
 
 # -- the whole store -----------------------------------------------------------------------------

@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from arex.envs.build import build_envs  # noqa: E402
-from arex.envs.runtime import Env  # noqa: E402
+from arex.envs.runtime import Env, load_env  # noqa: E402
 
 SOLUTION = "a, b = map(int, input().split())\nprint(a + b)\n"
 
@@ -33,4 +33,4 @@ def tiny_env(root: Path) -> Env:
     [report] = build_envs([src], root / "envs")
     if report.status not in ("accepted", "skipped"):
         raise SystemExit(f"bench env did not build: {report.reason}")
-    return Env(root / "envs" / "sum-two")
+    return load_env(root / "envs" / "sum-two")

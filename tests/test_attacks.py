@@ -35,7 +35,7 @@ from attack_payloads import (
 from solutions import EXACT_PY
 
 from arex.envs.build import build_envs
-from arex.envs.runtime import Env
+from arex.envs.runtime import Env, load_env
 from arex.grading.judge import Judge
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
@@ -58,7 +58,7 @@ def env(tmp_path_factory) -> Env:
     out = tmp_path_factory.mktemp("built")
     reports = build_envs([ROOT / "envs" / "judge-subset-fill"], out)
     assert all(r.status == "accepted" for r in reports), [r.reason for r in reports]
-    built = Env(out / "subset-fill")
+    built = load_env(out / "subset-fill")
     assert built.spec.time_limit_s == 2.0 and built.submission_path == "solution.py"
     return built
 
@@ -193,14 +193,14 @@ def test_links_and_crafted_tars_in_the_workspace_write_nothing_on_the_host(env, 
 # -- 2. forged CPU time and verdict ----------------------------------------------------------------
 def test_cpu_burned_past_the_limit_is_tle_whatever_the_program_prints(env):
     limit = env.spec.time_limit_s
-    honest = env.judge.grade(forger_py(0.0), "python3")
+    honest = env.judge().grade(forger_py(0.0), "python3")
     assert honest.held_out_score == 1.0, honest.feedback  # the same program, without the burn, is right
 
     # The fan-out variant on a subset of the tests (the sample and 3 hidden ones), to save time.
     subset = env.spec.model_copy(update={"tests": tuple([t for t in env.spec.tests if t.sample] + [t for t in env.spec.tests if not t.sample][:3])})
     results = {
-        "single process, SIGXCPU ignored": env.judge.grade(forger_py(limit + 0.3), "python3"),
-        "three processes, each under the limit": Judge(env.dir, subset, env.judge.sandbox_config).grade(fanout_cpp(0.4 * limit), "cpp17"),
+        "single process, SIGXCPU ignored": env.judge().grade(forger_py(limit + 0.3), "python3"),
+        "three processes, each under the limit": Judge(env.dir, subset, env.judge().sandbox_config).grade(fanout_cpp(0.4 * limit), "cpp17"),
     }
     for name, result in results.items():
         assert result.infra_error is None, (name, result.infra_error)
@@ -220,13 +220,13 @@ def test_nothing_of_one_grading_survives_into_the_next_in_the_same_container(env
     session = env.open_grading()
     try:
         box = session.box()
-        first = env.judge.grade(LEFTOVER_PY, "python3", samples_only=True, box=box)
+        first = env.judge().grade(LEFTOVER_PY, "python3", samples_only=True, box=box)
         [sample] = first.details["tests"]
         assert sample["verdict"] == "RE" and "LEFTOVERS STARTED" in sample["message"], sample
         started = dict(re.findall(r"(processes|files)=(\d+)", sample["message"]))
         assert int(started["processes"]) >= 4 and int(started["files"]) >= 10, sample["message"]  # the attack set up its state
 
-        second = env.judge.grade(STATE_PROBE_PY, "python3", samples_only=True, box=box)
+        second = env.judge().grade(STATE_PROBE_PY, "python3", samples_only=True, box=box)
         [probe] = second.details["tests"]
         assert probe["verdict"] == "AC" and second.public_score == 1.0, probe["message"]  # no process, file or IPC object of the first
         # And the container is still the same one, still usable.
@@ -238,7 +238,7 @@ def test_nothing_of_one_grading_survives_into_the_next_in_the_same_container(env
 def test_a_binary_larger_than_the_memory_limit_is_mle_not_an_infrastructure_failure(env):
     """The compiled program's files live in the grading container's memory: a 100 MB initialised
     array makes the kernel refuse the tighter run limit. Graded MLE; the container is reused."""
-    small = Judge(env.dir, env.spec.model_copy(update={"memory_mb": 64}), env.judge.sandbox_config)
+    small = Judge(env.dir, env.spec.model_copy(update={"memory_mb": 64}), env.judge().sandbox_config)
     huge = "#include <cstdio>\nchar big[100 << 20] = {1};\nint main() { printf(\"%d\\n\", big[12345]); }\n"
     box = small.open_box()
     try:
@@ -259,7 +259,7 @@ def test_hidden_inputs_reach_neither_the_grade_nor_the_record(env, tmp_path):
     names = [t.input.rsplit("/", 1)[-1] for t in env.spec.tests if not t.sample]
 
     # A C++ submission that includes whichever hidden input path exists at compile time.
-    included = env.judge.grade(includer_cpp(names), "cpp17")
+    included = env.judge().grade(includer_cpp(names), "cpp17")
     assert "includer: no hidden input found" in included.feedback, included.feedback[:500]
     assert leaked(included.feedback + json.dumps(included.details), markers) == []
 
@@ -398,7 +398,7 @@ def test_a_swapped_submission_is_graded_as_recorded_and_archived(env, tmp_path):
         archived = read_member(snapshot_of(path, end), "solution.py", 1 << 20).decode()
         assert end["submission"] == archived  # what is recorded is what is archived
         if archived not in regraded:
-            regraded[archived] = env.judge.grade(archived, "python3").held_out_score
+            regraded[archived] = env.judge().grade(archived, "python3").held_out_score
         assert end["grade"]["held_out_score"] == regraded[archived]  # and what was graded
 
 

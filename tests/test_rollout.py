@@ -15,7 +15,7 @@ import pytest
 from solutions import EXACT_PY, USE_ALL
 
 from arex.envs.build import build_envs
-from arex.envs.runtime import Env
+from arex.envs.runtime import load_env
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
 from arex.rollout.parse import parse_action, parse_reflection
@@ -36,7 +36,7 @@ def envs(tmp_path_factory):
     out = tmp_path_factory.mktemp("built")
     reports = build_envs([ROOT / "envs" / "judge-subset-fill", ROOT / "envs" / "ml-diabetes"], out)
     assert all(r.status == "accepted" for r in reports), [r.reason for r in reports]
-    return {"judge": Env(out / "subset-fill"), "ml": Env(out / "ml-diabetes")}
+    return {"judge": load_env(out / "subset-fill"), "ml": load_env(out / "ml-diabetes")}
 
 
 def run(env, script, tmp_path, rollout=None, latency=0.0, samples=1, concurrency=1):
@@ -183,13 +183,13 @@ KILLABLE = textwrap.dedent(
     """
     import asyncio, sys
     from pathlib import Path
-    from arex.envs.runtime import Env
+    from arex.envs.runtime import load_env
     from arex.rollout.batch import run_batch
     from arex.rollout.config import RolloutConfig
     from arex.sandbox import SandboxConfig
     from arex.teacher.client import TeacherConfig
     from arex.teacher.scripted import RoundScript, ScriptedServer
-    env, store = Env(Path(sys.argv[1])), Path(sys.argv[2])
+    env, store = load_env(Path(sys.argv[1])), Path(sys.argv[2])
     script = RoundScript(lambda n: [f"echo round-{n} >> notes.txt", "sleep 0.3", "cat notes.txt"])
     with ScriptedServer(script, model="scripted-teacher", latency_s=0.2) as server:
         teacher = TeacherConfig(model="scripted-teacher", track_cost=False)

@@ -15,7 +15,7 @@ from solutions import EXACT_PY, USE_ALL
 from arex.canary import LeakError, env_canaries
 from arex.card import write_card
 from arex.envs.build import build_envs
-from arex.envs.runtime import Env
+from arex.envs.runtime import load_env
 from arex.export import SCHEMA, ExportConfig, export, kept_records, token_weights
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
@@ -43,7 +43,7 @@ def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("world")
     reports = build_envs([ROOT / "envs" / "judge-subset-fill", ROOT / "envs" / "ml-diabetes"], root / "envs")
     assert all(r.status == "accepted" for r in reports), [r.reason for r in reports]
-    judge, ml = Env(root / "envs" / "subset-fill"), Env(root / "envs" / "ml-diabetes")
+    judge, ml = load_env(root / "envs" / "subset-fill"), load_env(root / "envs" / "ml-diabetes")
     store = root / "store"
     requests = {}
     for env, commands, rounds in ((judge, judge_commands, 4), (ml, lambda n: [USE_ALL] if n == 2 else ["head -2 train.py"], 2)):

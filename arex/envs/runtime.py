@@ -1,7 +1,9 @@
-"""A built env as the rollout engine sees it: one interface for both kinds.
+"""A built env as the rollout engine and selection see it: one protocol, one class per kind.
 
-start a sandbox for the agent → `prepare` it → let the agent work → `grade(sandbox)` → GradeResult.
-The rollout engine never asks which kind it has.
+`load_env(folder)` picks the class by the task's `kind` (KINDS) — the only place that asks. Per
+rollout: `sandbox_config` (a pure function of the base config) → start → `prepare` → the agent
+works → `grade_round` each round, with the grading containers of `open_grading`. Selection:
+`regrade` a round from its workspace archive in fresh sandboxes. A new kind is one new class.
 """
 
 from __future__ import annotations
@@ -9,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import ClassVar
 
 import yaml
 
@@ -17,93 +21,106 @@ from arex.envs.ml_build import IMAGE_WORKSPACE
 from arex.grading.judge import Judge
 from arex.grading.languages import language_for
 from arex.grading.ml import SUBMISSION_CAP, MLGrader
-from arex.sandbox import Mount, SandboxConfig
+from arex.sandbox import Mount, SandboxConfig, make_sandbox
 from arex.sandbox.base import ArchiveTooLarge, Sandbox, SandboxError
-from arex.snapshots import SnapshotStore, read_member
+from arex.snapshots import MemberError, SnapshotStore, read_member
 from arex.specs import GradeResult, JudgeSpec, MLSpec
 
 # The most a workspace snapshot may take; over it, the round is graded as not submitted.
 SNAPSHOT_CAP = 512 << 20
+RECORDED_CHARS = 1 << 20  # how much of a submission's text a round_end carries
 
 
-class Env:
-    def __init__(self, env_dir: Path):
+class Grading:
+    """What grading keeps for one rollout's successive rounds. This base keeps nothing (ML envs
+    grade in the agent's own sandbox); JudgeGrading keeps containers."""
+
+    def __init__(self) -> None:
+        self.graded: dict[str, GradeResult] = {}
+
+    def warm(self) -> None:
+        """Start what grading needs ahead of the first round (in the background)."""
+
+    def close(self) -> None:
+        """Remove whatever was started."""
+
+
+class Env(ABC):
+    kind: ClassVar[str]
+    spec_model: ClassVar[type[JudgeSpec] | type[MLSpec]]
+
+    def __init__(self, env_dir: Path, raw: dict):
         self.dir = Path(env_dir)
-        raw = yaml.safe_load((self.dir / "task.yaml").read_text(encoding="utf-8"))
-        self.kind = raw.get("kind", "judge")
-        self.spec: JudgeSpec | MLSpec = MLSpec.model_validate(raw) if self.kind == "ml" else JudgeSpec.model_validate(raw)
+        self.spec = self.spec_model.model_validate(raw)
         self.id = self.spec.id
         self.statement = (self.dir / "statement.md").read_text(encoding="utf-8")
         self.spec_hash = hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest()[:16]
-        self._sandbox_base: SandboxConfig | None = None
-        self._judge: Judge | None = None
 
     @property
     def title(self) -> str:
         return self.spec.title
 
     @property
-    def submission_path(self) -> str:
-        """What gets submitted: the solution file (judge) or the code that writes the predictions (ML)."""
-        return self.spec.starter if self.kind == "judge" else self.spec.submission.file
-
-    @property
     def protected(self) -> tuple[str, ...]:
         return tuple(getattr(self.spec, "protected", ()))
 
     @property
+    @abstractmethod
+    def submission_path(self) -> str:
+        """The workspace file that is graded."""
+
+    @property
     def baseline_score(self) -> float | None:
+        """The build's score of the starting workspace, on the held-out scale (higher is better)."""
         build = self.dir / ".build.json"
         if not build.is_file():
             return None
-        scores = json.loads(build.read_text()).get("scores", {})
-        if self.kind == "ml":
-            value = scores.get("baseline")
-            return None if value is None else (value if self.spec.metric.direction == "maximize" else -value)
-        return scores.get("starter")
+        return self._baseline(json.loads(build.read_text()).get("scores", {}))
 
-    def sandbox_config(self, base: SandboxConfig, skills_dir: Path | None, skills_target: str) -> SandboxConfig:
-        self._sandbox_base = base
+    @abstractmethod
+    def _baseline(self, scores: dict) -> float | None: ...
+
+    def sandbox_config(self, base: SandboxConfig, skills_dir: Path | None = None, skills_target: str = "/skills") -> SandboxConfig:
+        """The agent's sandbox: `base`, the skills mounted read-only, and what the kind needs."""
         mounts = tuple(base.mounts)
         if skills_dir is not None and skills_dir.is_dir():
             mounts += (Mount(source=str(skills_dir.resolve()), target=skills_target),)
-        update: dict = {"mounts": mounts}
-        if self.kind == "ml":
-            update.update(image=self.spec.image, seed=IMAGE_WORKSPACE, memory=max(base.memory, 2 << 30))
-        return base.model_copy(update=update)
+        return base.model_copy(update={"mounts": mounts, **self._sandbox_update(base)})
+
+    def _sandbox_update(self, base: SandboxConfig) -> dict:
+        return {}
 
     def prepare(self, sandbox: Sandbox) -> None:
-        """Put the starting workspace in place (ML sandboxes are seeded from their image at start)."""
-        if self.kind == "judge":
-            sandbox.copy_in(self.dir / "workspace", sandbox.config.workdir)
+        """Put the starting workspace in place (env images seed theirs at start)."""
 
-    def open_grading(self) -> "GradingSession":
-        """Grading containers kept for one rollout's successive submissions (judge envs)."""
-        return GradingSession(self)
+    def open_grading(self, base: SandboxConfig | None = None) -> Grading:
+        return Grading()
 
-    def grade_round(self, sandbox: Sandbox, session: "GradingSession", store: SnapshotStore) -> tuple[GradeResult, str | None, str]:
+    def grade_round(self, sandbox: Sandbox, grading: Grading, store: SnapshotStore) -> tuple[GradeResult, str | None, str]:
         """Grade what the agent left in `sandbox`: (grade, snapshot sha256 or None, submission text).
 
-        ML envs run the task's command first. Then the workspace is archived once and the
-        submission is read out of that archive, so what is graded, recorded and kept is one thing
-        (a process left running cannot swap the file in between). A workspace too large to keep,
-        or a submission that is not a readable file, is the agent's failure in this round."""
-        log = ""
-        if self.kind == "ml":
-            failed, log = MLGrader(self.dir, self.spec).run(sandbox)
-            if failed is not None:
-                return failed, self._snapshot(sandbox, store)[0], ""
+        The task's own step runs first (ML: its command). Then the workspace is archived once and
+        the submission is read out of that archive, so what is graded, recorded and kept is one
+        thing (a process left running cannot swap the file in between). A workspace too large to
+        keep, or a submission that is not a readable file, is the agent's failure in this round."""
+        failed, log = self._run_task(sandbox)
         sha, problem = self._snapshot(sandbox, store)
+        if failed is not None:
+            return failed, sha, ""
         data = b""
         if sha is not None:
             try:
                 data = read_member(store.path(sha), self.submission_path, SUBMISSION_CAP)
             except (FileNotFoundError, IsADirectoryError, ValueError) as exc:
                 problem = f"{self.submission_path}: {exc}"
-        text = data.decode("utf-8", "replace")
+        text = data.decode("utf-8", "replace")[:RECORDED_CHARS]
         if problem is not None:
-            return self._not_graded(problem, log), sha, text[: 1 << 20]
-        return self._grade_text(data, text, session, log), sha, text[: 1 << 20]
+            return self._not_graded(problem, log), sha, text
+        return self._grade(data, text, grading, log), sha, text
+
+    def _run_task(self, sandbox: Sandbox) -> tuple[GradeResult | None, str]:
+        """Anything to run before the workspace is archived: (a failing grade or None, a log)."""
+        return None, ""
 
     def _snapshot(self, sandbox: Sandbox, store: SnapshotStore) -> tuple[str | None, str | None]:
         try:
@@ -111,58 +128,88 @@ class Env:
         except ArchiveTooLarge:
             return None, f"the workspace is over the {SNAPSHOT_CAP >> 20} MB snapshot cap, so this round cannot be kept; delete large files"
         except SandboxError as exc:
-            # The archiver failed. If the sandbox still answers, the agent's files did it: they live
-            # in memory and count against the sandbox's limit, so a workspace filled to the brim
-            # leaves `tar` none and it is OOM-killed. That is this round's failure, not the
-            # infrastructure's (which would end the rollout, to be retried and paid for again).
+            # The archiver failed. If the sandbox still answers, the agent's files did it (e.g. a
+            # file it cannot read): this round's failure, not the infrastructure's (which would end
+            # the rollout, to be retried and paid for again).
             if not _responds(sandbox):
                 raise
-            return None, f"the workspace could not be archived ({exc}); its files count against the sandbox's memory limit, so a nearly full workspace leaves no memory to archive it: delete large files"
+            return None, f"the workspace could not be archived ({exc}); delete large or unreadable files"
 
-    def _grade_text(self, data: bytes, text: str, session: "GradingSession", log: str) -> GradeResult:
-        if self.kind == "ml":
-            return MLGrader.with_log(MLGrader(self.dir, self.spec).score(data), log)
+    @abstractmethod
+    def _grade(self, data: bytes, text: str, grading: Grading, log: str) -> GradeResult: ...
+
+    @abstractmethod
+    def _not_graded(self, problem: str, log: str) -> GradeResult: ...
+
+    @abstractmethod
+    def regrade(self, archive: Path, end: dict, base: SandboxConfig) -> GradeResult:
+        """Grade a recorded round again from its workspace archive, in fresh sandboxes (selection).
+        ValueError if the archive does not hold what the round recorded."""
+
+
+class JudgeEnv(Env):
+    kind = "judge"
+    spec_model = JudgeSpec
+
+    @property
+    def submission_path(self) -> str:
+        return self.spec.starter
+
+    def _baseline(self, scores: dict) -> float | None:
+        return scores.get("starter")
+
+    def judge(self, base: SandboxConfig | None = None) -> Judge:
+        """The judge, its grading containers made from `base` (mounts dropped: no skills there)."""
+        return Judge(self.dir, self.spec, (base or SandboxConfig()).model_copy(update={"mounts": ()}))
+
+    def prepare(self, sandbox: Sandbox) -> None:
+        sandbox.copy_in(self.dir / "workspace", sandbox.config.workdir)
+
+    def open_grading(self, base: SandboxConfig | None = None) -> "JudgeGrading":
+        return JudgeGrading(self, self.judge(base))
+
+    def _grade(self, data: bytes, text: str, grading: Grading, log: str) -> GradeResult:
         language = language_for(self.spec.starter).name
         # Judge grading is deterministic (a build gate checks it): an unchanged submission is not re-run.
         key = hashlib.sha256(f"{language}\0{text}".encode()).hexdigest()
-        if key in session.graded:
-            cached = session.graded[key]
+        if key in grading.graded:
+            cached = grading.graded[key]
             return cached.model_copy(update={"details": {**cached.details, "cached": True}})
-        result = self.judge.grade(text, language, box=session.box(), checker_box=session.checker_box())
+        assert isinstance(grading, JudgeGrading)
+        result = grading.judge.grade(text, language, box=grading.box(), checker_box=grading.checker_box())
         if result.infra_error is None:
-            session.graded[key] = result
+            grading.graded[key] = result
         return result
 
     def _not_graded(self, problem: str, log: str) -> GradeResult:
-        if self.kind == "ml":
-            return MLGrader.with_log(MLGrader(self.dir, self.spec).invalid(problem), log)
         return GradeResult(public_score=0.0, held_out_score=0.0, held_out_raw=0.0, feedback=f"Submission not graded: {problem}", details={"kind": "judge", "invalid": problem})
 
-    @property
-    def judge(self) -> Judge:
-        if self._judge is None:
-            base = self._sandbox_base or SandboxConfig()
-            self._judge = Judge(self.dir, self.spec, base.model_copy(update={"mounts": ()}))
-        return self._judge
+    def regrade(self, archive: Path, end: dict, base: SandboxConfig) -> GradeResult:
+        try:
+            archived = read_member(archive, self.spec.starter, SUBMISSION_CAP).decode("utf-8", "replace")[:RECORDED_CHARS]
+        except (FileNotFoundError, IsADirectoryError, MemberError):
+            archived = ""  # as the rollout recorded it (grade_round)
+        if archived != end["submission"]:
+            raise ValueError(f"the workspace snapshot's {self.spec.starter} differs from the recorded submission")
+        return self.judge(base).grade(end["submission"], language_for(self.spec.starter).name)  # a fresh grading container
 
 
-class GradingSession:
+class JudgeGrading(Grading):
     """Grading (and checker) containers for one rollout, started on first use or ahead of it by
     warm(), removed by close()."""
 
-    def __init__(self, env: Env):
-        self.env = env
+    def __init__(self, env: JudgeEnv, judge: Judge):
+        super().__init__()
+        self.env, self.judge = env, judge
         self._box: Sandbox | None = None
         self._checker: Sandbox | None = None
         self._lock = threading.Lock()  # one creator at a time; close() waits for a warm-up in flight
         self._closed = False
-        self.graded: dict[str, GradeResult] = {}
 
     def warm(self) -> None:
         """Start the containers in the background, so the first grading does not wait for them
         (the agent's first round, mostly teacher latency, hides their start-up)."""
-        if self.env.kind == "judge":
-            threading.Thread(target=self._warm, daemon=True, name=f"warm-{self.env.id}").start()
+        threading.Thread(target=self._warm, daemon=True, name=f"warm-{self.env.id}").start()
 
     def _warm(self) -> None:
         try:
@@ -171,20 +218,18 @@ class GradingSession:
         except Exception:  # noqa: BLE001 - the first grading starts them again and reports the failure
             pass
 
-    def box(self) -> Sandbox | None:
-        if self.env.kind != "judge":
-            return None
+    def box(self) -> Sandbox:
         with self._lock:
             if self._box is None:
-                self._box = self._open(self.env.judge.open_box)
+                self._box = self._open(self.judge.open_box)
             return self._box
 
     def checker_box(self) -> Sandbox | None:
-        if self.env.kind != "judge" or self.env.spec.checker.kind in ("exact", "token", "float"):
+        if self.env.spec.checker.kind in ("exact", "token", "float"):
             return None
         with self._lock:
             if self._checker is None:
-                self._checker = self._open(self.env.judge.open_checker_box)
+                self._checker = self._open(self.judge.open_checker_box)
             return self._checker
 
     def _open(self, opener) -> Sandbox:
@@ -201,6 +246,56 @@ class GradingSession:
                 box.stop()
 
 
+class MLEnv(Env):
+    kind = "ml"
+    spec_model = MLSpec
+
+    @property
+    def submission_path(self) -> str:
+        return self.spec.submission.file
+
+    def _baseline(self, scores: dict) -> float | None:
+        value = scores.get("baseline")
+        return None if value is None else (value if self.spec.metric.direction == "maximize" else -value)
+
+    def _sandbox_update(self, base: SandboxConfig) -> dict:
+        return {"image": self.spec.image, "seed": IMAGE_WORKSPACE, "memory": max(base.memory, 2 << 30)}
+
+    def _grader(self) -> MLGrader:
+        return MLGrader(self.dir, self.spec)
+
+    def _run_task(self, sandbox: Sandbox) -> tuple[GradeResult | None, str]:
+        return self._grader().run(sandbox)
+
+    def _grade(self, data: bytes, text: str, grading: Grading, log: str) -> GradeResult:
+        return MLGrader.with_log(self._grader().score(data), log)
+
+    def _not_graded(self, problem: str, log: str) -> GradeResult:
+        return MLGrader.with_log(self._grader().invalid(problem), log)
+
+    def regrade(self, archive: Path, end: dict, base: SandboxConfig) -> GradeResult:
+        box = make_sandbox(self.sandbox_config(base), f"select-{self.id}")
+        box.start()
+        try:
+            box.restore(archive, box.config.workdir)  # unpacked inside the sandbox, never on the host
+            return self._grader().grade(box)
+        finally:
+            box.stop()
+
+
+KINDS: dict[str, type[Env]] = {cls.kind: cls for cls in (JudgeEnv, MLEnv)}
+
+
+def load_env(env_dir: Path) -> Env:
+    """The built env in `env_dir`, as the class of its kind."""
+    env_dir = Path(env_dir)
+    raw = yaml.safe_load((env_dir / "task.yaml").read_text(encoding="utf-8"))
+    kind = raw.get("kind", "judge")
+    if kind not in KINDS:
+        raise ValueError(f"{env_dir / 'task.yaml'}: unknown kind '{kind}'; known kinds: {', '.join(KINDS)}.")
+    return KINDS[kind](env_dir, raw)
+
+
 def _responds(sandbox: Sandbox) -> bool:
     """Does the sandbox still run commands (whatever their outcome)?"""
     try:
@@ -213,5 +308,5 @@ def _responds(sandbox: Sandbox) -> bool:
 def list_envs(root: Path) -> list[Env]:
     """Every built env under `root` (folders with task.yaml), in name order."""
     if (root / "task.yaml").is_file():
-        return [Env(root)]
-    return [Env(p) for p in sorted(root.iterdir()) if (p / "task.yaml").is_file()]
+        return [load_env(root)]
+    return [load_env(p) for p in sorted(root.iterdir()) if (p / "task.yaml").is_file()]

@@ -43,7 +43,7 @@ class Rollout:
         self.prompts = config.load_prompts()
         self.skills = catalogue(config.skills_path()) or "(none)"
         self.box = None
-        self.grading = env.open_grading()
+        self.grading = env.open_grading(sandbox)
         self._warming: asyncio.Future | None = None
         self.writer: RecordWriter | None = None
         # What carries over between rounds:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import atexit
 import base64
-import io
 import os
 import posixpath
 import tarfile
