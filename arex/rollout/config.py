@@ -8,7 +8,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
+# Bundled with the package (package data), so a wheel install has them too.
+BUNDLED = Path(__file__).resolve().parent.parent / "data"
 
 
 class RolloutConfig(BaseModel):
@@ -39,17 +40,18 @@ class RolloutConfig(BaseModel):
     """Dollar budget per rollout."""
     max_wall_s: float | None = None
     """Wall-clock budget per rollout."""
-    prompts: str = "configs/prompts/default.yaml"
-    """Prompts file (relative paths are resolved against the arex checkout)."""
-    skills_dir: str = "skills"
-    """Skill folders (Agent Skills format), mounted read-only in the sandbox."""
+    prompts: str | None = None
+    """Prompts file; unset: the bundled one (arex/data/prompts/default.yaml)."""
+    skills_dir: str | None = None
+    """Skill folders (Agent Skills format), mounted read-only in the sandbox; unset: the bundled
+    ones (arex/data/skills)."""
     skills_target: str = "/skills"
     """Where the skills appear inside the sandbox."""
 
     def load_prompts(self) -> dict[str, str]:
-        path = Path(self.prompts)
-        if not path.is_absolute() and not path.is_file():
-            path = PACKAGE_ROOT / path
+        path = Path(self.prompts) if self.prompts else BUNDLED / "prompts" / "default.yaml"
+        if not path.is_file():
+            raise ValueError(f"rollout.prompts: no file {path}; point it at a prompts file, or unset it for the bundled one")
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
         missing = {"system", "round", "state", "no_state", "best", "no_best", "feedback", "no_feedback", "observation", "format_error", "reflect"} - set(data)
         if missing:
@@ -57,5 +59,7 @@ class RolloutConfig(BaseModel):
         return data
 
     def skills_path(self) -> Path:
-        path = Path(self.skills_dir)
-        return path if path.is_absolute() or path.is_dir() else PACKAGE_ROOT / path
+        path = Path(self.skills_dir) if self.skills_dir else BUNDLED / "skills"
+        if not path.is_dir():
+            raise ValueError(f"rollout.skills_dir: no folder {path}; point it at a skills folder, or unset it for the bundled ones")
+        return path
