@@ -1,7 +1,9 @@
 """The trajectory record: one JSONL file per rollout, the schema versioned here and only here.
 
 Lines, in order: a `header`; per round a `round_start` (the context the round began with), one
-`step` per teacher call while acting, a `round_end` (submission, grade, reflection, best so far);
+`step` per teacher call while acting, a `round_end` (submission, the sha256 of the workspace
+archive it was read from in `snapshot` — null if the workspace could not be kept —, grade,
+reflection, best so far);
 finally an `end`. Each line is flushed when written, so a killed process loses at most the step in
 flight; `load` drops an unfinished round so a resumed rollout replays it whole.
 
