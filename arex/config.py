@@ -17,11 +17,11 @@ from typing import Any, Sequence
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from arex.export import ExportConfig
+from arex.export_config import ExportConfig
 from arex.rollout.config import RolloutConfig
 from arex.sandbox.base import SandboxConfig
-from arex.select import SelectConfig
-from arex.teacher.client import TeacherConfig
+from arex.select_config import SelectConfig
+from arex.teacher.config import TeacherConfig
 
 _OVERRIDE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)=(.*)$", re.S)
 

@@ -19,17 +19,15 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict
 
 from arex import __version__
 from arex.canary import Canaries, scan_file
 from arex.rollout.record import Loaded, call_messages, load
 
-GRANULARITIES = ("rounds", "trajectories")
 
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 SCHEMA = pa.schema(
@@ -60,31 +58,7 @@ SCHEMA = pa.schema(
 higher-is-better: metrics to minimise are negated."""
 
 
-class ExportConfig(BaseModel):
-    """How kept trajectories become training rows."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
-
-    granularities: tuple[Literal["rounds", "trajectories"], ...] = GRANULARITIES
-    """Which row sets to write: rounds (one row per round), trajectories (one per trajectory)."""
-    shard_mb: float = 256.0
-    """Target size of one parquet file (a shard is closed once it reaches this)."""
-    batch_rows: int = 64
-    """Rows buffered before they are written as one parquet row group."""
-    action_weight: float = 1.0
-    """Training weight of an assistant turn that acts (a command or `submit`)."""
-    reflection_weight: float = 1.0
-    """Training weight of the assistant's reflection at the end of a round (raise to stress it)."""
-    invalid_weight: float = 0.0
-    """Weight of assistant turns that could not be used (unparseable, empty or truncated replies)."""
-    dedupe: bool = True
-    """Write near-duplicate trajectories (same assistant turns) once."""
-    compression: str = "zstd"
-    """Parquet compression codec."""
-    license: str = "apache-2.0"
-    """License named in the dataset card."""
-    pretty_name: str = "arex self-improvement trajectories"
-    """Title of the dataset card."""
+from arex.export_config import GRANULARITIES, ExportConfig  # noqa: E402 (re-exported)
 
 
 @dataclass

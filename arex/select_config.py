@@ -1,0 +1,64 @@
+"""Selection criteria settings (no selection code: the config loads without the sandbox or teacher)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class LLMJudgeConfig(BaseModel):
+    """An optional judgement of process quality by the teacher model."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+    enabled: bool = False
+    """Ask the teacher to rate each trajectory that passed every other check."""
+    min_score: int = 5
+    """Drop trajectories rated below this (1-10)."""
+    summary_chars: int = 6000
+    """How much of the trajectory (reflections, actions, scores) the judge sees."""
+    prompt: str = (
+        "You review a trajectory of an engineer improving a solution over several rounds.\n"
+        "Task: {title}\n\nRounds (score, actions, reflection):\n{summary}\n\n"
+        "Rate from 1 to 10 how logical and non-redundant the process is: reflections that quote "
+        "the feedback, diagnoses that explain it, plans that are acted on. "
+        "Answer with one line: SCORE: <1-10>"
+    )
+    """Filled with {title} and {summary}; the reply must contain `SCORE: n`."""
+
+
+class SelectConfig(BaseModel):
+    """Which whole trajectories are kept. Scores are higher-is-better (minimised metrics negated)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+    min_final_over_baseline: float | None = 0.0
+    """Final held-out score minus the env's baseline (starter) must be at least this; null: off."""
+    min_best_over_baseline: float | None = None
+    """Best held-out score minus the baseline must be at least this; null: off."""
+    min_improvement: float | None = 1e-9
+    """Best held-out score minus the first round's must be at least this; null: off."""
+    max_rounds_without_submit: int | None = 0
+    """Rounds that ended without an explicit `submit` (step limit, format errors) allowed; null: off."""
+    reflection: Literal["complete", "present", "off"] = "complete"
+    """Every round needs a reflection with all four headings (complete) or any reply (present)."""
+    max_repeat_streak: int | None = 3
+    """Longest run of identical consecutive actions allowed; null: off."""
+    max_unchanged_resubmits: int | None = 3
+    """Longest run of rounds submitting exactly the previous round's submission; null: off."""
+    check_protected: bool = True
+    """Drop a trajectory whose final or best workspace changed a protected file (or has no snapshot)."""
+    drop_budget_overrun: bool = True
+    """Drop a trajectory that ended because a token, dollar or time budget ran out."""
+    regrade: bool = True
+    """Re-grade the first, the best and the final round in a fresh sandbox and compare."""
+    tolerance: dict[str, float] = Field(default_factory=lambda: {"judge": 1e-9, "ml": 1e-6})
+    """Largest allowed |re-graded − recorded| held-out score, per env kind."""
+    llm_judge: LLMJudgeConfig = Field(default_factory=LLMJudgeConfig)
+    """Optional process-quality rating by the teacher."""
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(self.model_dump(), sort_keys=True).encode()).hexdigest()[:16]
