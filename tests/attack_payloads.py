@@ -138,7 +138,9 @@ LEFTOVER_PY = textwrap.dedent(
                 time.sleep(0.05)
         os._exit(0)
     os.waitpid(pid, 0)
-    time.sleep(0.2)
+    deadline = time.monotonic() + 30  # until the daemon has made its first file (polled, not slept)
+    while not os.path.exists(os.path.join(places[0], TAG + "-daemon")) and time.monotonic() < deadline:
+        time.sleep(0.01)
     mine = [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid() and os.stat("/proc/" + p).st_uid == os.getuid()]
     files = sorted(n for d in places for n in os.listdir(d) if n.startswith(TAG))
     print(f"LEFTOVERS STARTED processes={len(mine)} files={len(files)}", file=sys.stderr)

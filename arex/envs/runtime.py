@@ -127,13 +127,6 @@ class Env(ABC):
             return store.save(lambda f: sandbox.archive(sandbox.config.workdir, f, SNAPSHOT_CAP)), None
         except ArchiveTooLarge:
             return None, f"the workspace is over the {SNAPSHOT_CAP >> 20} MB snapshot cap, so this round cannot be kept; delete large files"
-        except SandboxError as exc:
-            # The archiver failed. If the sandbox still answers, the agent's files did it (e.g. a
-            # file it cannot read): this round's failure, not the infrastructure's (which would end
-            # the rollout, to be retried and paid for again).
-            if not _responds(sandbox):
-                raise
-            return None, f"the workspace could not be archived ({exc}); delete large or unreadable files"
 
     @abstractmethod
     def _grade(self, data: bytes, text: str, grading: Grading, log: str) -> GradeResult: ...
@@ -294,15 +287,6 @@ def load_env(env_dir: Path) -> Env:
     if kind not in KINDS:
         raise ValueError(f"{env_dir / 'task.yaml'}: unknown kind '{kind}'; known kinds: {', '.join(KINDS)}.")
     return KINDS[kind](env_dir, raw)
-
-
-def _responds(sandbox: Sandbox) -> bool:
-    """Does the sandbox still run commands (whatever their outcome)?"""
-    try:
-        sandbox.exec("true", timeout=30)
-        return True
-    except SandboxError:
-        return False
 
 
 def list_envs(root: Path) -> list[Env]:

@@ -828,6 +828,17 @@ def check_archive_of_missing_folder_raises(h: Harness) -> None:
     raise AssertionError("archiving a missing folder did not raise FileNotFoundError")
 
 
+def check_archive_of_a_locked_folder(h: Harness) -> None:
+    """An agent may `chmod 000` its own workspace; archiving it must still work (its round kept)."""
+    h.shared.exec("rm -rf locked; mkdir -p locked && echo kept > locked/file.txt && chmod 000 locked")
+    with tempfile.TemporaryFile() as dest:
+        h.shared.archive("locked", dest, max_bytes=1 << 20)
+        dest.seek(0)
+        with tarfile.open(fileobj=dest, mode="r:") as tar:
+            names = [m.name for m in tar.getmembers()]
+    assert "./file.txt" in names, f"locked folder archived without its file: {names}"
+
+
 # -- lifecycle -----------------------------------------------------------------------------
 def check_stop_removes_and_later_use_raises(h: Harness) -> None:
     sandbox = h.factory(h.config, "conformance-stop")

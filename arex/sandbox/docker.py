@@ -277,15 +277,15 @@ class DockerSandbox(Sandbox):
         """A helper command as the sandbox user (file reads and writes, tar); its reply."""
         runner = self._runner_options(cwd, timeout, None) + list(runner_extra)
         extra = {"stream_out": on_chunk is not None, "on_chunk": on_chunk, "feed": feed}
-        for attempt in (1, 2):
+        # The server may be killed mid-request (by the OOM killer, the only thing in the box that
+        # can) and replaced: a helper that streams nothing has no side effect to fear twice.
+        attempts = 1 if on_chunk is not None or feed is not None else 2
+        for attempt in range(attempts):
             try:
                 return self._request(argv, runner, timeout=timeout, stdin=stdin, cwd=cwd, keep=1 << 16, kill_at=kill_at or (1 << 62), **extra)
             except ServerGone as exc:
-                # The server was killed mid-request (by the OOM killer, the only thing in the box
-                # that can) and a new one took over: a helper has no side effect worth fearing twice.
-                if attempt == 2 or on_chunk is not None or feed is not None:
-                    raise SandboxError(f"Sandbox '{self.name}': {exc}") from None
-        raise AssertionError("unreachable")
+                failure = exc
+        raise SandboxError(f"Sandbox '{self.name}': {failure}") from None
 
     def _oom_since(self, since_ns: int) -> bool:
         """Did the kernel OOM-kill a process in this container since `since_ns`?
@@ -375,7 +375,9 @@ class DockerSandbox(Sandbox):
                 dest.write(chunk)
 
         # Links, FIFOs and devices are stored as what they are (tar never follows or opens them).
-        reply = self._helper(["tar", "-C", sandbox_dir, "--sort=name", "--hard-dereference", "-cf", "-", "."], on_chunk=take, kill_at=max_bytes + (1 << 16))
+        # The folder is made readable by its owner first: `chmod 000 .` must not lose the round.
+        script = 'chmod u+rx -- "$1" 2>/dev/null; exec tar -C "$1" --sort=name --hard-dereference -cf - .'
+        reply = self._helper(["sh", "-c", script, "arex-archive", sandbox_dir], on_chunk=take, kill_at=max_bytes + (1 << 16))
         err = execd_text(reply["err"])[0]
         if size[0] > max_bytes or reply["killed"] == "output_limit":
             raise ArchiveTooLarge(f"'{sandbox_dir}' archives to more than {max_bytes} bytes.")

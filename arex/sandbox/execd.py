@@ -43,27 +43,34 @@ class ExecServer:
         return cls(api.attach_socket(container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}))
 
     def _frames(self):
-        """Payloads of docker's multiplexed stream (8-byte headers); stdout only."""
-        pending = b""
+        """Payloads of docker's multiplexed stream (8-byte headers); stdout only. One buffer with a
+        read offset: large replies (archives) are not copied once per frame."""
+        pending, start = bytearray(), 0
         while True:
-            while len(pending) < 8 or len(pending) < 8 + struct.unpack(">I", pending[4:8])[0]:
+            while len(pending) - start < 8 or len(pending) - start < 8 + struct.unpack_from(">I", pending, start + 4)[0]:
                 chunk = self._raw.recv(1 << 20)
                 if not chunk:
                     return
+                del pending[:start]
+                start = 0
                 pending += chunk
-            kind, size = pending[0], struct.unpack(">I", pending[4:8])[0]
-            payload, pending = pending[8 : 8 + size], pending[8 + size :]
+            kind, size = pending[start], struct.unpack_from(">I", pending, start + 4)[0]
+            payload = bytes(pending[start + 8 : start + 8 + size])
+            start += 8 + size
             if kind == 1:
                 yield payload
 
     def _read(self) -> None:
-        buffer = b""
+        line = bytearray()
         try:
             for payload in self._frames():
-                buffer += payload
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    self._dispatch(json.loads(line))
+                line += payload
+                if b"\n" not in payload:  # a long line (a streamed chunk) spans many frames
+                    continue
+                *complete, rest = bytes(line).split(b"\n")
+                line = bytearray(rest)
+                for text in complete:
+                    self._dispatch(json.loads(text))
         except (OSError, ValueError):
             pass
         finally:
