@@ -119,8 +119,8 @@ _original_archive = DockerSandbox.archive
 
 
 def _helper_tar_follows_links(self, argv, *args, **kwargs):
-    if argv and argv[0] == "tar":
-        argv = ["tar", "-h", *argv[1:]]
+    if len(argv) > 2 and argv[0] == "sh" and "exec tar -C" in argv[2]:
+        argv = [*argv[:2], argv[2].replace("exec tar -C", "exec tar -h -C"), *argv[3:]]
     return _original_helper(self, argv, *args, **kwargs)
 
 
