@@ -24,9 +24,9 @@ from typing import Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from arex import __version__
 from arex.canary import Canaries, scan_file
-from arex.rollout.record import Loaded, call_messages, load
+from arex.hashing import file_sha256
+from arex.trajectory import Header, Round, Trajectory, load
 
 
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
@@ -74,12 +74,12 @@ class ExportStats:
     shards: dict[str, dict] = field(default_factory=dict)
     """relative path → {rows, bytes, sha256}"""
 
-    def add(self, header: dict, rounds: list[dict]) -> None:
+    def add(self, header: Header, rounds: list[Round]) -> None:
         """Aggregates only (sums, counts, per-round min/mean/max): memory does not grow with the count."""
-        held = [r["end"]["grade"]["held_out_score"] for r in rounds]
+        held = [r.held_out for r in rounds]
         env = self.by_env.setdefault(
-            header["env_id"],
-            {"domain": header.get("domain") or header.get("env_kind"), "kind": header.get("env_kind"), "trajectories": 0, "rounds": 0, "sum_first": 0.0, "sum_best": 0.0, "sum_final": 0.0, "improved": 0, "curve": []},
+            header.env_id,
+            {"domain": header.domain or header.env_kind, "kind": header.env_kind, "trajectories": 0, "rounds": 0, "sum_first": 0.0, "sum_best": 0.0, "sum_final": 0.0, "improved": 0, "curve": []},
         )
         env["trajectories"] += 1
         env["rounds"] += len(rounds)
@@ -96,22 +96,22 @@ class ExportStats:
             point[0] += 1
             point[1] += running
             point[2], point[3] = min(point[2], running), max(point[3], running)
-        teacher = header.get("teacher", {})
-        self.teachers.setdefault(f"{teacher.get('model')} @ {teacher.get('base_url')}", {**teacher, "sampling": header.get("sampling")})
-        self.configs.setdefault(header.get("config_hash", "?"), header.get("config", {}))
+        teacher = header.teacher
+        self.teachers.setdefault(f"{teacher.model} @ {teacher.base_url}", {**teacher.model_dump(), "sampling": header.sampling})
+        self.configs.setdefault(header.config_hash, header.config)
 
 
 def _normalise(text: str) -> str:
     return re.sub(r"\s+", " ", text or "").strip()
 
 
-def assistant_hash(record: Loaded) -> str:
+def assistant_hash(t: Trajectory) -> str:
     """Content hash of every assistant turn, whitespace-normalised: equal for near-duplicates."""
     digest = hashlib.sha256()
-    for r in record.rounds:
-        for step in r["steps"]:
-            digest.update(_normalise(step["call"]["content"]).encode() + b"\0")
-        digest.update(_normalise(r["end"]["reflection"]["call"]["content"]).encode() + b"\1")
+    for r in t.rounds:
+        for step in r.steps:
+            digest.update(_normalise(step.call.content).encode() + b"\0")
+        digest.update(_normalise(r.end.reflection.call.content).encode() + b"\1")
     return digest.hexdigest()
 
 
@@ -121,61 +121,58 @@ class RowBuilder:
     def __init__(self, config: ExportConfig):
         self.config = config
 
-    def _round_messages(self, round_: dict) -> tuple[list[dict], list[float]]:
-        """The round's last request (context, steps, reflect prompt) and the reflection reply."""
-        c = self.config
-        messages = call_messages(round_, None)
-        weights = [0.0] * len(messages)
-        context = len(round_["start"]["context"])
-        for i in range(context):  # earlier turns in full-history mode
-            if messages[i]["role"] == "assistant":
-                weights[i] = c.action_weight
-        position = context
-        for step in round_["steps"]:
-            usable = step["call"]["status"] == "ok" and step["action"]["kind"] != "invalid"
-            weights[position] = c.action_weight if usable else c.invalid_weight
-            position += 2 if step.get("observation") is not None else 1
-        reflection = round_["end"]["reflection"]["call"]
-        messages.append({"role": "assistant", "content": reflection["content"]})
-        weights.append(c.reflection_weight if reflection["status"] == "ok" else c.invalid_weight)
-        return [{"role": m["role"], "content": m["content"]} for m in messages], weights
+    def _round_messages(self, round_: Round) -> tuple[list[dict], list[float]]:
+        """The round's last request (context, steps, reflect prompt) and the reflection reply.
 
-    def _meta(self, header: dict, record: Loaded) -> dict:
-        held = [r["end"]["grade"]["held_out_score"] for r in record.rounds]
-        teacher = header.get("teacher", {})
+        The context carries no loss: in full-history mode it holds the earlier rounds, whose turns
+        are trained in their own rounds' rows (with their own weights)."""
+        c = self.config
+        messages = round_.messages(None)
+        weights = [0.0] * len(messages)
+        position = len(round_.start.context)
+        for step in round_.steps:
+            weights[position] = c.action_weight if step.usable else c.invalid_weight
+            position += 2 if step.observation is not None else 1
+        reflection = round_.end.reflection.call
+        messages.append({"role": "assistant", "content": reflection.content})
+        weights.append(c.reflection_weight if reflection.status == "ok" else c.invalid_weight)
+        return messages, weights
+
+    def _meta(self, t: Trajectory) -> dict:
+        header, held = t.header, t.held_out
         return {
-            "trajectory_id": header["key"],
-            "env_id": header["env_id"],
-            "env_kind": header.get("env_kind"),
-            "domain": header.get("domain") or header.get("env_kind"),
+            "trajectory_id": header.key,
+            "env_id": header.env_id,
+            "env_kind": header.env_kind,
+            "domain": header.domain or header.env_kind,
             "rounds": len(held),
             "first_held_out": held[0],
             "best_held_out": max(held),
             "final_held_out": held[-1],
-            "baseline_score": header.get("baseline_score"),
+            "baseline_score": header.baseline_score,
             "improvement": max(held) - held[0],
-            "teacher": teacher.get("model"),
-            "config_hash": header.get("config_hash"),
-            "arex_version": header.get("arex_version", __version__),
+            "teacher": header.teacher.model,
+            "config_hash": header.config_hash,
+            "arex_version": header.arex_version,
         }
 
-    def rows(self, record: Loaded) -> dict[str, list[dict]]:
-        meta = self._meta(record.header, record)
+    def rows(self, t: Trajectory) -> dict[str, list[dict]]:
+        meta = self._meta(t)
         out: dict[str, list[dict]] = {"rounds": [], "trajectories": []}
         joined: list[dict] = []
         joined_weights: list[float] = []
-        for round_ in record.rounds:
+        for round_ in t.rounds:
             messages, weights = self._round_messages(round_)
-            grade = round_["end"]["grade"]
-            out["rounds"].append({"messages": messages, "weights": weights, **meta, "round": round_["end"]["round"], "public_score": grade["public_score"], "held_out_score": grade["held_out_score"]})
+            grade = round_.end.grade
+            out["rounds"].append({"messages": messages, "weights": weights, **meta, "round": round_.number, "public_score": grade.public_score, "held_out_score": grade.held_out_score})
             if messages[: len(joined)] == joined:  # full-history: the round repeats what came before
                 start = len(joined)
             else:  # bounded: a fresh context; the system prompt is said once
                 start = 1 if joined and messages and messages[0]["role"] == "system" and messages[0] == joined[0] else 0
             joined += messages[start:]
             joined_weights += weights[start:]
-        final = record.rounds[-1]["end"]["grade"]
-        out["trajectories"].append({"messages": joined, "weights": joined_weights, **meta, "round": None, "public_score": final["public_score"], "held_out_score": final["held_out_score"]})
+        final = t.rounds[-1].end.grade
+        out["trajectories"].append({"messages": joined, "weights": joined_weights, **meta, "round": None, "public_score": final.public_score, "held_out_score": final.held_out_score})
         return out
 
 
@@ -238,14 +235,6 @@ def kept_records(selection_dir: Path) -> Iterator[Path]:
         yield Path(row["path"])
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def export(records: Iterator[Path], out: Path, config: ExportConfig, envs_dir: Path | None = None) -> ExportStats:
     """Write shards under `out/<granularity>/` and `out/checksums.json`; returns the statistics
     the dataset card is made from. The output folder is replaced only when everything succeeded."""
@@ -268,7 +257,7 @@ def export(records: Iterator[Path], out: Path, config: ExportConfig, envs_dir: P
             if config.dedupe:
                 digest = assistant_hash(record)
                 if digest in seen:
-                    stats.duplicates.append(record.header["key"])
+                    stats.duplicates.append(record.header.key)
                     continue
                 seen.add(digest)
             rows = builder.rows(record)

@@ -17,7 +17,7 @@ from typing import ClassVar
 
 import yaml
 
-from arex.envs.ml_build import IMAGE_WORKSPACE
+from arex.envs.layout import IMAGE_WORKSPACE
 from arex.grading.judge import Judge
 from arex.grading.languages import language_for
 from arex.grading.ml import SUBMISSION_CAP, MLGrader
@@ -25,6 +25,7 @@ from arex.sandbox import Mount, SandboxConfig, make_sandbox
 from arex.sandbox.base import ArchiveTooLarge, Sandbox, SandboxError
 from arex.snapshots import MemberError, SnapshotStore, read_member
 from arex.specs import GradeResult, JudgeSpec, MLSpec
+from arex.trajectory import RoundEnd
 
 # The most a workspace snapshot may take; over it, the round is graded as not submitted.
 SNAPSHOT_CAP = 512 << 20
@@ -135,7 +136,7 @@ class Env(ABC):
     def _not_graded(self, problem: str, log: str) -> GradeResult: ...
 
     @abstractmethod
-    def regrade(self, archive: Path, end: dict, base: SandboxConfig) -> GradeResult:
+    def regrade(self, archive: Path, end: RoundEnd, base: SandboxConfig) -> GradeResult:
         """Grade a recorded round again from its workspace archive, in fresh sandboxes (selection).
         ValueError if the archive does not hold what the round recorded."""
 
@@ -177,14 +178,14 @@ class JudgeEnv(Env):
     def _not_graded(self, problem: str, log: str) -> GradeResult:
         return GradeResult(public_score=0.0, held_out_score=0.0, held_out_raw=0.0, feedback=f"Submission not graded: {problem}", details={"kind": "judge", "invalid": problem})
 
-    def regrade(self, archive: Path, end: dict, base: SandboxConfig) -> GradeResult:
+    def regrade(self, archive: Path, end: RoundEnd, base: SandboxConfig) -> GradeResult:
         try:
             archived = read_member(archive, self.spec.starter, SUBMISSION_CAP).decode("utf-8", "replace")[:RECORDED_CHARS]
         except (FileNotFoundError, IsADirectoryError, MemberError):
             archived = ""  # as the rollout recorded it (grade_round)
-        if archived != end["submission"]:
+        if archived != end.submission:
             raise ValueError(f"the workspace snapshot's {self.spec.starter} differs from the recorded submission")
-        return self.judge(base).grade(end["submission"], language_for(self.spec.starter).name)  # a fresh grading container
+        return self.judge(base).grade(end.submission, language_for(self.spec.starter).name)  # a fresh grading container
 
 
 class JudgeGrading(Grading):
@@ -266,7 +267,7 @@ class MLEnv(Env):
     def _not_graded(self, problem: str, log: str) -> GradeResult:
         return MLGrader.with_log(self._grader().invalid(problem), log)
 
-    def regrade(self, archive: Path, end: dict, base: SandboxConfig) -> GradeResult:
+    def regrade(self, archive: Path, end: RoundEnd, base: SandboxConfig) -> GradeResult:
         box = make_sandbox(self.sandbox_config(base), f"select-{self.id}")
         box.start()
         try:

@@ -1,8 +1,9 @@
 """One rollout: one env × one sample × up to R rounds of act → submit → feedback → reflect.
 
-`run()` loops `play_round()`; a round loops `step()`; budgets are checked in one place
-(`_over_budget`); every step is appended to the record as it happens, and the record is closed
-(with its ending) in `finally`. A re-run resumes from the last complete round.
+`run()` loops `play_round()`; a round is `_act()` (one teacher call per step until `submit` or a
+limit), grading, then `_reflect()`. Budgets are checked in one place (`_over_budget`); every line
+of the record (arex.trajectory) is appended as it happens, and the record is closed with its
+ending in `finally`. A re-run resumes from the last complete round.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from pathlib import Path
 from arex import __version__
 from arex.envs.runtime import Env
 from arex.rollout.config import RolloutConfig
+from arex.rollout.keep import Keeper
 from arex.rollout.parse import clip, parse_action, parse_reflection
-from arex.rollout.record import SCHEMA_VERSION, RecordWriter, load
 from arex.rollout.skills import catalogue
 from arex.sandbox import SandboxConfig, SandboxError, make_sandbox
 from arex.snapshots import SnapshotStore
 from arex.specs import TeacherCall, TeacherIdentity
 from arex.teacher.client import TeacherClient, TeacherError
+from arex.trajectory import SCHEMA_VERSION, Action, Best, BestPublic, Call, End, Exec, Header, RecordWriter, Reflection, RoundEnd, RoundStart, Step, Trajectory, load
 
 INFRA = "infra_failed"
 # Agent sandboxes being started by this process. Each is on its rollout's critical path, so grading
@@ -28,8 +30,20 @@ INFRA = "infra_failed"
 _starting = [0]
 
 
-def _call_record(call: TeacherCall) -> dict:
-    return call.model_dump(exclude={"messages"})
+def _call(call: TeacherCall) -> Call:
+    return Call.model_validate(call.model_dump(exclude={"messages"}))
+
+
+def _ending_of(exc: BaseException) -> tuple[str, str]:
+    """The end status and reason of a rollout stopped by `exc`."""
+    if isinstance(exc, TeacherError):
+        status = INFRA if exc.kind == "unreachable" else ("context_overflow" if exc.kind == "context_length" else "teacher_error")
+        return status, str(exc)
+    if isinstance(exc, SandboxError):
+        return INFRA, f"sandbox: {exc}"
+    if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)):
+        return "interrupted", "stopped by the user; re-run to resume"
+    return INFRA, f"unexpected {type(exc).__name__}: {exc}"
 
 
 class Rollout:
@@ -39,29 +53,25 @@ class Rollout:
         self.path, self.sample, self.key, self.config_hash = path, sample, key, config_hash
         # Workspace archives by sha256; round_end lines name theirs. Never unpacked on the host.
         self.store = SnapshotStore(path.with_suffix("") / "snapshots")
-        self.kept: dict[str, str | None] = {"first": None, "best": None, "last": None}
+        self.keeper = Keeper(self.store)
         self.prompts = config.load_prompts()
         self.skills = catalogue(config.skills_path()) or "(none)"
-        self.box = None
         self.grading = env.open_grading(sandbox)
-        self._warming: asyncio.Future | None = None
-        self.writer: RecordWriter | None = None
+        self.box, self.writer, self._warming = None, None, None  # set by run()
         # What carries over between rounds:
         self.state = ""
-        self.best: dict | None = None  # by held-out score: round, held_out, public
-        self.best_public: dict | None = None  # what the agent is told
+        self.best: Best | None = None  # by held-out score
+        self.best_public: BestPublic | None = None  # what the agent is told
         self.last_feedback: tuple[int, str] | None = None
         self.history: list[dict] = []  # full-history mode only
-        self.tokens = 0
-        self.cost = 0.0
+        self.tokens, self.cost, self.rounds_done = 0, 0.0, 0
         self.started = time.monotonic()
-        self.rounds_done = 0
-        self.on_round = None  # callback(rollout, round_end) for progress displays
+        self.on_round = None  # callback(rollout, RoundEnd) for progress displays
 
     # -- the loop ------------------------------------------------------------------------------
-    async def run(self) -> dict:
+    async def run(self) -> End:
         previous = load(self.path)
-        if previous.end is not None and previous.end["status"] != INFRA:
+        if previous.end is not None and previous.end.status != INFRA:
             return previous.end
         previous = load(self.path, truncate=True, keep_end=False)  # drop a cut round; redo an infra failure
         self.writer = RecordWriter(self.path)
@@ -70,40 +80,46 @@ class Rollout:
             if previous.header is None:
                 self.writer.write(self._header())
             self._restore(previous)
-            self.box = make_sandbox(self.sandbox_config, f"rollout-{self.env.id}-{self.sample}")
-            _starting[0] += 1
-            try:
-                await asyncio.to_thread(self.box.start)
-            finally:
-                _starting[0] -= 1
-            await asyncio.to_thread(self._prepare_workspace)
-            self._warming = asyncio.ensure_future(self._warm_grading())
+            await self._start()
             for number in range(self.rounds_done + 1, self.config.rounds + 1):
                 over = self._over_budget()
                 if over:
                     status, reason = "budget", over
                     break
                 await self.play_round(number)
-        except TeacherError as exc:
-            status = INFRA if exc.kind == "unreachable" else ("context_overflow" if exc.kind == "context_length" else "teacher_error")
-            reason = str(exc)
-        except SandboxError as exc:
-            status, reason = INFRA, f"sandbox: {exc}"
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            status, reason = "interrupted", "stopped by the user; re-run to resume"
+        except (asyncio.CancelledError, KeyboardInterrupt) as exc:
+            status, reason = _ending_of(exc)
             raise
         except Exception as exc:  # noqa: BLE001 - one broken rollout must not stop the batch; it is redone
-            status, reason = INFRA, f"unexpected {type(exc).__name__}: {exc}"
+            status, reason = _ending_of(exc)
         finally:
-            end = {"type": "end", "status": status, "reason": reason, "rounds": self.rounds_done, "best": self.best, "tokens": self.tokens, "cost_usd": round(self.cost, 6), "seconds": round(time.monotonic() - self.started, 2)}
-            if status != "interrupted":  # an interrupted rollout stays open, to be resumed
-                self.writer.write(end)
-            self.writer.close()
-            if self._warming is not None:
-                self._warming.cancel()
-            if self.box is not None:
-                self.box.stop()  # synchronous: it must run even while the task is being cancelled
-            self.grading.close()
+            end = self._close(status, reason)
+        return end
+
+    async def _start(self) -> None:
+        self.box = make_sandbox(self.sandbox_config, f"rollout-{self.env.id}-{self.sample}")
+        _starting[0] += 1
+        try:
+            await asyncio.to_thread(self.box.start)
+        finally:
+            _starting[0] -= 1
+        last = self.keeper.last()
+        if self.rounds_done and last:  # resuming: as the last kept round left it
+            await asyncio.to_thread(self.box.restore, self.store.path(last), self.sandbox_config.workdir)
+        else:
+            await asyncio.to_thread(self.env.prepare, self.box)
+        self._warming = asyncio.ensure_future(self._warm_grading())
+
+    def _close(self, status: str, reason: str) -> End:
+        end = End(status=status, reason=reason, rounds=self.rounds_done, best=self.best, tokens=self.tokens, cost_usd=round(self.cost, 6), seconds=round(time.monotonic() - self.started, 2))
+        if status != "interrupted":  # an interrupted rollout stays open, to be resumed
+            self.writer.write(end)
+        self.writer.close()
+        if self._warming is not None:
+            self._warming.cancel()
+        if self.box is not None:
+            self.box.stop()  # synchronous: it must run even while the task is being cancelled
+        self.grading.close()
         return end
 
     async def _warm_grading(self) -> None:
@@ -115,102 +131,89 @@ class Rollout:
 
     async def play_round(self, number: int) -> None:
         context = self._round_context(number)
-        self.writer.write({"type": "round_start", "round": number, "context": context})
+        self.writer.write(RoundStart(round=number, context=context))
         messages = list(context)
-        ending, streak, step = "step_limit", 0, 0
-        while step < self.config.steps_per_round:
-            over = self._over_budget()
-            if over:
-                ending = "budget"
-                break
-            call = await self.teacher.chat(messages)
-            self._count(call)
-            action = parse_action(call.content) if call.status == "ok" else parse_action("")
-            record = {"type": "step", "round": number, "step": step, "call": _call_record(call), "action": action.__dict__, "observation": None, "exec": None}
-            messages.append({"role": "assistant", "content": call.content})
-            if action.kind == "submit":
-                self.writer.write(record)
-                ending = "submitted"
-                break
-            if action.kind == "invalid":
-                streak += 1
-                record["observation"] = self.prompts["format_error"]
-            else:
-                streak = 0
-                result = await asyncio.to_thread(self.box.exec, action.command, self.config.command_timeout_s)
-                record["exec"] = {"status": result.status, "exit_code": result.exit_code, "seconds": result.duration_s}
-                record["observation"] = self.prompts["observation"].format(
-                    exit_code=result.exit_code, status=result.status, seconds=f"{result.duration_s:.1f}", output=clip(result.stdout + result.stderr, self.config.observation_chars)
-                )
-            messages.append({"role": "user", "content": record["observation"]})
-            self.writer.write(record)
-            step += 1
-            if streak >= self.config.format_error_streak:
-                ending = "format_errors"
-                break
+        ending = await self._act(number, messages)
         grade, snapshot, submission = await asyncio.to_thread(self.env.grade_round, self.box, self.grading, self.store)
         if grade.infra_error:
             raise SandboxError(f"grading failed: {grade.infra_error}")
-        improved = self.best is None or grade.held_out_score > self.best["held_out"]
         feedback = clip(f"Public score: {grade.public_score:.6g}\n{grade.feedback}", self.config.feedback_chars)
         reflect_prompt = self.prompts["reflect"].format(round=number, feedback=feedback)
-        messages.append({"role": "user", "content": reflect_prompt})
-        reflection_call = await self.teacher.chat(messages)
-        self._count(reflection_call)
-        reflection = parse_reflection(reflection_call.content if reflection_call.status == "ok" else "")
-        if reflection.state:
-            self.state = clip(reflection.state, self.config.state_chars)
-        messages.append({"role": "assistant", "content": reflection_call.content})
+        reflection = await self._reflect(messages, reflect_prompt)
+        improved = self.best is None or grade.held_out_score > self.best.held_out
         if improved:
-            self.best = {"round": number, "held_out": grade.held_out_score, "public": grade.public_score}
-        if self.best_public is None or grade.public_score > self.best_public["public"]:
-            self.best_public = {"round": number, "public": grade.public_score}
+            self.best = Best(round=number, held_out=grade.held_out_score, public=grade.public_score)
+        if self.best_public is None or grade.public_score > self.best_public.public:
+            self.best_public = BestPublic(round=number, public=grade.public_score)
         self.last_feedback = (number, feedback)
         if self.config.context == "full-history":
             self.history = messages
         self.rounds_done = number
-        end = {
-            "type": "round_end",
-            "round": number,
-            "ending": ending,
-            "submission": submission,
-            "snapshot": snapshot,
-            "grade": grade.model_dump(),
-            "feedback": feedback,
-            "reflect_prompt": reflect_prompt,
-            "reflection": {"call": _call_record(reflection_call), **reflection.__dict__},
-            "state": self.state,
-            "best": self.best,
-            "best_public": self.best_public,
-        }
+        end = RoundEnd(
+            round=number, ending=ending, submission=submission, snapshot=snapshot, grade=grade, feedback=feedback, reflect_prompt=reflect_prompt,
+            reflection=reflection, state=self.state, best=self.best, best_public=self.best_public,
+        )  # fmt: skip
         self.writer.write(end)
-        self._keep_snapshots(number, snapshot, improved)
+        self.keeper.note(end, improved)
+        self.keeper.prune()
         if self.on_round:
             self.on_round(self, end)
+
+    async def _act(self, number: int, messages: list[dict]) -> str:
+        """Teacher calls and their commands until `submit` or a limit; returns how the acting ended."""
+        streak = 0
+        for index in range(self.config.steps_per_round):
+            if self._over_budget():
+                return "budget"
+            call = await self.teacher.chat(messages)
+            self._count(call)
+            action = parse_action(call.content if call.status == "ok" else "")
+            messages.append({"role": "assistant", "content": call.content})
+            step = {"round": number, "step": index, "call": _call(call), "action": Action(**action.__dict__)}
+            if action.kind == "submit":
+                self.writer.write(Step(**step))
+                return "submitted"
+            streak = streak + 1 if action.kind == "invalid" else 0
+            observation, exec_ = self.prompts["format_error"], None
+            if action.kind != "invalid":
+                result = await asyncio.to_thread(self.box.exec, action.command, self.config.command_timeout_s)
+                exec_ = Exec(status=result.status, exit_code=result.exit_code, seconds=result.duration_s)
+                output = clip(result.stdout + result.stderr, self.config.observation_chars)
+                observation = self.prompts["observation"].format(exit_code=result.exit_code, status=result.status, seconds=f"{result.duration_s:.1f}", output=output)
+            messages.append({"role": "user", "content": observation})
+            self.writer.write(Step(**step, observation=observation, exec=exec_))
+            if streak >= self.config.format_error_streak:
+                return "format_errors"
+        return "step_limit"
+
+    async def _reflect(self, messages: list[dict], reflect_prompt: str) -> Reflection:
+        messages.append({"role": "user", "content": reflect_prompt})
+        call = await self.teacher.chat(messages)
+        self._count(call)
+        parsed = parse_reflection(call.content if call.status == "ok" else "")
+        if parsed.state:
+            self.state = clip(parsed.state, self.config.state_chars)
+        messages.append({"role": "assistant", "content": call.content})
+        return Reflection(call=_call(call), **parsed.__dict__)
 
     # -- context -------------------------------------------------------------------------------
     def _system(self) -> str:
         return self.prompts["system"].format(
-            workdir=self.sandbox_config.workdir,
-            timeout=f"{self.config.command_timeout_s:g}",
-            steps=self.config.steps_per_round,
-            skills_dir=self.config.skills_target,
-            skills=self.skills,
-            title=self.env.title,
-            statement=self.env.statement.strip(),
-        )
+            workdir=self.sandbox_config.workdir, timeout=f"{self.config.command_timeout_s:g}", steps=self.config.steps_per_round,
+            skills_dir=self.config.skills_target, skills=self.skills, title=self.env.title, statement=self.env.statement.strip(),
+        )  # fmt: skip
 
     def _round_context(self, number: int) -> list[dict]:
         p = self.prompts
         state = p["state"].format(state=self.state) if self.state else p["no_state"]
-        best = p["best"].format(best=f"public score {self.best_public['public']:.6g} in round {self.best_public['round']}") if self.best_public else p["no_best"]
+        best = p["best"].format(best=f"public score {self.best_public.public:.6g} in round {self.best_public.round}") if self.best_public else p["no_best"]
         feedback = p["feedback"].format(round=self.last_feedback[0], feedback=self.last_feedback[1]) if self.last_feedback else p["no_feedback"]
         header = {"role": "user", "content": p["round"].format(round=number, rounds=self.config.rounds, state=state.strip(), best=best.strip(), feedback=feedback.strip())}
         if self.config.context == "full-history" and self.history:
             return self.history + [header]
         return [{"role": "system", "content": self._system()}, header]
 
-    # -- budgets, accounting, workspace --------------------------------------------------------
+    # -- budgets, accounting, resuming --------------------------------------------------------
     def _over_budget(self) -> str | None:
         c = self.config
         if c.max_tokens is not None and self.tokens >= c.max_tokens:
@@ -221,69 +224,26 @@ class Rollout:
             return f"wall-time budget {c.max_wall_s:g}s reached"
         return None
 
-    def _count(self, call: TeacherCall) -> None:
-        self.tokens += call.prompt_tokens + call.completion_tokens
-        self.cost += call.cost_usd
+    def _count(self, call: TeacherCall | Call) -> None:
+        self.tokens, self.cost = self.tokens + call.prompt_tokens + call.completion_tokens, self.cost + call.cost_usd
 
-    def _keep_snapshots(self, number: int, snapshot: str | None, improved: bool) -> None:
-        """Keep the archives selection re-checks (first, best, last round); drop the others. Only
-        after round_end is written: a snapshot counts once its round does."""
-        if number == 1:
-            self.kept["first"] = snapshot
-        if improved:
-            self.kept["best"] = snapshot
-        if snapshot is not None:
-            self.kept["last"] = snapshot
-        self.store.prune({sha for sha in self.kept.values() if sha})
-
-    def _prepare_workspace(self) -> None:
-        last = self.kept["last"]
-        if self.rounds_done and last and self.store.has(last):  # resuming: as the last kept round left it
-            self.box.restore(self.store.path(last), self.sandbox_config.workdir)
-        else:
-            self.env.prepare(self.box)
-
-    def _restore(self, previous) -> None:
+    def _restore(self, previous: Trajectory) -> None:
         for round_ in previous.rounds:
-            end = round_["end"]
-            self.rounds_done = end["round"]
-            sha = end.get("snapshot")
-            if end["round"] == 1:
-                self.kept["first"] = sha
-            if end["best"] and end["best"]["round"] == end["round"]:
-                self.kept["best"] = sha
-            if sha:
-                self.kept["last"] = sha
-            self.state, self.best, self.best_public = end["state"], end["best"], end["best_public"]
-            self.last_feedback = (end["round"], end["feedback"])
-            for step in round_["steps"]:
-                self.tokens += step["call"]["prompt_tokens"] + step["call"]["completion_tokens"]
-                self.cost += step["call"]["cost_usd"]
-            call = end["reflection"]["call"]
-            self.tokens += call["prompt_tokens"] + call["completion_tokens"]
-            self.cost += call["cost_usd"]
+            end = round_.end
+            self.rounds_done = end.round
+            self.keeper.note(end, improved=bool(end.best and end.best.round == end.round))
+            self.state, self.best, self.best_public = end.state, end.best, end.best_public
+            self.last_feedback = (end.round, end.feedback)
+            for call in [step.call for step in round_.steps] + [end.reflection.call]:
+                self._count(call)
         if previous.rounds and self.config.context == "full-history":
-            from arex.rollout.record import call_messages
-
             last = previous.rounds[-1]
-            self.history = call_messages(last, None) + [{"role": "assistant", "content": last["end"]["reflection"]["call"]["content"]}]
+            self.history = last.messages(None) + [{"role": "assistant", "content": last.end.reflection.call.content}]
 
-    def _header(self) -> dict:
-        return {
-            "type": "header",
-            "schema_version": SCHEMA_VERSION,
-            "key": self.key,
-            "env_id": self.env.id,
-            "env_kind": self.env.kind,
-            "domain": self.env.spec.domain,
-            "spec_hash": self.env.spec_hash,
-            "sample": self.sample,
-            "teacher": self.identity.model_dump(),
-            "sampling": self.teacher.sampling(),
-            "config_hash": self.config_hash,
-            "config": self.config.model_dump(),
-            "arex_version": __version__,
-            "baseline_score": self.env.baseline_score,
-            "protected": list(self.env.protected),
-            "started_at": time.time(),
-        }
+    def _header(self) -> Header:
+        return Header(
+            schema_version=SCHEMA_VERSION, key=self.key, env_id=self.env.id, env_kind=self.env.kind, domain=self.env.spec.domain,
+            spec_hash=self.env.spec_hash, sample=self.sample, teacher=self.identity, sampling=self.teacher.sampling(),
+            config_hash=self.config_hash, config=self.config.model_dump(), arex_version=__version__,
+            baseline_score=self.env.baseline_score, protected=list(self.env.protected), started_at=time.time(),
+        )  # fmt: skip

@@ -1,0 +1,109 @@
+"""The trajectory record as types: version-1 files read, select and export exactly as the version
+that wrote them did; bad lines are named; the writer and the reader agree. No Docker."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from arex.export import ExportConfig, export, kept_records
+from arex.sandbox import SandboxConfig
+from arex.select import SelectConfig, select
+from arex.trajectory import SCHEMA_VERSION, RecordError, RecordWriter, load, parse_line
+
+FIXTURE = Path(__file__).parent / "fixtures" / "v1"
+WRITTEN_AT = "/tmp/fx/v1"  # where the fixture store was when its golden output was made
+
+
+@pytest.fixture
+def v1(tmp_path) -> Path:
+    root = tmp_path / "v1"
+    shutil.copytree(FIXTURE, root, ignore=shutil.ignore_patterns("golden"))
+    return root
+
+
+def golden(rel: str, root: Path) -> bytes:
+    return (FIXTURE / "golden" / rel).read_bytes().replace(WRITTEN_AT.encode(), str(root).encode())
+
+
+def test_every_v1_line_reads_back_unchanged():
+    lines = 0
+    for path in sorted((FIXTURE / "store").glob("*/*.jsonl")):
+        for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            raw = json.loads(text)
+            assert parse_line(raw, path, number, 1).model_dump() == raw, f"{path.name}:{number}"
+            lines += 1
+    assert lines > 80
+
+
+def test_v1_store_selects_byte_identically(v1, tmp_path):
+    out = tmp_path / "selected"
+    selection = select(v1 / "store", v1 / "envs", out, SelectConfig(regrade=False), SandboxConfig())
+    assert len(selection.kept) == 3 and len(selection.dropped) == 3
+    for name in ("selection.json", "kept.jsonl", "drops.md", "verdicts.jsonl"):
+        expected = golden(f"selected/{name}", v1).replace(str(v1 / "selected").encode(), str(out).encode())
+        assert (out / name).read_bytes() == expected, name
+
+
+def test_v1_bounded_records_export_byte_identically(v1, tmp_path):
+    records = [p for p in sorted((v1 / "store").glob("*/*.jsonl")) if load(p).header.config["context"] == "bounded"]
+    assert len(records) == 5
+    export(iter(records), tmp_path / "dataset", ExportConfig(), v1 / "envs")
+    expected = sorted(p.relative_to(FIXTURE / "golden" / "dataset-bounded") for p in (FIXTURE / "golden" / "dataset-bounded").rglob("*") if p.is_file())
+    made = sorted(p.relative_to(tmp_path / "dataset") for p in (tmp_path / "dataset").rglob("*") if p.is_file())
+    assert made == expected
+    for rel in expected:
+        assert (tmp_path / "dataset" / rel).read_bytes() == (FIXTURE / "golden" / "dataset-bounded" / rel).read_bytes(), rel
+
+
+def test_kept_v1_records_export_from_a_selection(v1, tmp_path):
+    select(v1 / "store", v1 / "envs", tmp_path / "sel", SelectConfig(regrade=False), SandboxConfig())
+    stats = export(kept_records(tmp_path / "sel"), tmp_path / "dataset", ExportConfig(), v1 / "envs")
+    assert stats.trajectories == 3 and stats.rows == {"rounds": 9, "trajectories": 3}
+
+
+def test_writer_and_reader_agree_and_new_records_are_version_2(tmp_path):
+    source = FIXTURE / "store" / "subset-fill" / "d9aca56721dc2283.jsonl"
+    old = load(source)
+    path = tmp_path / "t.jsonl"
+    writer = RecordWriter(path)
+    writer.write(old.header.model_copy(update={"schema_version": SCHEMA_VERSION}))
+    for round_ in old.rounds:
+        for line in [round_.start, *round_.steps, round_.end]:
+            writer.write(line)
+    writer.write(old.end)
+    writer.close()
+    new = load(path)
+    assert new.header.schema_version == 2
+    assert new.rounds == old.rounds and new.end == old.end
+    assert [r.messages(None) for r in new.rounds] == [r.messages(None) for r in old.rounds]
+
+
+def test_a_line_of_a_newer_version_or_another_shape_is_named(tmp_path):
+    source = (FIXTURE / "store" / "subset-fill" / "d9aca56721dc2283.jsonl").read_text().splitlines()
+    newer = tmp_path / "newer.jsonl"
+    header = json.loads(source[0])
+    newer.write_text(json.dumps({**header, "schema_version": 3}) + "\n")
+    with pytest.raises(RecordError, match=r"newer\.jsonl: schema version 3 .*upgrade arex"):
+        load(newer)
+    bad = tmp_path / "bad.jsonl"
+    end = json.loads(next(line for line in source if '"type":"round_end"' in line))
+    end["ending"] = "gave_up"  # not an ending this version knows
+    bad.write_text("\n".join([source[0], source[1], json.dumps(end)]) + "\n")
+    with pytest.raises(RecordError, match=r"bad\.jsonl, line 3: a RoundEnd line .*ending"):
+        load(bad)
+    stray = tmp_path / "stray.jsonl"
+    stray.write_text(source[0] + "\n" + json.dumps({"type": "note"}) + "\n")
+    with pytest.raises(RecordError, match=r"stray\.jsonl, line 2: not a trajectory record line"):
+        load(stray)
+
+
+def test_a_cut_round_is_dropped_and_truncate_removes_it(tmp_path):
+    lines = (FIXTURE / "store" / "subset-fill" / "d9aca56721dc2283.jsonl").read_text().splitlines()
+    last_start = max(i for i, line in enumerate(lines) if '"type":"round_start"' in line)
+    path = tmp_path / "cut.jsonl"
+    path.write_text("\n".join(lines[: last_start + 2]) + "\n" + lines[last_start + 2][:40])
+    t = load(path, truncate=True)
+    assert [r.number for r in t.rounds] == [1, 2, 3] and t.end is None
+    assert path.read_text().splitlines() == [line for line in lines[:last_start]]
