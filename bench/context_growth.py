@@ -15,7 +15,7 @@ from _common import SOLUTION, tiny_env
 
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
-from arex.rollout.record import load
+from arex.trajectory import load
 from arex.sandbox import SandboxConfig
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import RoundScript, ScriptedServer
@@ -37,8 +37,8 @@ def per_round_tokens(mode: str, root: Path, env) -> list[int]:
     [path] = (root / mode / env.id).glob("*.jsonl")
     tokens = []
     for round_ in load(path).rounds:
-        calls = [s["call"] for s in round_["steps"]] + [round_["end"]["reflection"]["call"]]
-        tokens.append(sum(c["prompt_tokens"] for c in calls))
+        calls = [s.call for s in round_.steps] + [round_.end.reflection.call]
+        tokens.append(sum(c.prompt_tokens for c in calls))
     return tokens
 
 

@@ -34,9 +34,9 @@ def write_trajectory(path: Path, index: int) -> None:
     rng = random.Random(index)
     system = "You are an engineer improving a solution over many rounds. " + _text(rng, 120)
     lines = [
-        {"type": "header", "schema_version": 1, "key": f"t{index:06d}", "env_id": f"env-{index % 7}", "env_kind": "judge", "domain": "algorithmic",
+        {"type": "header", "schema_version": 2, "key": f"t{index:06d}", "env_id": f"env-{index % 7}", "env_kind": "judge", "domain": "algorithmic", "spec_hash": "bench", "sample": 0,
          "teacher": {"model": "bench-teacher", "base_url": "http://127.0.0.1:0/v1"}, "sampling": {"temperature": 0.7}, "config_hash": "bench", "config": {"rounds": ROUNDS},
-         "arex_version": "bench", "baseline_score": 0.3}
+         "arex_version": "bench", "baseline_score": 0.3, "started_at": 0.0}
     ]
     score = 0.3
     for number in range(1, ROUNDS + 1):
@@ -45,16 +45,16 @@ def write_trajectory(path: Path, index: int) -> None:
         for step in range(3):
             submit = step == 2
             content = f"Step {step} of trajectory {index}: {_text(rng, 30)}\n```bash\n{'submit' if submit else 'python3 solution.py < in.txt'}\n```"
-            call = {"content": content, "status": "ok", "prompt_tokens": 900, "completion_tokens": 60, "cost_usd": 0.0}
+            call = {"sampling": {}, "model": "bench-teacher", "content": content, "status": "ok", "prompt_tokens": 900, "completion_tokens": 60, "cost_usd": 0.0}
             action = {"kind": "submit", "command": "submit", "error": ""} if submit else {"kind": "command", "command": "python3 solution.py < in.txt", "error": ""}
             observation = None if submit else f"exit code 0 (ok), 0.1s\n{_text(rng, 50)}"
             lines.append({"type": "step", "round": number, "step": step, "call": call, "action": action, "observation": observation})
         score = min(1.0, score + rng.random() * 0.05)
         reflection = f"REVIEW: {_text(rng, 25)}\nDIAGNOSE: {_text(rng, 25)}\nPLAN: {_text(rng, 20)}\nSTATE: {_text(rng, 40)}"
-        lines.append({"type": "round_end", "round": number, "ending": "submitted", "submission": _text(rng, 40), "grade": {"public_score": score, "held_out_score": score},
+        lines.append({"type": "round_end", "round": number, "ending": "submitted", "submission": _text(rng, 40), "grade": {"public_score": score, "held_out_score": score, "held_out_raw": score, "feedback": "graded"},
                       "feedback": _text(rng, 40), "reflect_prompt": f"Your submission for round {number} was graded.\n{_text(rng, 40)}\nReflect, then write your state update.",
-                      "reflection": {"call": {"content": reflection, "status": "ok", "prompt_tokens": 1200, "completion_tokens": 120, "cost_usd": 0.0}, "complete": True},
-                      "state": _text(rng, 40), "best": {"round": number, "held_out": score}, "best_public": {"round": number, "public": score}})
+                      "reflection": {"call": {"sampling": {}, "model": "bench-teacher", "content": reflection, "status": "ok", "prompt_tokens": 1200, "completion_tokens": 120, "cost_usd": 0.0}, "complete": True},
+                      "state": _text(rng, 40), "best": {"round": number, "held_out": score, "public": score}, "best_public": {"round": number, "public": score}})
     lines.append({"type": "end", "status": "done", "reason": "all rounds", "rounds": ROUNDS})
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
 
@@ -80,7 +80,7 @@ import json, resource, sys, time
 sys.path.insert(0, {root!r})
 from pathlib import Path
 from arex.export import ExportConfig, RowBuilder, export, kept_records
-from arex.rollout.record import load
+from arex.trajectory import load
 selection, out, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 started = time.perf_counter()
 if mode == "arex":

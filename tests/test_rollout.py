@@ -19,7 +19,7 @@ from arex.envs.runtime import load_env
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
 from arex.rollout.parse import parse_action, parse_reflection
-from arex.rollout.record import call_messages, load
+from arex.trajectory import load
 from arex.rollout.skills import load_skills
 from arex.sandbox import SandboxConfig
 from arex.sandbox.docker import prune
@@ -49,7 +49,7 @@ def run(env, script, tmp_path, rollout=None, latency=0.0, samples=1, concurrency
 
 
 def held_out(record):
-    return [r["end"]["grade"]["held_out_score"] for r in record.rounds]
+    return record.held_out
 
 
 # -- parsing (pure) ------------------------------------------------------------------------------
@@ -84,24 +84,24 @@ def test_30_round_judge_rollout_rises_where_the_script_improves(envs, tmp_path):
         return ["wc -l solution.py"]
 
     summary, [record], requests = run(envs["judge"], RoundScript(commands), tmp_path, RolloutConfig(rounds=30))
-    assert [r["end"]["round"] for r in record.rounds] == list(range(1, 31))
+    assert [r.number for r in record.rounds] == list(range(1, 31))
     scores = held_out(record)
     assert len(set(scores[:11])) == 1 and 0.5 < scores[0] < 1.0, scores  # the greedy starter, unchanged
     assert scores[11:] == [1.0] * 19  # the exact solution from round 12 on
-    assert record.end["status"] == "done" and record.rounds[-1]["end"]["best"]["round"] == 12
-    first = record.rounds[0]["steps"][0]["observation"]
+    assert record.end.status == "done" and record.rounds[-1].end.best.round == 12
+    first = record.rounds[0].steps[0].observation
     assert "stress-test-brute-force" in first and "Read-only file system" in first  # skills mounted read-only
     assert summary["envs"]["subset-fill"]["mean_improvement"] == pytest.approx(1.0 - scores[0])
     # Every call's exact messages can be rebuilt from the record, byte for byte.
     rebuilt = []
     for round_ in record.rounds:
-        rebuilt += [call_messages(round_, i) for i in range(len(round_["steps"]))]
-        rebuilt.append(call_messages(round_, None))
+        rebuilt += [round_.messages(i) for i in range(len(round_.steps))]
+        rebuilt.append(round_.messages(None))
     assert len(rebuilt) == len(requests) - 0
     for mine, sent in zip(rebuilt, requests):
         assert json.dumps(mine, ensure_ascii=False) == json.dumps(sent["messages"], ensure_ascii=False)
     # Bounded context: round 30 starts about as long as round 2.
-    lengths = [len(json.dumps(r["start"]["context"])) for r in record.rounds]
+    lengths = [len(json.dumps([m.model_dump() for m in r.start.context])) for r in record.rounds]
     assert lengths[29] < 1.3 * lengths[1]
 
 
@@ -115,17 +115,17 @@ def test_30_round_ml_rollout_rises_where_the_script_improves(envs, tmp_path):
     scores = held_out(record)  # negated RMSE: higher is better
     assert len(scores) == 30 and len(set(scores[:7])) == 1
     assert scores[7] > scores[6] + 2.0 and len(set(scores[7:])) == 1, scores
-    assert record.rounds[7]["end"]["grade"]["details"]["private"] < 60  # RMSE improved from ~62
+    assert record.rounds[7].end.grade.details["private"] < 60  # RMSE improved from ~62
 
 
 @pytest.mark.docker
 def test_full_history_context_grows_and_is_reconstructable(envs, tmp_path):
     _, [record], requests = run(envs["judge"], RoundScript(lambda n: ["true"]), tmp_path, RolloutConfig(rounds=3, context="full-history"))
-    lengths = [len(r["start"]["context"]) for r in record.rounds]
+    lengths = [len(r.start.context) for r in record.rounds]
     assert lengths[0] < lengths[1] < lengths[2]
     rebuilt = []
     for round_ in record.rounds:
-        rebuilt += [call_messages(round_, i) for i in range(len(round_["steps"]))] + [call_messages(round_, None)]
+        rebuilt += [round_.messages(i) for i in range(len(round_.steps))] + [round_.messages(None)]
     assert [json.dumps(m) for m in rebuilt] == [json.dumps(r["messages"]) for r in requests]
 
 
@@ -138,9 +138,9 @@ def test_format_error_streak_ends_the_round_and_is_recorded(envs, tmp_path):
         return "I am thinking about it, no command yet."
 
     _, [record], _ = run(envs["judge"], script, tmp_path, RolloutConfig(rounds=2, format_error_streak=3))
-    assert [r["end"]["ending"] for r in record.rounds] == ["format_errors", "format_errors"]
-    assert [s["action"]["kind"] for s in record.rounds[0]["steps"]] == ["invalid"] * 3
-    assert record.end["status"] == "done"
+    assert [r.end.ending for r in record.rounds] == ["format_errors", "format_errors"]
+    assert [s.action.kind for s in record.rounds[0].steps] == ["invalid"] * 3
+    assert record.end.status == "done"
 
 
 @pytest.mark.docker
@@ -165,18 +165,18 @@ def test_grading_containers_started_ahead_are_used_then_removed(envs):
 @pytest.mark.docker
 def test_budget_and_infrastructure_endings(envs, tmp_path):
     _, [record], _ = run(envs["judge"], RoundScript(lambda n: ["true"]), tmp_path / "a", RolloutConfig(rounds=5, max_tokens=3000))
-    assert record.end["status"] == "budget" and "token budget 3000" in record.end["reason"]
+    assert record.end.status == "budget" and "token budget 3000" in record.end.reason
     # The teacher dies after 7 calls: an infrastructure failure, redone on the next run.
     script = RoundScript(lambda n: ["true"])
     dying = lambda request, index: script(request, index) if index < 7 else Fault.server_error()  # noqa: E731
     _, [record], _ = run(envs["judge"], dying, tmp_path / "b", RolloutConfig(rounds=4))
-    assert record.end is None or record.end["status"] == "infra_failed"
+    assert record.end is None or record.end.status == "infra_failed"
     done_before = len(record.rounds)
     with ScriptedServer(script, model="scripted-teacher") as server:
         asyncio.run(run_batch([envs["judge"]], TEACHER, RolloutConfig(rounds=4), SandboxConfig(), tmp_path / "b" / "store", 1, 1, server.base_url))
     [path] = (tmp_path / "b" / "store" / "subset-fill").glob("*.jsonl")
     again = load(path)
-    assert done_before < 4 and [r["end"]["round"] for r in again.rounds] == [1, 2, 3, 4] and again.end["status"] == "done"
+    assert done_before < 4 and [r.number for r in again.rounds] == [1, 2, 3, 4] and again.end.status == "done"
 
 
 KILLABLE = textwrap.dedent(
@@ -226,10 +226,10 @@ def test_sigkill_mid_round_then_resume_loses_and_duplicates_nothing(envs, tmp_pa
     with ScriptedServer(script, model="scripted-teacher") as server:
         asyncio.run(run_batch([envs["judge"]], TEACHER.model_copy(update={"max_attempts": 6}), RolloutConfig(rounds=6), SandboxConfig(), store, 1, 1, server.base_url))
     record = load(path)
-    assert [r["end"]["round"] for r in record.rounds] == [1, 2, 3, 4, 5, 6]
-    assert all([s["step"] for s in r["steps"]] == list(range(len(r["steps"]))) for r in record.rounds)
+    assert [r.number for r in record.rounds] == [1, 2, 3, 4, 5, 6]
+    assert all([s.step for s in r.steps] == list(range(len(r.steps))) for r in record.rounds)
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     assert sum(x["type"] == "round_start" for x in lines) == 6 and sum(x["type"] == "end" for x in lines) == 1
     # The workspace was restored from round 2's end: round 3's lost edit is not there twice.
-    final_notes = record.rounds[-1]["steps"][2]["observation"]
+    final_notes = record.rounds[-1].steps[2].observation
     assert final_notes.count("round-3") == 1 and all(f"round-{n}" in final_notes for n in range(1, 7))

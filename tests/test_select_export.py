@@ -19,7 +19,7 @@ from arex.envs.runtime import load_env
 from arex.export import SCHEMA, ExportConfig, export, kept_records, token_weights
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
-from arex.rollout.record import call_messages, load
+from arex.trajectory import load
 from arex.sandbox import SandboxConfig
 from arex.select import SelectConfig, select
 from arex.snapshots import SnapshotStore
@@ -270,15 +270,15 @@ def test_shards_load_with_datasets_and_hold_what_the_teacher_saw(world, exported
     reflection_requests = [r for r in requests if "Reflect, then write your state update" in r["messages"][-1]["content"]]
     for row, sent, round_ in zip(judge_rows, reflection_requests, record.rounds):
         assert json.dumps(row["messages"][:-1]) == json.dumps(sent["messages"])
-        assert row["messages"][-1] == {"role": "assistant", "content": round_["end"]["reflection"]["call"]["content"]}
-        assert row["messages"][:-1] == call_messages(round_, None)
-        assert row["held_out_score"] == round_["end"]["grade"]["held_out_score"]
+        assert row["messages"][-1] == {"role": "assistant", "content": round_.end.reflection.call.content}
+        assert row["messages"][:-1] == round_.messages(None)
+        assert row["held_out_score"] == round_.held_out
     assert [r["round"] for r in judge_rows] == [1, 2, 3, 4]
     assert judge_rows[0]["improvement"] == pytest.approx(1.0 - judge_rows[0]["first_held_out"])
     # Trajectory rows: the system prompt once, then every round's turns in order.
     row = next(r for r in trajectories if r["env_id"] == "subset-fill")
     assert [m["role"] for m in row["messages"]].count("system") == 1
-    assert sum(1 for m in row["messages"] if m["role"] == "assistant") == sum(len(r["steps"]) + 1 for r in record.rounds)
+    assert sum(1 for m in row["messages"] if m["role"] == "assistant") == sum(len(r.steps) + 1 for r in record.rounds)
     assert row["round"] is None and row["rounds"] == 4
 
 
@@ -296,8 +296,8 @@ def test_rows_render_through_smollm2_template_with_weights_on_assistant_turns(ex
         for row in rows:
             assert is_conversational(row), row["messages"][:2]
             assert len(row["weights"]) == len(row["messages"])
-            assert all((w > 0) == (m["role"] == "assistant" and w > 0) for m, w in zip(row["messages"], row["weights"]))
-            assert all(w == 0 for m, w in zip(row["messages"], row["weights"]) if m["role"] != "assistant")
+            # every scripted reply is usable: each assistant turn trains, nothing else does
+            assert [w > 0 for w in row["weights"]] == [m["role"] == "assistant" for m in row["messages"]]
             ids, weights = token_weights(tokenizer, row["messages"], row["weights"])
             text = tokenizer.decode(ids)
             assert text == tokenizer.apply_chat_template(row["messages"], tokenize=False)
