@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from arex.canary import Canaries, scan_file
+from arex.errors import UserInputError
 from arex.hashing import file_sha256
 from arex.trajectory import Header, Round, Trajectory, load
 
@@ -229,7 +230,7 @@ class ShardWriter:
 def kept_records(selection_dir: Path) -> Iterator[Path]:
     kept = selection_dir / "kept.jsonl"
     if not kept.is_file():
-        raise FileNotFoundError(f"{kept} does not exist; run `arex select --out {selection_dir}` first")
+        raise UserInputError(f"{kept} does not exist; run `arex select --out {selection_dir}` first")
     rows = [json.loads(line) for line in kept.read_text(encoding="utf-8").splitlines() if line.strip()]
     for row in sorted(rows, key=lambda r: (r["env_id"], r["key"])):  # a fixed order: deterministic shards
         yield Path(row["path"])
@@ -241,7 +242,7 @@ def export(records: Iterator[Path], out: Path, config: ExportConfig, envs_dir: P
     canaries = Canaries.of_envs(p for p in sorted(envs_dir.iterdir()) if (p / "task.yaml").is_file()) if envs_dir and envs_dir.is_dir() else Canaries({})
     unknown = set(config.granularities) - set(GRANULARITIES)
     if unknown:
-        raise ValueError(f"unknown granularity {sorted(unknown)}; choose from {', '.join(GRANULARITIES)}")
+        raise UserInputError(f"unknown granularity {sorted(unknown)}; choose from {', '.join(GRANULARITIES)}")
     staging = out.with_name(f".{out.name}.partial")
     shutil.rmtree(staging, ignore_errors=True)
     writers = {g: ShardWriter(staging / g, config) for g in config.granularities}

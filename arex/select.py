@@ -26,6 +26,7 @@ from pathlib import Path
 from arex.canary import Canaries, LeakError, scan_archive, scan_file
 from arex.config import ConfigError
 from arex.envs.runtime import Env, list_envs
+from arex.errors import UserInputError
 from arex.hashing import file_sha256
 from arex.sandbox import SandboxConfig, SandboxError
 from arex.select_config import LLMJudgeConfig, SelectConfig
@@ -183,7 +184,7 @@ def _add(verdict: Verdict, drop: Drop | None) -> bool:
 # -- the whole store -----------------------------------------------------------------------------
 def trajectory_files(store: Path) -> list[Path]:
     if not store.is_dir():
-        raise FileNotFoundError(f"trajectory store {store} does not exist; run `arex rollout --out {store}` first")
+        raise UserInputError(f"trajectory store {store} does not exist; run `arex rollout --out {store}` first")
     return sorted(store.glob("*/*.jsonl"))
 
 
@@ -194,7 +195,7 @@ def select(
     Trajectories are checked `concurrency` at a time (re-grading waits on containers)."""
     envs = {env.id: env for env in list_envs(envs_dir)} if envs_dir.is_dir() else {}
     if not envs:
-        raise FileNotFoundError(f"no built envs in {envs_dir}; selection re-grades against them (arex build-envs ... --out {envs_dir})")
+        raise UserInputError(f"no built envs in {envs_dir}; selection re-grades against them (arex build-envs ... --out {envs_dir})")
     selector = Selector(config, envs, sandbox, teacher)
     files = trajectory_files(store)
     out.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from arex.errors import ArexError
+from arex.errors import UserInputError
 from arex.specs import Attempt, GradeResult, TeacherIdentity
 
 SCHEMA_VERSION = 2
@@ -41,10 +41,8 @@ EndStatus = Literal["done", "budget", "infra_failed", "teacher_error", "context_
 ActionKind = Literal["command", "submit", "invalid"]
 
 
-class RecordError(ArexError):
+class RecordError(UserInputError):
     """A trajectory file holds a line that is not a record of a known version (raised by `load`)."""
-
-    exit_code = 3
 
 
 class _Part(BaseModel):

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-# Bundled with the package (package data), so a wheel install has them too.
-BUNDLED = Path(__file__).resolve().parent.parent / "data"
+from arex.errors import UserInputError
+
+# Package data, so a wheel install has them too. A real folder (not a zip member): the skills
+# folder is mounted into sandboxes.
+BUNDLED = Path(str(resources.files("arex").joinpath("data")))
 
 
 class RolloutConfig(BaseModel):
@@ -51,15 +55,15 @@ class RolloutConfig(BaseModel):
     def load_prompts(self) -> dict[str, str]:
         path = Path(self.prompts) if self.prompts else BUNDLED / "prompts" / "default.yaml"
         if not path.is_file():
-            raise ValueError(f"rollout.prompts: no file {path}; point it at a prompts file, or unset it for the bundled one")
+            raise UserInputError(f"rollout.prompts: no file {path}; point it at a prompts file, or unset it for the bundled one")
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
         missing = {"system", "round", "state", "no_state", "best", "no_best", "feedback", "no_feedback", "observation", "format_error", "reflect"} - set(data)
         if missing:
-            raise ValueError(f"prompts file {path} lacks: {', '.join(sorted(missing))}")
+            raise UserInputError(f"prompts file {path} lacks: {', '.join(sorted(missing))}")
         return data
 
     def skills_path(self) -> Path:
         path = Path(self.skills_dir) if self.skills_dir else BUNDLED / "skills"
         if not path.is_dir():
-            raise ValueError(f"rollout.skills_dir: no folder {path}; point it at a skills folder, or unset it for the bundled ones")
+            raise UserInputError(f"rollout.skills_dir: no folder {path}; point it at a skills folder, or unset it for the bundled ones")
         return path
