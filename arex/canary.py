@@ -7,24 +7,28 @@ cannot be trusted, and the fix is in the env or the grader, not in the data.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import re
 from pathlib import Path
 
+from arex.errors import ArexError
+from arex.hashing import text_sha256
 from arex.snapshots import iter_files
 
 CANARY_FILE = "private/canary.txt"
 PREFIX = "arex-canary-"
 
 
-class LeakError(RuntimeError):
-    """A canary string was found where only public data may be."""
+class LeakError(ArexError, RuntimeError):
+    """A canary string was found where only public data may be: private data reached the agent or
+    its feedback. The message names the file, the line and the env; nothing was selected or exported."""
+
+    exit_code = 3
 
 
 def make_canary(seed: str) -> str:
     """Deterministic per env build (so a rebuild keeps it), unguessable without the private data."""
-    return PREFIX + hashlib.sha256(f"arex canary\0{seed}".encode()).hexdigest()[:32]
+    return PREFIX + text_sha256(f"arex canary\0{seed}")[:32]
 
 
 def env_canaries(env_dir: Path) -> list[str]:

@@ -21,11 +21,13 @@ from huggingface_hub.utils import (
 )
 from pydantic import BaseModel
 
-from arex.export import file_sha256
+from arex.errors import UserInputError
+from arex.hashing import file_sha256
 
 
-class PushError(Exception):
-    """A push that cannot proceed or failed; the message says what is wrong and what to do."""
+class PushError(UserInputError):
+    """A push that cannot proceed or failed (no token, an incomplete export folder, the Hub refused);
+    the message says what is wrong and what to do."""
 
 
 class PushedFile(BaseModel):

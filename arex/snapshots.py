@@ -16,7 +16,6 @@ wins, as it would on extraction. So what is read here is what `restore` puts in 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import secrets
@@ -24,6 +23,9 @@ import tarfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
+
+from arex.errors import UserInputError
+from arex.hashing import file_sha256
 
 __all__ = ["MemberError", "SnapshotError", "SnapshotStore", "iter_files", "read_member"]
 
@@ -33,12 +35,14 @@ _PARTIAL = re.compile(r"\.partial-[0-9a-f]{16}\.tar")
 _END_BLOCK = b"\0" * tarfile.BLOCKSIZE
 
 
-class SnapshotError(ValueError):
-    """The archive itself cannot be trusted to read: missing, not a tar, corrupt or truncated."""
+class SnapshotError(UserInputError, ValueError):
+    """The archive itself cannot be trusted to read: missing, not a tar, corrupt or truncated. The
+    trajectory store is damaged (re-run the rollout); selection drops the trajectory."""
 
 
 class MemberError(ValueError):
-    """The member exists but is not a readable regular file (a link, a device, too large, ...)."""
+    """The member exists but is not a readable regular file (a link, a device, too large, ...).
+    The agent's doing, caught by its callers (so it is no ArexError)."""
 
 
 class SnapshotStore:
@@ -60,7 +64,7 @@ class SnapshotStore:
                 stream_writer(handle)
                 handle.flush()
                 os.fsync(handle.fileno())
-            sha = _sha256(partial)
+            sha = file_sha256(partial)
             final = self.path(sha)
             if final.exists():
                 partial.unlink()  # same content already stored: content addressing
@@ -92,11 +96,6 @@ class SnapshotStore:
             ours = _ARCHIVE.fullmatch(entry.name) or _PARTIAL.fullmatch(entry.name)
             if ours and entry.name not in wanted and entry.is_file() and not entry.is_symlink():
                 entry.unlink(missing_ok=True)
-
-
-def _sha256(path: Path) -> str:
-    with path.open("rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 # -- reading ----------------------------------------------------------------------------------------

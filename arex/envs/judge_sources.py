@@ -12,7 +12,6 @@ A source that cannot be read raises SourceError naming the file and the field.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -23,14 +22,17 @@ import yaml
 from pydantic import ValidationError
 
 from arex.grading.languages import LANGUAGES, language_for
-from arex.specs import CheckerSpec, JudgeSpec, SolutionRef, TestCase, TestGroup
+from arex.hashing import files_sha256
+from arex.specs import CheckerSpec, JudgeSpec, SolutionRef, SpecError, TestCase, TestGroup
 
 TESTLIB_HEADER = "testlib.h"
 PROVISIONAL_TIME_LIMIT_S = 10.0
 
 
-class SourceError(ValueError):
-    """A problem source that cannot be read; the message names the file and the field."""
+class SourceError(SpecError):
+    """A problem source that cannot be read or built (a spec or test file missing or malformed, a
+    repository that cannot be fetched); the message names the file and the field. A SpecError, so
+    a ValueError too; `SourceError.from_validation(path, exc, JudgeSpec)` lists every problem."""
 
 
 @dataclass
@@ -49,10 +51,8 @@ def slug(text: str) -> str:
 
 
 def content_hash(paths: list[Path], extra: bytes = b"") -> str:
-    digest = hashlib.sha256(extra)
-    for path in sorted(paths):
-        digest.update(str(path.name).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:20]
+    """Of `extra` and the files (by name, in path order): a source's build key."""
+    return files_sha256(((path.name, path) for path in sorted(paths)), extra)[:20]
 
 
 def _yaml(path: Path) -> dict:
@@ -145,15 +145,7 @@ def load_kattis(folder: Path) -> Problem:
     name = meta.get("name") or folder.name
     if isinstance(name, dict):
         name = name.get("en") or next(iter(name.values()))
-    statement = ""
-    for sdir in ("statement", "problem_statement"):
-        for candidate in sorted((folder / sdir).glob("problem*.md")) + sorted((folder / sdir).glob("problem*.tex")):
-            statement = candidate.read_text(encoding="utf-8", errors="replace")
-            break
-        if statement:
-            break
-    if not statement:
-        raise SourceError(f"{folder}: no statement found (problem_statement/problem.en.tex or statement/problem.en.md)")
+    statement = _kattis_statement(folder)
     data = folder / "data"
     if not (data / "secret").is_dir():
         raise SourceError(f"{folder}: data/secret/ is missing")
@@ -164,43 +156,12 @@ def load_kattis(folder: Path) -> Problem:
     if "interactive" in types or "interactive" in validation:
         raise SourceError(f"{meta_path}: field 'type': interactive problems are not supported yet")
     scoring_problem = "scoring" in types or "score" in validation
-    # Groups: each direct subfolder of data/secret is a group; loose files form the group "secret".
-    def group_of(name: str) -> str:
-        parts = name.split("/")
-        return parts[1] if parts[0] == "secret" and len(parts) > 2 else parts[0]
-
     pairs = [(n, i, a) for n, i, a in _pairs(data) if n.split("/")[0] in ("sample", "secret")]
-    tests, files = _tests_from_pairs(folder, pairs, group_of=group_of, sample_of=lambda n: n.startswith("sample/"))
+    tests, files = _tests_from_pairs(folder, pairs, group_of=_kattis_group, sample_of=lambda n: n.startswith("sample/"))
     hidden_groups = sorted({t.group for t in tests if not t.sample})
-    groups = []
-    for g in hidden_groups:
-        cfg = {}
-        for candidate in (data / "secret" / g / "testdata.yaml", data / "secret" / g / "test_group.yaml"):
-            if candidate.is_file():
-                cfg = _yaml(candidate)
-        points = cfg.get("accept_score", cfg.get("max_score", 1.0))
-        groups.append(TestGroup(name=g, points=float(points) if not isinstance(points, str) else 1.0))
-    # Checker: a custom output validator, or the default validator's flags.
-    flags = str(meta.get("validator_flags", "")).split()
-    vdirs = [d for d in (folder / "output_validators", folder / "output_validator") if d.is_dir()]
-    if "custom" in validation or vdirs:
-        sources = sorted(p for d in vdirs for p in d.rglob("*") if p.suffix in (".cpp", ".cc", ".py"))
-        if not sources:
-            raise SourceError(f"{meta_path}: field 'validation': custom validation but no validator source in output_validators/")
-        src = sources[0]
-        for path in src.parent.rglob("*"):
-            if path.is_file():
-                files[f"private/checker/{path.relative_to(src.parent).as_posix()}"] = path
-        checker = CheckerSpec(kind="kattis", source=f"checker/{src.name}", flags=tuple(flags))
-    else:
-        checker = _default_validator(flags)
-    solutions = []
-    for category, expected in _KATTIS_EXPECT.items():
-        for path in sorted((folder / "submissions" / category).glob("*")):
-            if path.is_file() and path.suffix in {e for lang in LANGUAGES.values() for e in lang.extensions}:
-                rel = f"solutions/{category}/{path.name}"
-                files[rel] = path
-                solutions.append(SolutionRef(path=rel, language=language_for(path.name).name, expected=expected))
+    groups = [_kattis_group_spec(data / "secret" / g, g) for g in hidden_groups]
+    checker = _kattis_checker(folder, meta_path, str(meta.get("validator_flags", "")).split(), validation, files)
+    solutions = _kattis_solutions(folder, files)
     time_limit = limits.get("time_limit")  # 2023-07+; legacy derives it from the accepted submissions
     spec = _spec(
         meta_path,
@@ -218,6 +179,59 @@ def load_kattis(folder: Path) -> Problem:
     )
     multiplier = None if time_limit is not None else float(limits.get("time_multiplier", 5))
     return Problem(spec=spec, statement=statement, files=files, time_multiplier=multiplier)
+
+
+def _kattis_statement(folder: Path) -> str:
+    for sdir in ("statement", "problem_statement"):
+        for candidate in sorted((folder / sdir).glob("problem*.md")) + sorted((folder / sdir).glob("problem*.tex")):
+            statement = candidate.read_text(encoding="utf-8", errors="replace")
+            if statement:
+                return statement
+            break  # only the first candidate of a folder counts
+    raise SourceError(f"{folder}: no statement found (problem_statement/problem.en.tex or statement/problem.en.md)")
+
+
+def _kattis_group(name: str) -> str:
+    """Each direct subfolder of data/secret is a group; loose files form the group "secret"."""
+    parts = name.split("/")
+    return parts[1] if parts[0] == "secret" and len(parts) > 2 else parts[0]
+
+
+def _kattis_group_spec(folder: Path, name: str) -> TestGroup:
+    cfg = {}
+    for candidate in (folder / "testdata.yaml", folder / "test_group.yaml"):
+        if candidate.is_file():
+            cfg = _yaml(candidate)
+    points = cfg.get("accept_score", cfg.get("max_score", 1.0))
+    return TestGroup(name=name, points=float(points) if not isinstance(points, str) else 1.0)
+
+
+def _kattis_checker(folder: Path, meta_path: Path, flags: list[str], validation: list[str], files: dict) -> CheckerSpec:
+    """A custom output validator (its folder added to `files`), or the default validator's flags."""
+    vdirs = [d for d in (folder / "output_validators", folder / "output_validator") if d.is_dir()]
+    if "custom" not in validation and not vdirs:
+        return _default_validator(flags)
+    sources = sorted(p for d in vdirs for p in d.rglob("*") if p.suffix in (".cpp", ".cc", ".py"))
+    if not sources:
+        raise SourceError(f"{meta_path}: field 'validation': custom validation but no validator source in output_validators/")
+    src = sources[0]
+    for path in src.parent.rglob("*"):
+        if path.is_file():
+            files[f"private/checker/{path.relative_to(src.parent).as_posix()}"] = path
+    return CheckerSpec(kind="kattis", source=f"checker/{src.name}", flags=tuple(flags))
+
+
+def _kattis_solutions(folder: Path, files: dict) -> list[SolutionRef]:
+    """The submissions of every known category, in a language arex runs (added to `files`)."""
+    extensions = {e for lang in LANGUAGES.values() for e in lang.extensions}
+    solutions = []
+    for category, expected in _KATTIS_EXPECT.items():
+        for path in sorted((folder / "submissions" / category).glob("*")):
+            if path.is_file() and path.suffix in extensions:
+                rel = f"solutions/{category}/{path.name}"
+                files[rel] = path
+                solutions.append(SolutionRef(path=rel, language=language_for(path.name).name, expected=expected))
+    return solutions
 
 
 def _default_validator(flags: list[str]) -> CheckerSpec:

@@ -10,7 +10,6 @@ The held-out labels go to the env's private/ folder and never into any image.
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import os
@@ -21,7 +20,9 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Callable
 
 import docker
 import docker.errors
@@ -31,17 +32,17 @@ from pydantic import ValidationError
 
 from arex.canary import CANARY_FILE, make_canary
 from arex.envs.judge_sources import SourceError
-from arex.grading.judge import cache_dir
+from arex.envs.layout import IMAGE_WORKSPACE
+from arex.envs.report import EnvReport, GateLog, finish, skipped_report, write_task
 from arex.grading.ml import METRICS, MLGrader, resolve_metric
+from arex.hashing import bytes_sha256, cache_dir, json_sha256, text_sha256, tree_sha256
 from arex.sandbox import SandboxConfig, SandboxError, make_sandbox
+from arex.sandbox.base import Sandbox
 from arex.sandbox.docker import docker_client
-from arex.specs import MLSpec
+from arex.specs import GradeResult, MLSpec
 
 SPEC_FILE = "arex.yaml"
 BUILDER_VERSION = "ml-1"
-# Where env images keep the starting workspace: the sandbox's workdir is a fresh tmpfs, seeded
-# from here at start (SandboxConfig.seed). Part of the env digest, so older images are rebuilt.
-IMAGE_WORKSPACE = "/opt/arex/workspace"
 TABLE_CAP = 512 << 20
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 
@@ -98,7 +99,7 @@ def fetch(source: MLSource) -> tuple[Path, str]:
     url = source.url if "://" in source.url else f"file://{Path(source.url).resolve()}"
     rev = source.rev or "HEAD"
     sha = rev if _SHA.match(rev) else _resolve(url, rev)
-    key = hashlib.sha256(f"{url}\0{sha or rev}".encode()).hexdigest()[:20]
+    key = text_sha256(f"{url}\0{sha or rev}")[:20]
     checkout = cache_dir() / "repos" / key
     if (checkout / ".arex-complete").is_file():
         return checkout, (checkout / ".arex-complete").read_text().strip()
@@ -237,7 +238,7 @@ def deps_image(spec: MLSpec, checkout: Path, base: str) -> str:
     if spec.requirements_file:
         requirements += (checkout / spec.requirements_file).read_text(encoding="utf-8")
     base_id = client.images.get(base).id
-    digest = hashlib.sha256(json.dumps([base_id, requirements, list(spec.apt), BUILDER_VERSION]).encode()).hexdigest()[:16]
+    digest = json_sha256([base_id, requirements, list(spec.apt), BUILDER_VERSION])[:16]
     tag = f"arex-deps:{digest}"
     if _image_exists(client, tag):
         return tag
@@ -354,10 +355,6 @@ def _csv(columns: list[str], rows: list[dict]) -> bytes:
     return out.getvalue().encode()
 
 
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 # -- gates -----------------------------------------------------------------------------------
 def constant_prediction(spec: MLSpec, train: list[dict]) -> str:
     values = [r[spec.data.target] for r in train]
@@ -367,71 +364,88 @@ def constant_prediction(spec: MLSpec, train: list[dict]) -> str:
     return repr(sum(numbers) / len(numbers))
 
 
-def run_ml_gates(env_dir: Path, spec: MLSpec, train: list[dict], sandbox: SandboxConfig, needles: list[str]) -> tuple[list, dict[str, float]]:
-    """The gates; `needles` are full labelled lines of private rows that must appear nowhere."""
-    from arex.envs.build import Gate
-
-    gates: list[Gate] = []
-    scores: dict[str, float] = {}
+def run_ml_gates(env_dir: Path, spec: MLSpec, train: list[dict], sandbox: SandboxConfig, needles: list[str]) -> GateLog:
+    """The gates in order, stopping at the first that fails; `needles` are full labelled lines of
+    private rows that must appear nowhere."""
+    log = GateLog()
     grader = MLGrader(env_dir, spec)
     config = sandbox.model_copy(update={"image": spec.image, "seed": IMAGE_WORKSPACE, "mounts": (), "memory": max(sandbox.memory, 2 << 30)})
+    run = partial(_graded_run, config, grader)
+    baseline = _baseline_gates(log, spec, run)
+    if baseline is not None and _noop_gate(log, grader, train, baseline) and _mutation_gate(log, spec, train, run, baseline):
+        _leak_gate(log, spec, config, needles)
+    return log
 
-    def gate(name: str, passed: bool, detail: str) -> bool:
-        gates.append(Gate(name, passed, detail))
-        return passed
 
-    def run(prepare=None):
-        with make_sandbox(config, f"gate-{spec.id}") as box:
-            if prepare:
-                prepare(box)
-            started = time.monotonic()
-            result = grader.grade(box)
-            return result, time.monotonic() - started
+def _graded_run(config: SandboxConfig, grader: MLGrader, prepare: Callable[[Sandbox], None] | None = None) -> tuple[GradeResult, float]:
+    """The env's own run and grading in a fresh sandbox, after `prepare(box)`; with its seconds."""
+    with make_sandbox(config, f"gate-{grader.spec.id}") as box:
+        if prepare:
+            prepare(box)
+        started = time.monotonic()
+        result = grader.grade(box)
+        return result, time.monotonic() - started
 
+
+def _baseline_gates(log: GateLog, spec: MLSpec, run: Callable[..., tuple[GradeResult, float]]) -> GradeResult | None:
+    """The repository's own solution runs within the limit and scores the same twice."""
     baseline, seconds = run()
     invalid = baseline.details.get("invalid")
-    if not gate("baseline runs", invalid is None, f"{spec.run} in {seconds:.1f}s (limit {spec.time_limit_s:g}s)" if invalid is None else f"{invalid}; {baseline.details.get('log_tail', '')[-300:]}"):
-        return gates, scores
-    scores["baseline"] = baseline.held_out_raw
-    scores["baseline_public"] = baseline.details["public"]
+    if not log.check("baseline runs", invalid is None, f"{spec.run} in {seconds:.1f}s (limit {spec.time_limit_s:g}s)" if invalid is None else f"{invalid}; {baseline.details.get('log_tail', '')[-300:]}"):
+        return None
+    log.scores["baseline"] = baseline.held_out_raw
+    log.scores["baseline_public"] = baseline.details["public"]
     again, _ = run()
     gap = abs(again.held_out_raw - baseline.held_out_raw)
-    if not gate("baseline deterministic", gap <= spec.tolerance, f"two runs: {baseline.held_out_raw:.6f} and {again.held_out_raw:.6f} (tolerance {spec.tolerance:g})"):
-        return gates, scores
+    if not log.check("baseline deterministic", gap <= spec.tolerance, f"two runs: {baseline.held_out_raw:.6f} and {again.held_out_raw:.6f} (tolerance {spec.tolerance:g})"):
+        return None
+    return baseline
+
+
+def _noop_gate(log: GateLog, grader: MLGrader, train: list[dict], baseline: GradeResult) -> bool:
+    """Predicting a constant (the majority class, or the mean) scores clearly below the baseline."""
+    spec = grader.spec
     ids = [r[spec.data.id_column] for r in grader.labels]
     constant = constant_prediction(spec, train)
     noop_csv = _csv([spec.submission.id_column, spec.submission.prediction_column], [{spec.submission.id_column: i, spec.submission.prediction_column: constant} for i in ids])
     noop = grader.score(noop_csv)
-    scores["noop"] = noop.held_out_raw
+    log.scores["noop"] = noop.held_out_raw
     margin = max(1e-3, 0.02 * abs(baseline.held_out_score))
-    if not gate("no-op clearly worse", noop.held_out_score < baseline.held_out_score - margin, f"constant {constant[:12]} scores {noop.held_out_raw:.6f} vs baseline {baseline.held_out_raw:.6f}"):
-        return gates, scores
+    return log.check("no-op clearly worse", noop.held_out_score < baseline.held_out_score - margin, f"constant {constant[:12]} scores {noop.held_out_raw:.6f} vs baseline {baseline.held_out_raw:.6f}")
 
+
+def _mutator(spec: MLSpec, train: list[dict]) -> tuple[Callable[[Sandbox], None], str]:
+    """How to break the baseline (the spec's mutation, else shuffled training labels), and how to say it."""
     if spec.mutation:
         mutation = spec.mutation
 
-        def mutate(box):
+        def mutate(box: Sandbox) -> None:
             text = box.read_file(mutation.file).decode()
             if mutation.find not in text:
                 raise SourceError(f"mutation.find not found in {mutation.file}")
             box.write_file(mutation.file, text.replace(mutation.find, mutation.replace))
 
-        what = f"{mutation.file}: {mutation.find!r} → {mutation.replace!r}"
-    else:
-        def mutate(box):
-            rows = [dict(r) for r in train]
-            labels = [r[spec.data.target] for r in rows]
-            random.Random(1).shuffle(labels)
-            for row, label in zip(rows, labels):
-                row[spec.data.target] = label
-            box.write_file(spec.data.train_file, _csv(list(train[0].keys()), rows))
+        return mutate, f"{mutation.file}: {mutation.find!r} → {mutation.replace!r}"
 
-        what = "training labels shuffled"
+    def shuffle_labels(box: Sandbox) -> None:
+        rows = [dict(r) for r in train]
+        labels = [r[spec.data.target] for r in rows]
+        random.Random(1).shuffle(labels)
+        for row, label in zip(rows, labels):
+            row[spec.data.target] = label
+        box.write_file(spec.data.train_file, _csv(list(train[0].keys()), rows))
+
+    return shuffle_labels, "training labels shuffled"
+
+
+def _mutation_gate(log: GateLog, spec: MLSpec, train: list[dict], run: Callable[..., tuple[GradeResult, float]], baseline: GradeResult) -> bool:
+    mutate, what = _mutator(spec, train)
     mutated, _ = run(mutate)
-    scores["mutated"] = mutated.held_out_raw
-    if not gate("mutation changes the score", abs(mutated.held_out_raw - baseline.held_out_raw) > spec.tolerance, f"{what}: {mutated.held_out_raw:.6f} vs baseline {baseline.held_out_raw:.6f}"):
-        return gates, scores
+    log.scores["mutated"] = mutated.held_out_raw
+    return log.check("mutation changes the score", abs(mutated.held_out_raw - baseline.held_out_raw) > spec.tolerance, f"{what}: {mutated.held_out_raw:.6f} vs baseline {baseline.held_out_raw:.6f}")
 
+
+def _leak_gate(log: GateLog, spec: MLSpec, config: SandboxConfig, needles: list[str]) -> None:
     with make_sandbox(config, f"leak-{spec.id}") as box:
         table_name = Path(spec.data.table).name
         found = box.exec(f"find / -xdev \\( -name labels.csv -o -name {table_name} \\) 2>/dev/null | head -5", timeout=120).stdout.strip()
@@ -439,87 +453,98 @@ def run_ml_gates(env_dir: Path, spec: MLSpec, train: list[dict], sandbox: Sandbo
         # Whole labelled private rows in any text file the agent can reach.
         hits = box.exec(["grep", "-rlxF", *sum([["-e", n] for n in needles], []), "/workspace", "/tmp", "/home", "/opt", "/usr/local/share"], timeout=120).stdout.strip()
     problems = [p for p in (f"files named like the labels: {found}" if found else "", f"probes that should fail succeeded: {probe_failures}" if probe_failures else "", f"labelled private rows found in {hits[:200]}" if hits else "") if p]
-    gate("private labels unreachable", not problems, "; ".join(problems) or f"no label files, no labelled private rows, {len(spec.leak_probes)} probe(s) fail as they should")
-    return gates, scores
+    log.check("private labels unreachable", not problems, "; ".join(problems) or f"no label files, no labelled private rows, {len(spec.leak_probes)} probe(s) fail as they should")
 
 
 # -- the build -------------------------------------------------------------------------------
-def build_ml(path: Path, out: Path, sandbox: SandboxConfig):
-    from arex.envs.build import EnvReport
+@dataclass
+class Checkout:
+    """A source fetched at its commit, with its spec and the files its content hash covers."""
 
+    source: MLSource
+    folder: Path
+    commit: str
+    spec: MLSpec
+    files: list[Path]
+
+
+def repo_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and ".git" not in p.parts and p.name != ".arex-complete")
+
+
+def content_digest(checkout: Checkout, base_image: str) -> str:
+    """What the env is built from: builder, image workspace, commit, spec, base image, files."""
+    prefix = json.dumps([BUILDER_VERSION, IMAGE_WORKSPACE, checkout.commit, checkout.spec.model_dump(mode="json"), base_image]).encode()
+    return tree_sha256(checkout.folder, checkout.files, prefix)[:16]
+
+
+def build_ml(path: Path, out: Path, sandbox: SandboxConfig) -> EnvReport:
     started = time.monotonic()
     try:
         source = parse_source(path)
-        checkout, commit = fetch(source)
-        spec = load_ml_spec(checkout, source)
+        folder, commit = fetch(source)
+        spec = load_ml_spec(folder, source)
     except (SourceError, OSError, git.GitError) as exc:
         return EnvReport(str(path), None, "rejected", f"unreadable source: {exc}", seconds=time.monotonic() - started)
-    files = sorted(p for p in checkout.rglob("*") if p.is_file() and ".git" not in p.parts and p.name != ".arex-complete")
-    digest = hashlib.sha256(json.dumps([BUILDER_VERSION, IMAGE_WORKSPACE, commit, spec.model_dump(mode="json"), sandbox.image]).encode())
-    for p in files:
-        digest.update(p.relative_to(checkout).as_posix().encode() + b"\0" + p.read_bytes())
-    content = digest.hexdigest()[:16]
-    final = out / spec.id
-    from arex.envs.build import skipped_report
-
-    skipped = skipped_report(final, content, path, started)
+    checkout = Checkout(source, folder, commit, spec, repo_files(folder))
+    content = content_digest(checkout, sandbox.image)
+    skipped = skipped_report(out / checkout.spec.id, content, path, started)
     if skipped is not None:
         return skipped
-    report = EnvReport(str(path), spec.id, "rejected")
+    report = EnvReport(str(path), checkout.spec.id, "rejected")
     try:
-        deps = deps_image(spec, checkout, sandbox.image)
-        table = prepare_table(spec, checkout, deps, sandbox)
-        columns, train, public, private = split_table(spec, table)
-        out.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=f".{spec.id}-", dir=out) as tmp:
-            work = Path(tmp) / spec.id
-            workspace = work / "workspace"
-            table_rel = Path(spec.data.table).as_posix()
-            for p in files:
-                rel = p.relative_to(checkout).as_posix()
-                if rel == table_rel:
-                    continue  # the full labelled table never enters the workspace
-                (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(p, workspace / rel)
-            train_csv = _csv(columns, train)
-            test_csv = _csv([c for c in columns if c != spec.data.target], sorted(public + private, key=lambda r: sha256(r[spec.data.id_column].encode())))
-            labels_csv = _csv([spec.data.id_column, spec.data.target, "split"], [{**r, "split": "public"} for r in public] + [{**r, "split": "private"} for r in private])
-            for rel, data in ((spec.data.train_file, train_csv), (spec.data.test_file, test_csv)):
-                (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
-                (workspace / rel).write_bytes(data)
-            (work / "private").mkdir(parents=True)
-            (work / "private" / "labels.csv").write_bytes(labels_csv)
-            (work / CANARY_FILE).write_text(make_canary(f"{spec.id}\0{content}") + "\n")
-            (work / "statement.md").write_text((checkout / spec.statement).read_text(encoding="utf-8"))
-            image = env_image(spec, deps, workspace, content)
-            spec = spec.model_copy(
-                update={
-                    "image": image,
-                    "source_url": source.url,
-                    "source_commit": commit,
-                    "source_hash": content,
-                    "checksums": {"train": sha256(train_csv), "test": sha256(test_csv), "labels": sha256(labels_csv)},
-                }
-            )
-            (work / "task.yaml").write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
-            original = next(csv.reader(io.StringIO(table.decode("utf-8"))))
-            needles = [_csv(original, [row]).decode().splitlines()[1] for row in private[:3]]
-            gates, scores = run_ml_gates(work, spec, train, sandbox, needles)
-            report.gates, report.scores = gates, scores
-            failed = [g for g in gates if not g.passed]
-            if failed:
-                report.reason = f"gate '{failed[0].name}' failed: {failed[0].detail}"
-            else:
-                report.status = "accepted"
-                spec = spec.model_copy(update={"baseline_score": scores["baseline"]})
-                (work / "task.yaml").write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
-                (work / ".build.json").write_text(json.dumps({"source_hash": content, "builder": BUILDER_VERSION, "gates": [g.__dict__ for g in gates], "scores": scores}, indent=2))
-                if final.exists():
-                    shutil.rmtree(final)
-                work.rename(final)
+        _build_and_gate(report, checkout, content, out, sandbox)
     except SourceError as exc:
         report.reason = str(exc)
     except SandboxError as exc:
         report.status, report.reason = "error", f"SandboxError: {exc}"
     report.seconds = time.monotonic() - started
     return report
+
+
+def _build_and_gate(report: EnvReport, checkout: Checkout, content: str, out: Path, sandbox: SandboxConfig) -> None:
+    """Images, data split and env folder; the gates; into place under `out` if they all pass."""
+    spec = checkout.spec
+    deps = deps_image(spec, checkout.folder, sandbox.image)
+    table = prepare_table(spec, checkout.folder, deps, sandbox)
+    columns, train, public, private = split_table(spec, table)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{spec.id}-", dir=out) as tmp:
+        work = Path(tmp) / spec.id
+        checksums = _write_data(work, checkout, columns, train, public, private)
+        (work / CANARY_FILE).write_text(make_canary(f"{spec.id}\0{content}") + "\n")
+        (work / "statement.md").write_text((checkout.folder / spec.statement).read_text(encoding="utf-8"))
+        image = env_image(spec, deps, work / "workspace", content)
+        spec = spec.model_copy(update={"image": image, "source_url": checkout.source.url, "source_commit": checkout.commit, "source_hash": content, "checksums": checksums})
+        write_task(work, spec)
+        log = run_ml_gates(work, spec, train, sandbox, _needles(table, private))
+        # The spec is written only if every gate passed, and then the baseline score is known.
+        accepted = spec.model_copy(update={"baseline_score": log.scores.get("baseline")})
+        finish(report, log, work, out / spec.id, accepted, content, BUILDER_VERSION)
+
+
+def _write_data(work: Path, checkout: Checkout, columns: list[str], train: list[dict], public: list[dict], private: list[dict]) -> dict[str, str]:
+    """The workspace (the repository without its labelled table, plus the train and test files)
+    and private/labels.csv; returns their checksums."""
+    data, workspace = checkout.spec.data, work / "workspace"
+    for p in checkout.files:
+        rel = p.relative_to(checkout.folder).as_posix()
+        if rel == Path(data.table).as_posix():
+            continue  # the full labelled table never enters the workspace
+        (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(p, workspace / rel)
+    train_csv = _csv(columns, train)
+    test_csv = _csv([c for c in columns if c != data.target], sorted(public + private, key=lambda r: text_sha256(r[data.id_column])))
+    labels_csv = _csv([data.id_column, data.target, "split"], [{**r, "split": "public"} for r in public] + [{**r, "split": "private"} for r in private])
+    for rel, blob in ((data.train_file, train_csv), (data.test_file, test_csv)):
+        (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / rel).write_bytes(blob)
+    (work / "private").mkdir(parents=True)
+    (work / "private" / "labels.csv").write_bytes(labels_csv)
+    return {"train": bytes_sha256(train_csv), "test": bytes_sha256(test_csv), "labels": bytes_sha256(labels_csv)}
+
+
+def _needles(table: bytes, private: list[dict]) -> list[str]:
+    """A few private rows as they are written in the labelled table: the leak gate greps for them."""
+    original = next(csv.reader(io.StringIO(table.decode("utf-8"))))
+    return [_csv(original, [row]).decode().splitlines()[1] for row in private[:3]]

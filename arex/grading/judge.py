@@ -18,9 +18,7 @@ Trust boundaries (docs/security.md has the whole threat model):
 
 from __future__ import annotations
 
-import hashlib
 import math
-import os
 import shlex
 import tempfile
 from collections import Counter
@@ -28,6 +26,7 @@ from pathlib import Path
 
 from arex.grading.checkers import Check, check_builtin, interpret_kattis, interpret_testlib
 from arex.grading.languages import language_named
+from arex.hashing import cache_dir, tree_sha256
 from arex.sandbox import Mount, SandboxConfig, make_sandbox
 from arex.sandbox.base import RunLimits, Sandbox, SandboxError
 from arex.specs import GradeResult, JudgeSpec, TestCase, TestResult
@@ -40,10 +39,6 @@ SIGXCPU, SIGKILL = 24, 9
 # Before each grading: every writable place emptied (made writable first: a submission may chmod
 # what it leaves), and its SysV IPC objects removed. Run isolated, so its processes die too.
 _WIPE = 'for d in "$@"; do chmod -R u+rwX "$d" 2>/dev/null; find "$d" -mindepth 1 -delete 2>/dev/null; done; ipcrm --all 2>/dev/null; true'
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("AREX_CACHE", Path.home() / ".cache" / "arex"))
 
 
 class Judge:
@@ -221,10 +216,7 @@ class Judge:
         if not source.is_file():
             raise FileNotFoundError(f"Checker source '{source}' is missing from env '{self.spec.id}'.")
         folder = source.parent
-        digest = hashlib.sha256()
-        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes())
-        binary = cache_dir() / "checkers" / digest.hexdigest()[:24] / "checker"
+        binary = cache_dir() / "checkers" / tree_sha256(folder)[:24] / "checker"
         if binary.exists():
             return binary
         binary.parent.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,6 @@ infrastructure failures.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,16 +19,17 @@ from rich.live import Live
 from rich.table import Table
 
 from arex.envs.runtime import Env
+from arex.hashing import json_sha256
 from arex.rollout.agent import Rollout
 from arex.rollout.config import RolloutConfig
-from arex.rollout.record import load
+from arex.trajectory import RoundEnd, load
 from arex.rollout.skills import catalogue
 from arex.sandbox import SandboxConfig
 from arex.teacher.client import TeacherClient, TeacherConfig
 
 
 def _hash(obj) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return json_sha256(obj, sort_keys=True, default=str)[:16]
 
 
 def config_hash(teacher: TeacherConfig, rollout: RolloutConfig) -> str:
@@ -81,11 +81,11 @@ async def run_batch(
     limit = asyncio.Semaphore(max(1, concurrency))
     started = time.monotonic()
 
-    def on_round(rollout: Rollout, end: dict) -> None:
+    def on_round(rollout: Rollout, end: RoundEnd) -> None:
         progress.rounds += 1
         progress.tokens = sum(r.tokens for r in live_rollouts)
         progress.cost = sum(r.cost for r in live_rollouts)
-        best = end["best"]["held_out"]
+        best = end.best.held_out
         progress.best[rollout.env.id] = max(progress.best.get(rollout.env.id, best), best)
 
     live_rollouts: list[Rollout] = []
@@ -99,25 +99,29 @@ async def run_batch(
             live_rollouts.append(rollout)
             end = await rollout.run()
         progress.done += 1
-        return {"env": env.id, "sample": sample, "key": key, "path": str(path), **end}
+        return {"env": env.id, "sample": sample, "key": key, "path": str(path), **end.model_dump(exclude={"type"})}
 
     try:
-        if console is not None:
-            with Live(progress.table(), console=console, refresh_per_second=4, transient=False) as live:
-                tasks = [asyncio.create_task(one(env, s)) for env, s in jobs]
-                while not all(t.done() for t in tasks):
-                    live.update(progress.table())
-                    await asyncio.sleep(0.25)
-                live.update(progress.table())
-                results = [t.result() for t in tasks]
-        else:
-            results = await asyncio.gather(*(one(env, s) for env, s in jobs))
+        results = await _gather([one(env, s) for env, s in jobs], progress, console)
     finally:
         await teacher.close()
     summary = summarize(results, out, time.monotonic() - started, teacher.usage.model_dump())
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+async def _gather(coros: list, progress: Progress, console: Console | None) -> list:
+    """Run every rollout; with a console, redraw the progress table while they run."""
+    if console is None:
+        return await asyncio.gather(*coros)
+    with Live(progress.table(), console=console, refresh_per_second=4, transient=False) as live:
+        tasks = [asyncio.create_task(c) for c in coros]
+        while not all(t.done() for t in tasks):
+            live.update(progress.table())
+            await asyncio.sleep(0.25)
+        live.update(progress.table())
+        return [t.result() for t in tasks]
 
 
 def summarize(results: list[dict], out: Path, seconds: float, usage: dict) -> dict:
@@ -128,14 +132,12 @@ def summarize(results: list[dict], out: Path, seconds: float, usage: dict) -> di
         record = load(Path(r["path"]))
         if not record.rounds:
             continue
-        first = record.rounds[0]["end"]["grade"]["held_out_score"]
-        best = max(x["end"]["grade"]["held_out_score"] for x in record.rounds)
-        final = record.rounds[-1]["end"]["grade"]["held_out_score"]
+        held = record.held_out
         env = per_env.setdefault(r["env"], {"rollouts": 0, "first": [], "best": [], "final": []})
         env["rollouts"] += 1
-        env["first"].append(first)
-        env["best"].append(best)
-        env["final"].append(final)
+        env["first"].append(held[0])
+        env["best"].append(max(held))
+        env["final"].append(held[-1])
     for stats in per_env.values():
         for key in ("first", "best", "final"):
             values = stats.pop(key)

@@ -17,15 +17,12 @@ from pathlib import Path
 
 import docker.errors
 
+from arex.hashing import cache_dir
 from arex.sandbox.base import SandboxError
 
 TARGET = "/.arex"
 FILES = ("runner.c", "box/server.py", "box/init.py", "box/unpack.py")
 BUILDER_IMAGE = "arex-base:latest"
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("AREX_CACHE", Path.home() / ".cache" / "arex"))
 
 
 def _sources() -> dict[str, bytes]:
