@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from arex.hashing import json_sha256
 
 
 class LLMJudgeConfig(BaseModel):
@@ -61,4 +61,4 @@ class SelectConfig(BaseModel):
     """Optional process-quality rating by the teacher."""
 
     def digest(self) -> str:
-        return hashlib.sha256(json.dumps(self.model_dump(), sort_keys=True).encode()).hexdigest()[:16]
+        return json_sha256(self.model_dump(), sort_keys=True)[:16]

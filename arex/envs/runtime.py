@@ -8,7 +8,6 @@ works → `grade_round` each round, with the grading containers of `open_grading
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from abc import ABC, abstractmethod
@@ -19,6 +18,7 @@ import yaml
 
 from arex.envs.layout import IMAGE_WORKSPACE
 from arex.grading.judge import Judge
+from arex.hashing import json_sha256, text_sha256
 from arex.grading.languages import language_for
 from arex.grading.ml import SUBMISSION_CAP, MLGrader
 from arex.sandbox import Mount, SandboxConfig, make_sandbox
@@ -55,7 +55,7 @@ class Env(ABC):
         self.spec = self.spec_model.model_validate(raw)
         self.id = self.spec.id
         self.statement = (self.dir / "statement.md").read_text(encoding="utf-8")
-        self.spec_hash = hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest()[:16]
+        self.spec_hash = json_sha256(raw, sort_keys=True)[:16]
 
     @property
     def title(self) -> str:
@@ -165,7 +165,7 @@ class JudgeEnv(Env):
     def _grade(self, data: bytes, text: str, grading: Grading, log: str) -> GradeResult:
         language = language_for(self.spec.starter).name
         # Judge grading is deterministic (a build gate checks it): an unchanged submission is not re-run.
-        key = hashlib.sha256(f"{language}\0{text}".encode()).hexdigest()
+        key = text_sha256(f"{language}\0{text}")
         if key in grading.graded:
             cached = grading.graded[key]
             return cached.model_copy(update={"details": {**cached.details, "cached": True}})
