@@ -68,24 +68,36 @@ def _stats_table(stats: ExportStats) -> list[str]:
 def write_card(out: Path, stats: ExportStats, config: ExportConfig, selection: dict | None) -> Path:
     """Write `out/README.md` (and the curve image); returns the card's path."""
     has_curve = plot_curves(stats, out / CURVE)
-    total_rows = sum(stats.rows.values())
-    front = {
+    lines = ["---", yaml.safe_dump(_front_matter(stats, config), sort_keys=False).strip(), "---", ""]
+    lines += _contents(stats, config)
+    lines += ["## Score improvement", "", *_stats_table(stats), ""]
+    if has_curve:
+        lines += [f"![Best held-out score so far, by round]({CURVE})", ""]
+    lines += _selection(selection) + _provenance(stats)
+    path = out / "README.md"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def _front_matter(stats: ExportStats, config: ExportConfig) -> dict:
+    """The Hub's YAML header: license, tags, size and one dataset config per granularity."""
+    return {
         "pretty_name": config.pretty_name,
         "license": config.license,
         "language": ["en"],
         "task_categories": ["text-generation"],
         "tags": ["agents", "self-improvement", "reflection", "sft", "arex"],
-        "size_categories": [_size_category(total_rows)],
+        "size_categories": [_size_category(sum(stats.rows.values()))],
         "configs": [{"config_name": g, "data_files": [{"split": "train", "path": f"{g}/*.parquet"}], **({"default": True} if i == 0 else {})} for i, g in enumerate(config.granularities)],
     }
+
+
+def _contents(stats: ExportStats, config: ExportConfig) -> list[str]:
+    """Title, what the trajectories are, what the files hold and how to load them."""
     domains: dict[str, int] = {}
     for env in stats.by_env.values():
         domains[env["domain"]] = domains.get(env["domain"], 0) + env["trajectories"]
-    lines = [
-        "---",
-        yaml.safe_dump(front, sort_keys=False).strip(),
-        "---",
-        "",
+    return [
         f"# {config.pretty_name}",
         "",
         "Long-horizon self-improvement trajectories synthesized by arex "
@@ -114,32 +126,33 @@ def write_card(out: Path, stats: ExportStats, config: ExportConfig, selection: d
         'rows = load_dataset("<this repo>", "rounds", split="train")',
         "```",
         "",
-        "## Score improvement",
+    ]
+
+
+def _selection(selection: dict | None) -> list[str]:
+    """How many trajectories were kept, by which criteria, and why the others were dropped."""
+    lines = ["## Selection", ""]
+    if not selection:
+        return lines + ["No selection report was given.", ""]
+    return lines + [
+        f"{selection['kept']} of {selection['total']} trajectories kept (criteria hash `{selection['criteria_hash']}`).",
         "",
-        *_stats_table(stats),
+        "Criteria:",
+        "",
+        "```yaml",
+        yaml.safe_dump(selection["criteria"], sort_keys=False).strip(),
+        "```",
+        "",
+        "| drop reason | trajectories |",
+        "|---|---:|",
+        *[f"| {reason} | {row['count']} |" for reason, row in selection["drops"].items()],
         "",
     ]
-    if has_curve:
-        lines += [f"![Best held-out score so far, by round]({CURVE})", ""]
-    lines += ["## Selection", ""]
-    if selection:
-        lines += [
-            f"{selection['kept']} of {selection['total']} trajectories kept (criteria hash `{selection['criteria_hash']}`).",
-            "",
-            "Criteria:",
-            "",
-            "```yaml",
-            yaml.safe_dump(selection["criteria"], sort_keys=False).strip(),
-            "```",
-            "",
-            "| drop reason | trajectories |",
-            "|---|---:|",
-            *[f"| {reason} | {row['count']} |" for reason, row in selection["drops"].items()],
-            "",
-        ]
-    else:
-        lines += ["No selection report was given.", ""]
-    lines += ["## Provenance", "", "Teachers:", ""]
+
+
+def _provenance(stats: ExportStats) -> list[str]:
+    """Teachers, rollout configs and the data files with their checksums."""
+    lines = ["## Provenance", "", "Teachers:", ""]
     for name, teacher in sorted(stats.teachers.items()):
         lines.append(f"- `{name}`, sampling `{json.dumps(teacher.get('sampling'), sort_keys=True)}`")
     lines += ["", "Rollout configs (by hash):", ""]
@@ -148,6 +161,4 @@ def write_card(out: Path, stats: ExportStats, config: ExportConfig, selection: d
     lines += ["Data files (sha256):", "", "| file | rows | bytes | sha256 |", "|---|---:|---:|---|"]
     lines += [f"| {rel} | {s['rows']} | {s['bytes']} | `{s['sha256']}` |" for rel, s in sorted(stats.shards.items())]
     lines.append("")
-    path = out / "README.md"
-    path.write_text("\n".join(lines), encoding="utf-8")
-    return path
+    return lines

@@ -1,44 +1,86 @@
-"""The arex command line: one small function per verb, no logic of its own."""
+"""The arex command line: one small function per verb, no logic of its own.
+
+Errors end here, in one place (`handle_errors`): an `ArexError` (the user's to fix) prints
+`arex: <message>` on stderr and exits with its code; Ctrl-C exits 130; anything else is a bug in
+arex and shows its traceback. The stages are imported inside the commands, so `arex --help` loads
+none of them.
+"""
 
 from __future__ import annotations
 
 import signal
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, Iterator, List, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+from typer.core import TyperGroup
 
-from arex.config import ArexConfig, ConfigError, load_config
+from arex.errors import ArexError, Interrupted, UserInputError
 
-app = typer.Typer(help="arex: synthesize long-horizon self-improvement trajectories for training LLM agents.", no_args_is_help=True)
-sandbox_app = typer.Typer(help="Manage sandboxes.", no_args_is_help=True)
-config_app = typer.Typer(help="Inspect configuration.", no_args_is_help=True)
-teacher_app = typer.Typer(help="The teacher model.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from arex.config import ArexConfig
+
+console = Console()
+err = Console(stderr=True)
+
+
+@contextmanager
+def handle_errors() -> Iterator[None]:
+    """The CLI's one error handler: an ArexError prints its message, one paragraph, and exits
+    with its code; Ctrl-C exits 130 with one line; anything else propagates (a traceback: a bug)."""
+    try:
+        yield
+    except ArexError as exc:
+        err.print(Text(f"arex: {str(exc).strip() or type(exc).__name__}", style="red"), soft_wrap=True)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        err.print(Text("arex: interrupted", style="red"), soft_wrap=True)
+        raise typer.Exit(Interrupted.exit_code) from None
+
+
+class _ArexGroup(TyperGroup):
+    """The root command group: every command runs inside `handle_errors` (also under CliRunner,
+    which calls the group, not `main`)."""
+
+    def invoke(self, ctx):
+        with handle_errors():
+            return super().invoke(ctx)
+
+
+# Plain (click) help: rich help pulls in markdown and pygments, and doubles `arex --help`'s time.
+_PLAIN = {"rich_markup_mode": None, "no_args_is_help": True}
+app = typer.Typer(
+    cls=_ArexGroup,
+    help="arex: synthesize long-horizon self-improvement trajectories for training LLM agents.",
+    pretty_exceptions_show_locals=False,  # a bug's traceback must not print config values (API keys)
+    **_PLAIN,
+)
+sandbox_app = typer.Typer(help="Manage sandboxes.", **_PLAIN)
+config_app = typer.Typer(help="Inspect configuration.", **_PLAIN)
+teacher_app = typer.Typer(help="The teacher model.", **_PLAIN)
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(teacher_app, name="teacher")
 app.add_typer(config_app, name="config")
-console = Console()
-err = Console(stderr=True)
 
 ConfigOpt = typer.Option(None, "-c", "--config", help="YAML file or key=value override; repeat to stack (later wins).")
 
 
+def main() -> None:
+    """The `arex` entry point: the command line, with its one error handler."""
+    app()
+
+
 def _config(items: Optional[List[str]]) -> ArexConfig:
-    try:
-        return load_config(items or [])
-    except ConfigError as exc:
-        err.print(Text(str(exc), style="red"), soft_wrap=True)
-        raise typer.Exit(2) from None
+    """The configuration from `-c` items; a ConfigError goes to the handler."""
+    from arex.config import load_config
 
-
-def _fail(message: str, code: int = 1) -> None:
-    err.print(Text(message, style="red"), soft_wrap=True)
-    raise typer.Exit(code)
+    return load_config(items or [])
 
 
 @app.callback()
@@ -79,13 +121,9 @@ def doctor(config: Optional[List[str]] = ConfigOpt) -> None:
 @sandbox_app.command("prune")
 def sandbox_prune(all_: bool = typer.Option(False, "--all", help="Also remove sandboxes of arex processes still running.")) -> None:
     """Remove sandbox containers left behind by crashed arex processes."""
-    from arex.sandbox import SandboxError
     from arex.sandbox.docker import prune
 
-    try:
-        removed = prune(all_owners=all_)
-    except SandboxError as exc:
-        _fail(str(exc))
+    removed = prune(all_owners=all_)
     console.print(f"removed {len(removed)} sandbox container(s)" + (": " + ", ".join(removed) if removed else ""))
 
 
@@ -100,7 +138,7 @@ def sandbox_check(
     cfg = _config(config)
     unknown = [name for name in only or [] if name not in CHECKS]
     if unknown:
-        _fail(f"Unknown check(s): {', '.join(unknown)}. Known: {', '.join(CHECKS)}", 2)
+        raise UserInputError(f"Unknown check(s): {', '.join(unknown)}. Known: {', '.join(CHECKS)}")
     outcome = run_suite(cfg.sandbox.backend, only=only)
     table = Table("check", "result")
     for name, failure in outcome.items():
@@ -125,7 +163,7 @@ def build_envs_command(
     cfg = _config(config)
     missing = [str(s) for s in sources if not s.exists()]
     if missing:
-        _fail(f"Source(s) not found: {', '.join(missing)}", 2)
+        raise UserInputError(f"Source(s) not found: {', '.join(missing)}")
     reports = build_envs(sources, out, cfg.sandbox, concurrency)
     table = Table("env", "status", "scores", "reason", "s")
     colors = {"accepted": "green", "skipped": "cyan", "rejected": "red", "error": "red"}
@@ -156,29 +194,22 @@ def rollout(
     items = list(config or []) + ([f"rollout.rounds={rounds}"] if rounds is not None else [])
     cfg = _config(items)
     if not envs.is_dir():
-        _fail(f"--envs {envs} is not a folder; build envs first: arex build-envs envs/* --out {envs}", 2)
+        raise UserInputError(f"--envs {envs} is not a folder; build envs first: arex build-envs envs/* --out {envs}")
     found = list_envs(envs)
     if not found:
-        _fail(f"No built envs in {envs} (folders with task.yaml); run: arex build-envs envs/* --out {envs}", 2)
+        raise UserInputError(f"No built envs in {envs} (folders with task.yaml); run: arex build-envs envs/* --out {envs}")
     local = None
     base_url = cfg.teacher.base_url
     if base_url is None:
-        from arex.teacher.local import LocalTeacher, LocalTeacherMissing
+        from arex.teacher.local import LocalTeacher
 
         console.print("no teacher.base_url configured: starting the bundled local teacher ...")
-        try:
-            local = LocalTeacher(cfg.teacher.local, model_alias=cfg.teacher.model).start()
-        except (LocalTeacherMissing, RuntimeError) as exc:
-            _fail(str(exc))
+        local = LocalTeacher(cfg.teacher.local, model_alias=cfg.teacher.model).start()
         base_url = local.base_url
-    from arex.rollout.skills import SkillError
-
     try:
         summary = asyncio.run(run_batch(found, cfg.teacher, cfg.rollout, cfg.sandbox, out, samples, concurrency, base_url, console))
-    except (SkillError, ValueError, FileNotFoundError) as exc:
-        _fail(f"cannot start the rollouts: {exc}")
     except KeyboardInterrupt:
-        _fail(f"interrupted: finished rounds are kept in {out}; re-run the same command to resume", 130)
+        raise Interrupted(f"interrupted: finished rounds are kept in {out}; re-run the same command to resume") from None
     finally:
         if local is not None:
             local.stop()
@@ -200,22 +231,17 @@ def select_command(
     config: Optional[List[str]] = ConfigOpt,
 ) -> None:
     """Keep or drop whole trajectories; scores are re-checked by re-grading. Resumable."""
-    from arex.select import LeakError, select
+    from arex.select import select
 
     cfg = _config(config)
     if cfg.select.llm_judge.enabled and not cfg.teacher.base_url:
-        _fail("select.llm_judge.enabled needs teacher.base_url (start one with `arex teacher serve`)", 2)
+        raise UserInputError("select.llm_judge.enabled needs teacher.base_url (start one with `arex teacher serve`)")
 
     def show(verdict) -> None:
         mark = "[green]kept[/green]" if verdict.kept else f"[yellow]dropped[/yellow] {escape(', '.join(verdict.reasons))}"
         console.print(f"{verdict.env_id}/{verdict.key}: {mark}")
 
-    try:
-        selection = select(store, envs, out, cfg.select, cfg.sandbox, cfg.teacher, on_verdict=show, concurrency=concurrency)
-    except LeakError as exc:
-        _fail(f"LEAK: {exc}", 3)
-    except (FileNotFoundError, ValueError) as exc:
-        _fail(str(exc), 2)
+    selection = select(store, envs, out, cfg.select, cfg.sandbox, cfg.teacher, on_verdict=show, concurrency=concurrency)
     table = Table("drop reason", "trajectories", "ids")
     for reason, row in selection.drop_table().items():
         table.add_row(reason, str(row["count"]), escape(", ".join(row["ids"][:4]) + (" ..." if row["count"] > 4 else "")))
@@ -233,24 +259,18 @@ def export_command(
     """Write the kept trajectories as SFT parquet shards and a dataset card."""
     import json
 
-    from arex.canary import LeakError
     from arex.card import write_card
     from arex.export import export, kept_records
 
     cfg = _config(config)
     if not (selection / "kept.jsonl").is_file():
-        _fail(f"{selection} holds no kept.jsonl; run `arex select --out {selection}` first", 2)
+        raise UserInputError(f"{selection} holds no kept.jsonl; run `arex select --out {selection}` first")
     report = selection / "selection.json"
     chosen = json.loads(report.read_text()) if report.is_file() else None
     envs = envs or (Path(chosen["envs"]) if chosen and chosen.get("envs") else None)
     if envs is None or not envs.is_dir():
-        _fail(f"no built envs to check the trajectories against (canaries): pass --envs DIR (got {envs})", 2)
-    try:
-        stats = export(kept_records(selection), out, cfg.export, envs)
-    except LeakError as exc:
-        _fail(f"LEAK: {exc}", 3)
-    except (FileNotFoundError, ValueError) as exc:
-        _fail(str(exc), 2)
+        raise UserInputError(f"no built envs to check the trajectories against (canaries): pass --envs DIR (got {envs})")
+    stats = export(kept_records(selection), out, cfg.export, envs)
     card = write_card(out, stats, cfg.export, chosen)
     rows = ", ".join(f"{g} {n}" for g, n in stats.rows.items())
     console.print(f"exported {stats.trajectories} trajectories ({len(stats.duplicates)} duplicates skipped): {rows} rows in {len(stats.shards)} shard(s)")
@@ -266,12 +286,9 @@ def push_command(
     private: bool = typer.Option(False, "--private", help="Create the repo private."),
 ) -> None:
     """Upload the shards and the card to a Hugging Face dataset repo, in one commit."""
-    from arex.push import PushError, push
+    from arex.push import push
 
-    try:
-        result = push(dataset, repo_id, token=token, endpoint=endpoint, private=private)
-    except PushError as exc:
-        _fail(str(exc), 2)
+    result = push(dataset, repo_id, token=token, endpoint=endpoint, private=private)
     console.print(f"pushed {len(result.files)} files to {result.repo_url}")
 
 
@@ -283,22 +300,19 @@ def teacher_serve(
     """Serve the bundled local teacher (SmolLM2-135M-Instruct) on 127.0.0.1 until Ctrl-C."""
     import time
 
-    from arex.teacher.local import LocalTeacher, LocalTeacherMissing
+    from arex.teacher.local import LocalTeacher, LocalTeacherFailed
 
     cfg = _config(config)
     local = cfg.teacher.local if port is None else cfg.teacher.local.model_copy(update={"port": port})
     teacher = LocalTeacher(local, model_alias=cfg.teacher.model)
-    try:
-        teacher.start()
-    except (LocalTeacherMissing, RuntimeError) as exc:
-        _fail(str(exc))
+    teacher.start()
     try:
         console.print(f"local teacher ready (model '{cfg.teacher.model}'); Ctrl-C stops it")
         print(f"base_url={teacher.base_url}", flush=True)
         while teacher.process is not None and teacher.process.poll() is None:
             time.sleep(0.5)
         if teacher.process is not None:
-            _fail(f"the local teacher exited on its own; see {teacher.log_path}")
+            raise LocalTeacherFailed(f"the local teacher exited on its own; see {teacher.log_path}")
     except KeyboardInterrupt:
         pass
     finally:
@@ -307,4 +321,4 @@ def teacher_serve(
 
 
 if __name__ == "__main__":
-    app()
+    main()

@@ -7,16 +7,14 @@ key (the value is parsed as YAML, so `3`, `true`, `[1, 2]` get their types). Eve
 
 from __future__ import annotations
 
-import difflib
 import re
-import types
-import typing
 from pathlib import Path
 from typing import Any, Sequence
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from arex.errors import UserInputError, explain_validation
 from arex.export_config import ExportConfig
 from arex.rollout.config import RolloutConfig
 from arex.sandbox.base import SandboxConfig
@@ -26,8 +24,9 @@ from arex.teacher.config import TeacherConfig
 _OVERRIDE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)=(.*)$", re.S)
 
 
-class ConfigError(ValueError):
-    """A configuration that cannot be used; the message says what and where."""
+class ConfigError(UserInputError, ValueError):
+    """A configuration that cannot be used (a -c file missing or not YAML, an unknown key, a value
+    of the wrong type); the message names every problem, its key and where it was set."""
 
 
 class ArexConfig(BaseModel):
@@ -78,6 +77,8 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"Config file '{path}' not found{hint}. Pass an existing YAML file with -c, e.g. -c configs/default.yaml.")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"Config file '{path}' cannot be read ({exc}). Pass a readable UTF-8 YAML file with -c.") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -103,27 +104,7 @@ def _merge(into: dict, layer: dict, origin: dict, source: str, prefix: tuple[str
 
 
 def _explain(exc: ValidationError, model: type[BaseModel], origin: dict) -> str:
-    problems = []
-    for err in exc.errors():
-        loc = tuple(str(p) for p in err["loc"])
-        dotted = ".".join(loc) or "(top level)"
-        source = _source_of(loc, origin)
-        if err["type"] == "extra_forbidden":
-            parent_model = _model_at(model, loc[:-1])
-            known = sorted(parent_model.model_fields) if parent_model else []
-            guess = difflib.get_close_matches(loc[-1], known, n=1)
-            hint = f" Did you mean '{'.'.join(loc[:-1] + (guess[0],))}'?" if guess else ""
-            where = "under '" + ".".join(loc[:-1]) + "'" if loc[:-1] else "at the top level"
-            problems.append(f"unknown key '{dotted}' (set by {source}).{hint} Known keys {where}: {', '.join(known)}.")
-        elif err["type"] == "value_error" and _model_at(model, loc) is not None:
-            # A rule across a section's keys (e.g. a model with no price): the message says which.
-            problems.append(f"section '{dotted}': {err['msg'].removeprefix('Value error, ')}.")
-        else:
-            expected = _expected_type(model, loc)
-            got = err.get("input")
-            got_text = f", got {got!r}" if err["type"] != "missing" else ""
-            problems.append(f"'{dotted}' (set by {source}) expects {expected}{got_text}: {err['msg']}.")
-    return "Config error: " + " Also: ".join(problems)
+    return "Config error: " + " Also: ".join(explain_validation(exc, model, lambda loc: _source_of(loc, origin)))
 
 
 def _source_of(loc: tuple[str, ...], origin: dict) -> str:
@@ -131,57 +112,3 @@ def _source_of(loc: tuple[str, ...], origin: dict) -> str:
         if loc[:end] in origin:
             return origin[loc[:end]]
     return "the defaults"
-
-
-def _model_at(model: type[BaseModel], loc: tuple[str, ...]) -> type[BaseModel] | None:
-    current: Any = model
-    for part in loc:
-        field = getattr(current, "model_fields", {}).get(part)
-        if field is None:
-            return None
-        current = _find_model(field.annotation)
-        if current is None:
-            return None
-    return current
-
-
-def _find_model(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in typing.get_args(annotation):
-        found = _find_model(arg)
-        if found is not None:
-            return found
-    return None
-
-
-def _expected_type(model: type[BaseModel], loc: tuple[str, ...]) -> str:
-    parent = _model_at(model, loc[:-1]) if loc else None
-    field = parent.model_fields.get(loc[-1]) if parent else None
-    if field is None:
-        return "a valid value"
-    return _type_name(field.annotation)
-
-
-def _type_name(annotation: Any) -> str:
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin is typing.Literal:
-        return "one of " + ", ".join(repr(a) for a in args)
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in args)
-    if origin is typing.Annotated:
-        return _type_name(args[0])
-    if origin in (list, tuple, set):
-        return f"a list of {_type_name(args[0])}" if args else "a list"
-    if origin is dict:
-        return "a mapping"
-    if annotation is type(None):
-        return "null"
-    if isinstance(annotation, type):
-        if issubclass(annotation, BaseModel):
-            return f"a '{annotation.__name__}' mapping"
-        return {"int": "an integer", "float": "a number", "str": "a string", "bool": "true/false"}.get(
-            annotation.__name__, annotation.__name__
-        )
-    return str(annotation)

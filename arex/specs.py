@@ -1,10 +1,18 @@
-"""Records that cross module lines, defined once. Trajectories embed these as they are."""
+"""Records that cross module lines, defined once. Trajectories embed these as they are.
+
+Task specs (a judge env's task.yaml, an ML repository's arex.yaml) are read with `load_task_spec`
+or checked with `validate_spec`: every problem is reported at once, with its key and the file.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from arex.errors import UserInputError, explain_validation
 
 CallStatus = Literal["ok", "empty", "truncated"]
 
@@ -277,3 +285,67 @@ class MLSpec(_Frozen):
     source_hash: str = ""
     checksums: dict[str, str] = Field(default_factory=dict)
     baseline_score: float | None = None
+
+
+# -- reading task specs -------------------------------------------------------------------------
+SPEC_KINDS: dict[str, type[JudgeSpec] | type[MLSpec]] = {"judge": JudgeSpec, "ml": MLSpec}
+"""The spec model of each env kind (a task.yaml's `kind`, 'judge' when unset)."""
+
+SpecT = TypeVar("SpecT", bound=BaseModel)
+
+
+class SpecError(UserInputError, ValueError):
+    """A task spec (task.yaml, arex.yaml) that cannot be used: not YAML, not a mapping, or keys
+    missing, unknown or of the wrong type. The message names the file and every problem's key."""
+
+    @classmethod
+    def from_validation(cls, path: str | Path, exc: ValidationError, model: type[BaseModel]):
+        """The error for a spec at `path` that failed to validate as `model`: all its problems, one
+        sentence each (subclasses such as SourceError get their own class back)."""
+        return cls(f"Task spec error in {path}: " + " Also: ".join(explain_validation(exc, model)))
+
+
+def validate_spec(model: type[SpecT], raw: Any, path: str | Path, error: type[SpecError] = SpecError) -> SpecT:
+    """`raw` (a spec read from `path`) as `model`; raises `error` listing every problem."""
+    if not isinstance(raw, dict):
+        raise error(f"Task spec error in {path}: it must be a mapping of keys (e.g. 'id: ...'), not a {type(raw).__name__}.")
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise error.from_validation(path, exc, model) from None
+
+
+def read_spec_yaml(path: str | Path, error: type[SpecError] = SpecError) -> dict[str, Any]:
+    """The mapping in a spec file; raises `error` naming the file (and line) if it is missing or not YAML."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise error(f"Task spec {path} does not exist.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"Task spec {path} cannot be read ({exc}).") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise error(f"Task spec {path} is not valid YAML{where}: {getattr(exc, 'problem', None) or exc}. Fix the syntax.") from None
+    if data is None:
+        return {}  # an empty file: validation names every required key
+    if not isinstance(data, dict):
+        raise error(f"Task spec error in {path}: it must be a mapping of keys (e.g. 'id: ...'), not a {type(data).__name__}.")
+    return data
+
+
+def spec_model(raw: dict[str, Any], path: str | Path, error: type[SpecError] = SpecError) -> type[JudgeSpec] | type[MLSpec]:
+    """The spec model for `raw`'s `kind` ('judge' when unset)."""
+    kind = raw.get("kind", "judge")
+    if kind not in SPEC_KINDS:
+        raise error(f"Task spec error in {path}: unknown kind {kind!r}; known kinds: {', '.join(SPEC_KINDS)}.")
+    return SPEC_KINDS[kind]
+
+
+def load_task_spec(path: str | Path, model: type[SpecT] | None = None) -> SpecT:
+    """Read and validate a task spec file: a built env's task.yaml (the model is chosen by its
+    `kind`) or, with `model=MLSpec`, an ML repository's arex.yaml. Raises SpecError listing every
+    problem with its key and the file."""
+    raw = read_spec_yaml(path)
+    return validate_spec(model or spec_model(raw, path), raw, path)

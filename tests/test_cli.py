@@ -21,6 +21,16 @@ def test_bad_config_is_one_paragraph_not_a_traceback():
     assert "'sandbox.cpus'" in result.output and "expects a number" in result.output
 
 
+def test_user_errors_of_the_commands_are_one_paragraph(tmp_path):
+    result = runner.invoke(app, ["sandbox", "check", "--only", "no_such_check"])
+    assert result.exit_code == 2 and result.output.startswith("arex: Unknown check(s): no_such_check")
+    result = runner.invoke(app, ["build-envs", str(tmp_path / "nope"), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and result.output.startswith("arex: Source(s) not found:")
+    result = runner.invoke(app, ["export", "--selection", str(tmp_path), "--envs", str(tmp_path)])
+    assert result.exit_code == 2 and "holds no kept.jsonl" in result.output
+    assert "Traceback" not in result.output
+
+
 def test_doctor_with_engine_stopped_says_how_to_start_it(tmp_path):
     # A socket path nobody listens on is exactly what a stopped engine looks like to a client.
     env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/docker.sock"}

@@ -22,7 +22,8 @@ SUBMISSION_CAP = 64 << 20
 
 
 class SubmissionError(ValueError):
-    """A submission that cannot be scored; the message says what to fix."""
+    """A submission that cannot be scored; the message says what to fix. The agent's doing, not
+    the user's: grading catches it and shows it to the agent (so it is no ArexError)."""
 
 
 # -- metrics (plain Python: exact, dependency-free, deterministic) ------------------------------

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import yaml
 
+from arex.errors import UserInputError
+
 
 @dataclass(frozen=True)
 class Skill:
@@ -15,8 +17,8 @@ class Skill:
     path: Path
 
 
-class SkillError(ValueError):
-    """A skill folder that does not follow the format; the message names the file."""
+class SkillError(UserInputError, ValueError):
+    """A skill folder that does not follow the Agent Skills format; the message names the file."""
 
 
 def read_skill(folder: Path) -> Skill:

@@ -15,6 +15,8 @@ from typing import BinaryIO, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from arex.errors import ArexError
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.I)
 
 
@@ -30,6 +32,11 @@ def parse_size(value: int | str) -> int:
 
 
 SHM_BYTES = 64 << 20  # Docker's default /dev/shm
+
+BACKENDS: dict[str, str] = {"docker": "arex.sandbox.docker:DockerSandbox"}
+"""Sandbox backends by the short name `sandbox.backend` takes → "module:Class" implementing
+Sandbox, imported only when a sandbox is made (`arex.sandbox.make_sandbox`): reading a config
+does not load the Docker SDK."""
 
 
 class Mount(BaseModel):
@@ -51,7 +58,7 @@ class SandboxConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
 
     backend: str = "docker"
-    """Sandbox backend by short name (see arex.sandbox.BACKENDS)."""
+    """Sandbox backend by short name (see arex.sandbox.base.BACKENDS)."""
     image: str = "arex-base:latest"
     """Image the sandbox starts from (built locally by scripts/build_base_image.sh)."""
     user: str = "1000:1000"
@@ -98,6 +105,13 @@ class SandboxConfig(BaseModel):
     @classmethod
     def _size(cls, value: int | str) -> int:
         return parse_size(value)
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        if value not in BACKENDS:
+            raise ValueError(f"unknown sandbox backend {value!r}; known backends: {', '.join(sorted(BACKENDS))}")
+        return value
 
     @field_validator("user")
     @classmethod
@@ -177,11 +191,15 @@ def truncated_text(head: bytes, tail: bytes, total: int) -> tuple[str, bool]:
 
 
 class ArchiveTooLarge(ValueError):
-    """A folder's archive is over the caller's cap (raised by `Sandbox.archive`): the agent's doing."""
+    """A folder's archive is over the caller's cap (raised by `Sandbox.archive`): the agent's doing,
+    caught by its callers (so it is no ArexError)."""
 
 
-class SandboxError(RuntimeError):
-    """Broken infrastructure (engine unreachable, image missing, container gone). Not the agent's fault."""
+class SandboxError(ArexError, RuntimeError):
+    """Broken infrastructure (engine unreachable, image missing, container gone). Not the agent's
+    fault; the user's to fix (start Docker, build the image)."""
+
+    exit_code = 4
 
 
 class Sandbox(ABC):

@@ -19,14 +19,16 @@ from typing import Any
 import openai
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
 
+from arex.errors import ArexError
 from arex.specs import Attempt, TeacherCall, TeacherIdentity, Usage
-
 from arex.teacher.config import LOCAL_MODEL, LocalServerConfig, Price, TeacherConfig  # noqa: F401 (re-exported)
 
 
-class TeacherError(RuntimeError):
+class TeacherError(ArexError, RuntimeError):
     """A call that cannot succeed. `kind` says which: auth, context_length, model_not_found,
     bad_request (all abort at once) or unreachable (retries exhausted: an infrastructure failure)."""
+
+    exit_code = 5
 
     def __init__(self, kind: str, message: str, attempts: list[Attempt] | None = None):
         super().__init__(message)

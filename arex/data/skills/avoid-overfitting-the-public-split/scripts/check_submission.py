@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sub", default="submission.csv")
     ap.add_argument("--test", default="data/test.csv")
@@ -26,7 +26,11 @@ def main():
     ap.add_argument("--id", default="id")
     ap.add_argument("--pred", default="prediction")
     ap.add_argument("--target", default=None, help="train label column (enables label checks)")
-    a = ap.parse_args()
+    return ap.parse_args()
+
+
+def main():
+    a = parse_args()
     errors, warns = [], []
 
     try:
@@ -46,6 +50,18 @@ def main():
     if errors:
         return report(errors, warns)
 
+    check_ids(sub, test, a, errors, warns)
+    p = sub[a.pred]
+    numeric = check_predictions(p, errors, warns)
+    if a.target:
+        check_labels(p, numeric, pd.read_csv(a.train, usecols=[a.target])[a.target], errors, warns)
+    elif numeric:
+        print(f"pred min {p.min():.4g} mean {p.mean():.4g} max {p.max():.4g}")
+    return report(errors, warns)
+
+
+def check_ids(sub, test, a, errors, warns):
+    """Row count, duplicate ids, ids missing or unknown, id order."""
     if len(sub) != len(test):
         errors.append(f"row count {len(sub)} != test rows {len(test)}")
     if sub[a.id].duplicated().any():
@@ -57,7 +73,9 @@ def main():
     elif list(sub[a.id].astype(str)) != list(test[a.id].astype(str)):
         warns.append("ids are a permutation of the test ids (fine if the grader joins on id)")
 
-    p = sub[a.pred]
+
+def check_predictions(p, errors, warns):
+    """Missing, infinite or constant predictions; returns whether they are numeric."""
     numeric = pd.api.types.is_numeric_dtype(p)
     if p.isna().any():
         errors.append(f"{int(p.isna().sum())} missing predictions")
@@ -65,31 +83,30 @@ def main():
         errors.append("infinite predictions")
     if p.nunique(dropna=True) <= 1:
         warns.append("all predictions are identical (model collapsed or a bug)")
+    return numeric
 
-    if a.target:
-        y = pd.read_csv(a.train, usecols=[a.target])[a.target]
-        y_numeric = pd.api.types.is_numeric_dtype(y)
-        n_classes = y.nunique()
-        if y_numeric and not numeric:
-            errors.append("predictions are not numeric but the train target is")
-        elif n_classes <= 20 and not (numeric and ((p % 1) != 0).any()):
-            unseen = set(p.dropna().unique()) - set(y.unique())
-            if unseen:
-                warns.append(f"predicted labels never seen in train: {sorted(map(str, unseen))[:5]}")
-            print("train label shares:", y.value_counts(normalize=True).round(3).to_dict())
-            print("pred  label shares:", p.value_counts(normalize=True).round(3).to_dict())
-        elif n_classes == 2 and numeric:
-            if (p < 0).any() or (p > 1).any():
-                warns.append("binary target but predictions outside [0, 1] (expected probabilities?)")
-            print(f"pred mean {p.mean():.4f} vs train positive rate {(y == y.max()).mean():.4f}")
-        elif y_numeric and numeric:
-            lo, hi, span = y.min(), y.max(), y.max() - y.min()
-            if p.min() < lo - 0.5 * span or p.max() > hi + 0.5 * span:
-                warns.append(f"predictions [{p.min():.4g}, {p.max():.4g}] far outside train target [{lo:.4g}, {hi:.4g}]")
-            print(f"pred mean {p.mean():.4g} std {p.std():.4g} | train target mean {y.mean():.4g} std {y.std():.4g}")
-    elif numeric:
-        print(f"pred min {p.min():.4g} mean {p.mean():.4g} max {p.max():.4g}")
-    return report(errors, warns)
+
+def check_labels(p, numeric, y, errors, warns):
+    """Predictions against the train target `y`: type, unseen labels, probability range, value range."""
+    y_numeric = pd.api.types.is_numeric_dtype(y)
+    n_classes = y.nunique()
+    if y_numeric and not numeric:
+        errors.append("predictions are not numeric but the train target is")
+    elif n_classes <= 20 and not (numeric and ((p % 1) != 0).any()):
+        unseen = set(p.dropna().unique()) - set(y.unique())
+        if unseen:
+            warns.append(f"predicted labels never seen in train: {sorted(map(str, unseen))[:5]}")
+        print("train label shares:", y.value_counts(normalize=True).round(3).to_dict())
+        print("pred  label shares:", p.value_counts(normalize=True).round(3).to_dict())
+    elif n_classes == 2 and numeric:
+        if (p < 0).any() or (p > 1).any():
+            warns.append("binary target but predictions outside [0, 1] (expected probabilities?)")
+        print(f"pred mean {p.mean():.4f} vs train positive rate {(y == y.max()).mean():.4f}")
+    elif y_numeric and numeric:
+        lo, hi, span = y.min(), y.max(), y.max() - y.min()
+        if p.min() < lo - 0.5 * span or p.max() > hi + 0.5 * span:
+            warns.append(f"predictions [{p.min():.4g}, {p.max():.4g}] far outside train target [{lo:.4g}, {hi:.4g}]")
+        print(f"pred mean {p.mean():.4g} std {p.std():.4g} | train target mean {y.mean():.4g} std {y.std():.4g}")
 
 
 def report(errors, warns):

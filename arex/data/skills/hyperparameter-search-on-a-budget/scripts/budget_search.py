@@ -116,7 +116,7 @@ def evaluate(X, y, args, params, classification):
     return float(np.mean(scores)), float(np.std(scores))
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--train", default="data/train.csv")
     ap.add_argument("--target", required=True)
@@ -127,13 +127,11 @@ def main():
     ap.add_argument("--coarse-frac", type=float, default=0.6, help="share of the budget for wide sampling")
     ap.add_argument("--log", default="search_log.jsonl")
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
+    return ap.parse_args()
 
-    t_start = time.time()
-    X, y = load_xy(args.train, args.target)
-    classification = args.metric in CLASSIFICATION
-    sign = 1 if args.metric in HIGHER_IS_BETTER else -1
-    space = SPACES[args.model]
+
+def load_trials(args):
+    """Earlier trials of the same model and metric from the log (a resumed search)."""
     trials = []
     if os.path.exists(args.log):
         with open(args.log) as f:
@@ -142,6 +140,22 @@ def main():
                 if r.get("model") == args.model and r.get("metric") == args.metric:
                     trials.append(r)
         print(f"resuming: {len(trials)} earlier trials in {args.log}")
+    return trials
+
+
+def next_params(n, elapsed, trials, best, args, rng):
+    """(params, stage) of the next trial: the defaults first, then coarse, then fine around the best."""
+    space = SPACES[args.model]
+    if n == 0 and not any(r["params"] == {} for r in trials):
+        return {}, "default"
+    if elapsed < args.coarse_frac * args.budget or best is None or not best["params"]:
+        return sample(space, rng), "coarse"
+    progress = (elapsed - args.coarse_frac * args.budget) / ((1 - args.coarse_frac) * args.budget)
+    return sample(space, rng, center=best["params"], width=max(0.15, 1 - progress)), "fine"
+
+
+def search(X, y, args, classification, sign, trials, t_start):
+    """Run trials until the next one would overrun the budget; each is logged as it ends."""
     rng = random.Random(args.seed * 100003 + len(trials))   # reproducible, new points on resume
 
     def best():
@@ -154,13 +168,7 @@ def main():
         est = max(durations) if durations else 0.0
         if elapsed + est > args.budget:
             break
-        if n == 0 and not any(r["params"] == {} for r in trials):
-            params, stage = {}, "default"
-        elif elapsed < args.coarse_frac * args.budget or best() is None or not best()["params"]:
-            params, stage = sample(space, rng), "coarse"
-        else:
-            progress = (elapsed - args.coarse_frac * args.budget) / ((1 - args.coarse_frac) * args.budget)
-            params, stage = sample(space, rng, center=best()["params"], width=max(0.15, 1 - progress)), "fine"
+        params, stage = next_params(n, elapsed, trials, best(), args, rng)
         t0 = time.time()
         try:
             mean, std = evaluate(X, y, args, params, classification)
@@ -179,9 +187,9 @@ def main():
               f"best={b['mean']:.5f}  {params}", flush=True)
         n += 1
 
-    if not trials:
-        print("no trial finished: raise --budget or use fewer --folds")
-        return
+
+def summarize(trials, sign):
+    """The top 5 trials, and whether the best beats the defaults by more than the noise."""
     top = sorted(trials, key=lambda r: -sign * r["mean"])[:5]
     default = next((r for r in trials if r["params"] == {}), None)
     print(f"\n{len(trials)} trials; top 5 ({'higher' if sign > 0 else 'lower'} is better):")
@@ -191,6 +199,20 @@ def main():
         gain = sign * (top[0]["mean"] - default["mean"])
         print(f"defaults: {default['mean']:.5f}; best gain {gain:+.5f} vs fold std {top[0]['std']:.5f}"
               + ("  (within noise: prefer defaults or a simpler setting)" if gain < top[0]["std"] / 2 else ""))
+
+
+def main():
+    args = parse_args()
+    t_start = time.time()
+    X, y = load_xy(args.train, args.target)
+    classification = args.metric in CLASSIFICATION
+    sign = 1 if args.metric in HIGHER_IS_BETTER else -1
+    trials = load_trials(args)
+    search(X, y, args, classification, sign, trials, t_start)
+    if not trials:
+        print("no trial finished: raise --budget or use fewer --folds")
+        return
+    summarize(trials, sign)
 
 
 if __name__ == "__main__":
