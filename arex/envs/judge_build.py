@@ -12,7 +12,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
 
 from arex.canary import CANARY_FILE, make_canary
 from arex.envs.judge_sources import Problem, content_hash, load, source_files
@@ -20,7 +19,7 @@ from arex.envs.report import EnvReport, GateLog, finish, skipped_report, write_t
 from arex.grading.judge import Judge
 from arex.grading.languages import language_for
 from arex.sandbox import SandboxConfig, SandboxError
-from arex.specs import GradeResult, JudgeSpec, SolutionRef
+from arex.specs import GradeResult, JudgeSpec, SolutionRef, load_task_spec
 
 BUILDER_VERSION = "judge-1"
 STARTERS = {
@@ -56,7 +55,7 @@ def write_env(problem: Problem, dest: Path) -> None:
 
 
 def load_spec(env_dir: Path) -> JudgeSpec:
-    return JudgeSpec.model_validate(yaml.safe_load((env_dir / "task.yaml").read_text(encoding="utf-8")))
+    return load_task_spec(env_dir / "task.yaml", JudgeSpec)
 
 
 # -- validation gates ----------------------------------------------------------------------------

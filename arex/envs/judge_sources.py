@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 import yaml
-from pydantic import ValidationError
 
 from arex.grading.languages import LANGUAGES, language_for
 from arex.hashing import files_sha256
-from arex.specs import CheckerSpec, JudgeSpec, SolutionRef, SpecError, TestCase, TestGroup
+from arex.specs import CheckerSpec, JudgeSpec, SolutionRef, SpecError, TestCase, TestGroup, validate_spec
 
 TESTLIB_HEADER = "testlib.h"
 PROVISIONAL_TIME_LIMIT_S = 10.0
@@ -66,12 +65,7 @@ def _yaml(path: Path) -> dict:
 
 
 def _spec(path: Path, **fields) -> JudgeSpec:
-    try:
-        return JudgeSpec(**fields)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise SourceError(f"{path}: field '{where}': {err['msg']}") from None
+    return validate_spec(JudgeSpec, fields, path, SourceError)  # every problem, with its key
 
 
 def _pairs(folder: Path, answer_suffixes=(".ans",)) -> list[tuple[str, Path, Path | None]]:

@@ -28,7 +28,6 @@ import docker
 import docker.errors
 import git
 import yaml
-from pydantic import ValidationError
 
 from arex.canary import CANARY_FILE, make_canary
 from arex.envs.judge_sources import SourceError
@@ -39,7 +38,7 @@ from arex.hashing import bytes_sha256, cache_dir, json_sha256, text_sha256, tree
 from arex.sandbox import SandboxConfig, SandboxError, make_sandbox
 from arex.sandbox.base import Sandbox
 from arex.sandbox.docker import docker_client
-from arex.specs import GradeResult, MLSpec
+from arex.specs import GradeResult, MLSpec, read_spec_yaml, validate_spec
 
 SPEC_FILE = "arex.yaml"
 BUILDER_VERSION = "ml-1"
@@ -73,7 +72,7 @@ def is_ml_source(path: Path) -> bool:
 def parse_source(path: Path) -> MLSource:
     if path.is_dir():
         return MLSource(url=str(path.resolve()), rev=None, spec=None, origin=str(path))
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = read_spec_yaml(path, SourceError)
     repo = data.get("repo")
     if not isinstance(repo, str):
         raise SourceError(f"{path}: field 'repo' must be a git URL or a path")
@@ -84,7 +83,7 @@ def parse_source(path: Path) -> MLSource:
         spec_path = path.parent / spec
         if not spec_path.is_file():
             raise SourceError(f"{path}: field 'spec': file {spec} does not exist")
-        spec = yaml.safe_load(spec_path.read_text(encoding="utf-8"))
+        spec = read_spec_yaml(spec_path, SourceError)
     return MLSource(url=repo, rev=str(data["commit"]) if data.get("commit") is not None else None, spec=spec, origin=str(path))
 
 
@@ -156,14 +155,8 @@ def load_ml_spec(checkout: Path, source: MLSource) -> MLSpec:
     if raw is None:
         if not (checkout / SPEC_FILE).is_file():
             raise SourceError(f"{source.origin}: no {SPEC_FILE} in the repository and no spec given beside it")
-        raw = yaml.safe_load((checkout / SPEC_FILE).read_text(encoding="utf-8")) or {}
-    try:
-        spec = MLSpec(**raw)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise SourceError(f"{where}: field '{'.'.join(str(p) for p in err['loc'])}': {err['msg']}") from None
-    except TypeError as exc:
-        raise SourceError(f"{where}: {exc}") from None
+        raw = read_spec_yaml(checkout / SPEC_FILE, SourceError)
+    spec = validate_spec(MLSpec, raw, where if source.spec is None else f"{where} (under 'spec')", SourceError)
     generated = {spec.data.train_file, spec.data.test_file}
     named = [("statement", spec.statement)] + [("protected", p) for p in spec.protected if p not in generated]
     if spec.requirements_file:

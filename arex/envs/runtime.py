@@ -14,7 +14,6 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
 
-import yaml
 
 from arex.envs.layout import IMAGE_WORKSPACE
 from arex.grading.judge import Judge
@@ -24,7 +23,7 @@ from arex.grading.ml import SUBMISSION_CAP, MLGrader
 from arex.sandbox import Mount, SandboxConfig, make_sandbox
 from arex.sandbox.base import ArchiveTooLarge, Sandbox, SandboxError
 from arex.snapshots import MemberError, SnapshotStore, read_member
-from arex.specs import GradeResult, JudgeSpec, MLSpec
+from arex.specs import GradeResult, JudgeSpec, MLSpec, SpecError, read_spec_yaml, validate_spec
 from arex.trajectory import RoundEnd
 
 # The most a workspace snapshot may take; over it, the round is graded as not submitted.
@@ -52,7 +51,7 @@ class Env(ABC):
 
     def __init__(self, env_dir: Path, raw: dict):
         self.dir = Path(env_dir)
-        self.spec = self.spec_model.model_validate(raw)
+        self.spec = validate_spec(self.spec_model, raw, self.dir / "task.yaml")
         self.id = self.spec.id
         self.statement = (self.dir / "statement.md").read_text(encoding="utf-8")
         self.spec_hash = json_sha256(raw, sort_keys=True)[:16]
@@ -283,10 +282,10 @@ KINDS: dict[str, type[Env]] = {cls.kind: cls for cls in (JudgeEnv, MLEnv)}
 def load_env(env_dir: Path) -> Env:
     """The built env in `env_dir`, as the class of its kind."""
     env_dir = Path(env_dir)
-    raw = yaml.safe_load((env_dir / "task.yaml").read_text(encoding="utf-8"))
+    raw = read_spec_yaml(env_dir / "task.yaml")
     kind = raw.get("kind", "judge")
     if kind not in KINDS:
-        raise ValueError(f"{env_dir / 'task.yaml'}: unknown kind '{kind}'; known kinds: {', '.join(KINDS)}.")
+        raise SpecError(f"Task spec error in {env_dir / 'task.yaml'}: unknown kind {kind!r}; known kinds: {', '.join(KINDS)}.")
     return KINDS[kind](env_dir, raw)
 
 

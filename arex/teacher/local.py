@@ -136,12 +136,12 @@ class LocalTeacher:
             if self.process.poll() is not None:
                 tail = self.log_path.read_text(errors="replace")[-1500:]
                 self.process = None
-                raise RuntimeError(f"The local teacher exited during startup (log {self.log_path}):\n{tail}")
+                raise LocalTeacherFailed(f"The local teacher exited during startup (log {self.log_path}):\n{tail}")
             if _answers(self.base_url + "/models"):
                 return self
             time.sleep(0.25)
         self.stop()
-        raise RuntimeError(f"The local teacher did not answer within {self.config.startup_timeout_s:.0f}s (log {self.log_path}).")
+        raise LocalTeacherFailed(f"The local teacher did not answer within {self.config.startup_timeout_s:.0f}s (log {self.log_path}).")
 
     def stop(self) -> None:
         process, self.process = self.process, None
