@@ -1,13 +1,19 @@
 PYTHON ?= python3
 export PYTHON
 
-.PHONY: setup test demo
+.PHONY: setup test test-fast lint demo
 setup:  ## install and start everything arex needs (idempotent)
 	bash scripts/setup.sh
 
-test: setup  ## set up, then run every test (Docker and local-model tests included), then show each sandbox check bites
+test: setup lint  ## set up, lint, then run every test (Docker and local-model tests included), then show each sandbox check bites
 	$(PYTHON) -m pytest
 	$(PYTHON) scripts/conformance_mutations.py
+
+test-fast:  ## no Docker, no model: the loop, selection and export on checked-in fixtures (under a minute)
+	$(PYTHON) -m pytest -m "not docker and not local_model" -q
+
+lint:  ## ruff: pyflakes, import order, line length, complexity (settings in pyproject.toml)
+	$(PYTHON) -m ruff check arex tests bench scripts
 
 demo:  ## set up, then the main job: build-envs -> rollout (local teacher) -> select -> export
 	bash scripts/demo.sh
