@@ -6,6 +6,9 @@ script is how we know each one bites. It prints one row per (mutation, check) an
 guarding check passed anyway, or if a mutation no longer applies or broke the sandbox outright
 (then its checks failing would prove nothing: `exit_code_zero` must still pass under every one).
 
+Every check runs on a harness of its own (a fresh sandbox and read-only folder): a check must bite
+by itself, never because another check ran before it under the same mutation.
+
 A mutation changes the container's options, the suite's config, the Python backend, or the
 sources of the in-sandbox runtime (runner.c, box/*.py): `arex.sandbox.runtime._sources` is
 patched, so the mutated runtime gets its own hash and is compiled into its own folder. Everything
@@ -24,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arex.sandbox import runtime
-from arex.sandbox.conformance import CHECKS, Harness, readonly_source, suite_config
+from arex.sandbox.conformance import CHECKS, Harness, readonly_source, run_check, suite_config
 from arex.sandbox.docker import DockerSandbox
 from arex.sandbox.execd import text as execd_text
 
@@ -243,12 +246,16 @@ MUTATIONS: dict[str, Mutation] = {
 }
 
 
-def _failure(check: str, harness: Harness) -> str | None:
-    try:
-        CHECKS[check](harness)
-        return None
-    except Exception as exc:  # noqa: BLE001
-        return f"{type(exc).__name__}: {' '.join(str(exc).split())[:90]}"
+def _failure(check: str, config: dict) -> str | None:
+    """Run one check alone, on a harness of its own with the suite's config changed by `config`
+    (model_copy: the mutations may set what validation refuses, such as running as root)."""
+    with readonly_source() as folder:
+        harness = Harness(suite_config("docker", folder).model_copy(update=config))
+        try:
+            failure = run_check(harness, check)
+        finally:
+            harness.close()
+    return None if failure is None else " ".join(failure.split())[:120]
 
 
 def main(selected: list[str]) -> int:
@@ -268,24 +275,20 @@ def main(selected: list[str]) -> int:
             bad += 1
             print(f"{name:36} {'-':46} MUTATION DOES NOT APPLY: {exc}", flush=True)
             continue
-        with readonly_source() as folder, applied(m):
-            harness = Harness(suite_config("docker", folder).model_copy(update=m.config))
-            try:
-                control = _failure(CONTROL, harness)
-                if control is not None:
+        with applied(m):
+            control = _failure(CONTROL, m.config)
+            if control is not None:
+                bad += 1
+                print(f"{name:36} {CONTROL:46} MUTATION BROKE THE SANDBOX: {control}", flush=True)
+                continue
+            for check in m.checks:
+                failure = _failure(check, m.config)
+                if failure is None:
                     bad += 1
-                    print(f"{name:36} {CONTROL:46} MUTATION BROKE THE SANDBOX: {control}", flush=True)
-                    continue
-                for check in m.checks:
-                    failure = _failure(check, harness)
-                    if failure is None:
-                        bad += 1
-                        verdict = "STILL PASSES (check does not bite)"
-                    else:
-                        verdict = f"fails as it should: {failure}"
-                    print(f"{name:36} {check:46} {verdict}", flush=True)
-            finally:
-                harness.close()
+                    verdict = "STILL PASSES (check does not bite)"
+                else:
+                    verdict = f"fails as it should: {failure}"
+                print(f"{name:36} {check:46} {verdict}", flush=True)
     print(f"mutations={run} checks_not_biting={bad}")
     return 1 if bad else 0
 

@@ -382,10 +382,17 @@ def test_a_swapped_submission_is_graded_as_recorded_and_archived(env, tmp_path):
         "</dev/null >/dev/null 2>&1 &)"
     )
 
+    # Samples the file until two different contents have been seen (polled, with a deadline of
+    # 3000 samples): a busy machine may be slow to swap it, but the swap is seen; prints the count.
+    seen_two = (
+        "s=; for i in $(seq 3000); do s=$(printf '%s\\n' \"$s\" \"$(md5sum < solution.py)\" | grep . | sort -u); "
+        "[ $(printf '%s\\n' \"$s\" | wc -l) -ge 2 ] && break; sleep 0.01; done; printf '%s\\n' \"$s\" | wc -l"
+    )
+
     def commands(n):
         if n == 1:
-            return [write("good.py", EXACT_PY), write("bad.py", "print(1)\nprint(1)"), swapper, "for i in $(seq 40); do md5sum solution.py; sleep 0.01; done | sort -u | wc -l"]
-        return ["for i in $(seq 40); do md5sum solution.py; sleep 0.01; done | sort -u | wc -l"]
+            return [write("good.py", EXACT_PY), write("bad.py", "print(1)\nprint(1)"), swapper, seen_two]
+        return [seen_two]
 
     _, record, path = rollout(env, commands, tmp_path / "store", rounds=2)
 

@@ -158,7 +158,10 @@ def test_grading_containers_started_ahead_are_used_then_removed(envs):
         session = env.open_grading()
         session.warm()
         session.close()
-    time.sleep(0.5)
+    import threading
+
+    for warming in [t for t in threading.enumerate() if t.name == f"warm-{env.id}"]:
+        warming.join(timeout=60)  # the warm-ups have ended (an event, not a fixed sleep): what they started is gone
     assert client.containers.list(all=True, filters=mine) == []
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from arex.sandbox import BACKENDS
-from arex.sandbox.conformance import CHECKS
+from arex.sandbox.conformance import CHECKS, run_suite
 
 pytestmark = pytest.mark.docker
 
@@ -26,3 +26,11 @@ def test_suite_is_big_enough():
 @pytest.mark.parametrize("check", list(CHECKS))
 def test_docker_backend(harness, check):
     CHECKS[check](harness)
+
+
+def test_each_check_passes_alone_in_reverse_order():
+    """No check relies on what another left in the shared sandbox: each runs on a harness of its
+    own (fresh sandbox and read-only folder), last check first."""
+    outcome = run_suite("docker", only=list(reversed(CHECKS)), alone=True)
+    failed = {name: failure for name, failure in outcome.items() if failure is not None}
+    assert list(outcome) == list(reversed(CHECKS)) and not failed, failed
