@@ -29,7 +29,6 @@ from arex.errors import UserInputError
 from arex.hashing import file_sha256
 from arex.trajectory import Header, Round, Trajectory, load
 
-
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 SCHEMA = pa.schema(
     [

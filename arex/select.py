@@ -22,7 +22,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-
 from arex.canary import Canaries, LeakError, scan_archive, scan_file
 from arex.config import ConfigError
 from arex.envs.runtime import Env, list_envs
@@ -91,7 +90,8 @@ class Selector:
         scan_file(path, self.canaries)
         t = load(path)
         header = t.header
-        verdict = Verdict(key=header.key if header else path.stem, env_id=header.env_id if header else path.parent.name, path=str(path), kept=False, record_sha=sha or file_sha256(path), criteria=self.config.digest())
+        key, env_id = (header.key, header.env_id) if header else (path.stem, path.parent.name)
+        verdict = Verdict(key=key, env_id=env_id, path=str(path), kept=False, record_sha=sha or file_sha256(path), criteria=self.config.digest())
         targets = targets_of(t)
         self._scan_snapshots(targets, verdict)  # before any other check: a leak stops everything
         env = self.envs.get(verdict.env_id)

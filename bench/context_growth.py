@@ -15,10 +15,10 @@ from _common import SOLUTION, tiny_env
 
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
-from arex.trajectory import load
 from arex.sandbox import SandboxConfig
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import RoundScript, ScriptedServer
+from arex.trajectory import load
 
 ROUNDS = 30
 

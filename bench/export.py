@@ -51,9 +51,11 @@ def write_trajectory(path: Path, index: int) -> None:
             lines.append({"type": "step", "round": number, "step": step, "call": call, "action": action, "observation": observation})
         score = min(1.0, score + rng.random() * 0.05)
         reflection = f"REVIEW: {_text(rng, 25)}\nDIAGNOSE: {_text(rng, 25)}\nPLAN: {_text(rng, 20)}\nSTATE: {_text(rng, 40)}"
-        lines.append({"type": "round_end", "round": number, "ending": "submitted", "submission": _text(rng, 40), "grade": {"public_score": score, "held_out_score": score, "held_out_raw": score, "feedback": "graded"},
+        lines.append({"type": "round_end", "round": number, "ending": "submitted", "submission": _text(rng, 40), "grade": {"public_score": score, "held_out_score": score, "held_out_raw": score,
+                      "feedback": "graded"},
                       "feedback": _text(rng, 40), "reflect_prompt": f"Your submission for round {number} was graded.\n{_text(rng, 40)}\nReflect, then write your state update.",
-                      "reflection": {"call": {"sampling": {}, "model": "bench-teacher", "content": reflection, "status": "ok", "prompt_tokens": 1200, "completion_tokens": 120, "cost_usd": 0.0}, "complete": True},
+                      "reflection": {"call": {"sampling": {}, "model": "bench-teacher", "content": reflection,
+                                     "status": "ok", "prompt_tokens": 1200, "completion_tokens": 120, "cost_usd": 0.0}, "complete": True},
                       "state": _text(rng, 40), "best": {"round": number, "held_out": score, "public": score}, "best_public": {"round": number, "public": score}})
     lines.append({"type": "end", "status": "done", "reason": "all rounds", "rounds": ROUNDS})
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
@@ -126,7 +128,8 @@ def main() -> None:
         arex2 = measure(selection2, root / "arex-2x", "arex")
     mb = size / 1e6
     print(f"{'run':28} {'trajectories':>12} {'rows':>8} {'seconds':>8} {'rows/s':>8} {'MB/s in':>8} {'out MB':>7} {'peak MB':>8}")
-    for name, n, m, data in (("arex export (streaming)", TRAJECTORIES, mb, arex), ("datasets.Dataset.from_list", TRAJECTORIES, mb, baseline), ("arex export, 2x trajectories", 2 * TRAJECTORIES, size2 / 1e6, arex2)):
+    runs = (("arex export (streaming)", TRAJECTORIES, mb, arex), ("datasets.Dataset.from_list", TRAJECTORIES, mb, baseline), ("arex export, 2x trajectories", 2 * TRAJECTORIES, size2 / 1e6, arex2))
+    for name, n, m, data in runs:
         print(f"{name:28} {n:12} {data['rows']:8} {data['seconds']:8.1f} {data['rows'] / data['seconds']:8.0f} {m / data['seconds']:8.1f} {data['written'] / 1e6:7.1f} {data['peak_mb']:8.0f}")
     print(
         f"rows_per_s={arex['rows'] / arex['seconds']:.0f} mb_per_s={mb / arex['seconds']:.1f} peak_mb={arex['peak_mb']:.0f} "

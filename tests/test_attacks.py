@@ -39,12 +39,12 @@ from arex.envs.runtime import Env, load_env
 from arex.grading.judge import Judge
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
-from arex.rollout.record import load
 from arex.sandbox import SandboxConfig, make_sandbox
 from arex.select import SelectConfig, select
 from arex.snapshots import MemberError, SnapshotStore, read_member
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import RoundScript, ScriptedServer
+from arex.trajectory import load
 
 ROOT = Path(__file__).resolve().parent.parent
 TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False, backoff_base_s=0.01, max_attempts=2)
@@ -73,11 +73,11 @@ def rollout(env: Env, commands, store: Path, rounds: int, script=None, **config)
 
 
 def snapshot_of(path: Path, end: dict) -> Path:
-    return SnapshotStore(path.with_suffix("") / "snapshots").path(end["snapshot"])
+    return SnapshotStore(path.with_suffix("") / "snapshots").path(end.snapshot)
 
 
 def observations(record) -> list[str]:
-    return [step["observation"] or "" for round_ in record.rounds for step in round_["steps"]]
+    return [step.observation or "" for round_ in record.rounds for step in round_.steps]
 
 
 def write(name: str, text: str) -> str:
@@ -144,7 +144,7 @@ def test_links_and_crafted_tars_in_the_workspace_write_nothing_on_the_host(env, 
     store = tmp_path / "store"
     _, record, path = rollout(env, commands, store, rounds=2)
 
-    assert record.end["status"] == "done" and [r["end"]["round"] for r in record.rounds] == [1, 2], record.end
+    assert record.end.status == "done" and [r.number for r in record.rounds] == [1, 2], record.end
     seen = observations(record)
     assert "pwned" in seen[0] and "evil.tar written" in seen[2]  # the attacks did run in the sandbox
     assert "still-served" in seen[7] and str(host_file) in seen[7]  # the server outlived kill/stop
@@ -152,7 +152,7 @@ def test_links_and_crafted_tars_in_the_workspace_write_nothing_on_the_host(env, 
     assert seen[4].count("Operation not permitted") >= 6 and "pkill-done" in seen[4]  # server, init, runner: twice each
     stopped = seen[5].split("SIGSTOP", 1)[1]
     assert "Operation not permitted" in stopped and "'stopped'" not in stopped  # every other process is out of reach
-    assert record.rounds[1]["end"]["grade"]["held_out_score"] == 1.0  # grading works after all of it
+    assert record.rounds[1].held_out == 1.0  # grading works after all of it
 
     # Nothing appeared on the host where the agent aimed.
     assert not any(p.exists() or p.is_symlink() for p in watched), [p for p in watched if p.exists()]
@@ -172,7 +172,7 @@ def test_links_and_crafted_tars_in_the_workspace_write_nothing_on_the_host(env, 
         ), rel
 
     # The round's archive keeps the links as links, and the crafted tar as a plain file.
-    archive = snapshot_of(path, record.rounds[0]["end"])
+    archive = snapshot_of(path, record.rounds[0].end)
     entries = members(archive)
     assert entries["abs_link"].issym() and entries["abs_link"].linkname == str(host_file)
     assert entries["dir_link"].issym() and entries["dir_link"].linkname == str(missing_dir)
@@ -273,13 +273,13 @@ def test_hidden_inputs_reach_neither_the_grade_nor_the_record(env, tmp_path):
         ]
 
     _, record, path = rollout(env, commands, tmp_path / "store", rounds=1)
-    assert record.end["status"] == "done"
-    grade = record.rounds[0]["end"]["grade"]
-    sample = next(t for t in grade["details"]["tests"] if t["sample"])
+    assert record.end.status == "done"
+    grade = record.rounds[0].end.grade
+    sample = next(t for t in grade.details["tests"] if t["sample"])
     assert sample["verdict"] == "RE" and "HUNT DONE" in sample["message"], sample  # the hunt ran, to the end
     read_count = int(re.search(r"read=(\d+)", sample["message"]).group(1))
     assert read_count > 20, sample["message"]
-    hidden = [t for t in grade["details"]["tests"] if not t["sample"]]
+    hidden = [t for t in grade.details["tests"] if not t["sample"]]
     assert {t["verdict"] for t in hidden} <= {"RE", "WA"} and all(t["message"] in ("", "exit code 1") for t in hidden), hidden
 
     text = path.read_text()
@@ -314,21 +314,21 @@ def test_filling_the_disk_fails_in_the_sandbox_and_takes_nothing_from_the_host(e
     _, record, _ = rollout(env, None, tmp_path / "store", rounds=2, script=measuring)
     lowest[0] = min(lowest[0], shutil.disk_usage(docker_fs).free)
 
-    assert record.end["status"] == "done" and [r["end"]["round"] for r in record.rounds] == [1, 2], record.end
-    steps = record.rounds[0]["steps"]
-    inode_flood = steps[0]["observation"]
+    assert record.end.status == "done" and [r.number for r in record.rounds] == [1, 2], record.end
+    steps = record.rounds[0].steps
+    inode_flood = steps[0].observation
     assert "No space left on device" in inode_flood and int(re.search(r"made (\d+)", inode_flood).group(1)) < 300_000, inode_flood
-    listed = [line.split() for s in steps for line in (s["observation"] or "").splitlines() if re.search(r" big\d$", line)]
+    listed = [line.split() for s in steps for line in (s.observation or "").splitlines() if re.search(r" big\d$", line)]
     assert all(int(fields[4]) < 1 << 30 for fields in listed), listed  # no file got its gigabyte
     assert before - lowest[0] < 700 << 20, f"the host's free disk dropped by {(before - lowest[0]) >> 20} MB"
     for step in steps[1:4]:  # each write fails, and says why
-        assert "dd-exit=0" not in step["observation"], step["observation"]
-        assert re.search(r"No space left on device|quota", step["observation"]), (step["exec"], step["observation"])
+        assert "dd-exit=0" not in step.observation, step.observation
+        assert re.search(r"No space left on device|quota", step.observation), (step.exec, step.observation)
     # Round 1 was archived and graded, or refused with the reason; round 2 cleans up and is graded as usual.
-    first = record.rounds[0]["end"]
-    assert first["snapshot"] is not None or (first["grade"]["held_out_score"] == 0.0 and "not graded" in first["feedback"]), first["feedback"]
-    assert "cleaned" in record.rounds[1]["steps"][0]["observation"], record.rounds[1]["steps"][0]
-    assert record.rounds[1]["end"]["grade"]["held_out_score"] > 0.5, record.rounds[1]["end"]["feedback"]
+    first = record.rounds[0].end
+    assert first.snapshot is not None or (first.grade.held_out_score == 0.0 and "not graded" in first.feedback), first.feedback
+    assert "cleaned" in record.rounds[1].steps[0].observation, record.rounds[1].steps[0]
+    assert record.rounds[1].held_out > 0.5, record.rounds[1].end.feedback
 
 
 # -- 6. ordinary actions do not end a rollout ------------------------------------------------------
@@ -352,13 +352,13 @@ def test_ordinary_workspace_contents_never_end_a_rollout(env, tmp_path):
 
     _, record, path = rollout(env, commands, tmp_path / "store", rounds=4)
 
-    assert record.end["status"] == "done" and [r["end"]["round"] for r in record.rounds] == [1, 2, 3, 4], record.end
-    ends = [r["end"] for r in record.rounds]
-    scores = [e["grade"]["held_out_score"] for e in ends]
+    assert record.end.status == "done" and [r.number for r in record.rounds] == [1, 2, 3, 4], record.end
+    ends = [r.end for r in record.rounds]
+    scores = [e.grade.held_out_score for e in ends]
     assert scores[0] > 0.5 and scores[3] == scores[0], scores  # the starter, before and after
-    assert scores[1] == 0.0 and "solution.py" in ends[1]["feedback"] and "folder" in ends[1]["feedback"], ends[1]["feedback"]
-    assert scores[2] == 0.0 and "solution.py" in ends[2]["feedback"] and "symbolic link" in ends[2]["feedback"], ends[2]["feedback"]
-    assert all(e["snapshot"] is not None for e in ends)
+    assert scores[1] == 0.0 and "solution.py" in ends[1].feedback and "folder" in ends[1].feedback, ends[1].feedback
+    assert scores[2] == 0.0 and "solution.py" in ends[2].feedback and "symbolic link" in ends[2].feedback, ends[2].feedback
+    assert all(e.snapshot is not None for e in ends)
 
     entries = members(snapshot_of(path, ends[0]))
     assert entries["venv/bin/python3"].issym() and entries["abs_py"].linkname == "/usr/bin/python3"
@@ -396,17 +396,17 @@ def test_a_swapped_submission_is_graded_as_recorded_and_archived(env, tmp_path):
 
     _, record, path = rollout(env, commands, tmp_path / "store", rounds=2)
 
-    assert record.end["status"] == "done" and len(record.rounds) == 2
-    distinct = [int(re.findall(r"^(\d+)$", r["steps"][-2]["observation"], re.MULTILINE)[-1]) for r in record.rounds]
+    assert record.end.status == "done" and len(record.rounds) == 2
+    distinct = [int(re.findall(r"^(\d+)$", r.steps[-2].observation, re.MULTILINE)[-1]) for r in record.rounds]
     assert all(d >= 2 for d in distinct), distinct  # the file really was changing under the round
     regraded: dict[str, float] = {}
     for round_ in record.rounds:
-        end = round_["end"]
+        end = round_.end
         archived = read_member(snapshot_of(path, end), "solution.py", 1 << 20).decode()
-        assert end["submission"] == archived  # what is recorded is what is archived
+        assert end.submission == archived  # what is recorded is what is archived
         if archived not in regraded:
             regraded[archived] = env.judge().grade(archived, "python3").held_out_score
-        assert end["grade"]["held_out_score"] == regraded[archived]  # and what was graded
+        assert end.grade.held_out_score == regraded[archived]  # and what was graded
 
 
 # -- 8. selection over a store with a corrupt archive and an edited first score ----------------------
@@ -415,9 +415,9 @@ def test_select_drops_a_corrupt_archive_and_an_edited_first_score(env, tmp_path)
         return ["head -3 solution.py"] if n == 1 else [write("solution.py", EXACT_PY)]
 
     _, record, path = rollout(env, commands, tmp_path / "run", rounds=2)
-    assert record.end["status"] == "done"
-    first = record.rounds[0]["end"]["grade"]["held_out_score"]
-    assert 0.5 < first < 1.0 == record.rounds[1]["end"]["grade"]["held_out_score"]
+    assert record.end.status == "done"
+    first = record.rounds[0].held_out
+    assert 0.5 < first < 1.0 == record.rounds[1].held_out
 
     store = tmp_path / "store"
 
@@ -436,7 +436,7 @@ def test_select_drops_a_corrupt_archive_and_an_edited_first_score(env, tmp_path)
 
     copy("good")
     corrupt = copy("corrupt")
-    last = snapshot_of(corrupt, record.rounds[-1]["end"])
+    last = snapshot_of(corrupt, record.rounds[-1].end)
     with tarfile.open(last, "r:") as tar:
         cut = max(info.offset_data + info.size // 2 for info in tar.getmembers() if info.isreg() and info.size)
     last.write_bytes(last.read_bytes()[:cut])  # cut in the middle of the submission's bytes

@@ -112,7 +112,7 @@ def test_batch_with_the_local_teacher_survives_its_messy_output(tmp_path):
     from typer.testing import CliRunner
 
     from arex.cli import app
-    from arex.rollout.record import load
+    from arex.trajectory import load
 
     root = Path(__file__).resolve().parent.parent / "envs"
     built = tmp_path / "envs"
@@ -129,10 +129,10 @@ def test_batch_with_the_local_teacher_survives_its_messy_output(tmp_path):
     records = [load(p) for p in store.glob("*/*.jsonl")]
     assert len(records) == 4 and all(len(r.rounds) == 3 for r in records)
     for record in records:
-        assert record.header["teacher"]["server_models"][0]["id"] == "smollm2-135m-instruct"
+        assert record.header.teacher.server_models[0]["id"] == "smollm2-135m-instruct"
         for round_ in record.rounds:
-            assert round_["end"]["reflection"]["call"]["completion_tokens"] > 0  # a real model answered
-            assert 0.0 <= round_["end"]["grade"]["held_out_score"] <= 1.0
+            assert round_.end.reflection.call.completion_tokens > 0  # a real model answered
+            assert 0.0 <= round_.held_out <= 1.0
     assert not _server_processes_any(), "the local teacher outlived the rollout command"
 
 

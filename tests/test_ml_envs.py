@@ -9,10 +9,10 @@ import git
 import pytest
 import yaml
 
-from arex.envs.runtime import IMAGE_WORKSPACE
 from arex.envs.build import build_envs
 from arex.envs.judge_sources import SourceError
 from arex.envs.ml_build import MLSource, fetch, split_table
+from arex.envs.runtime import IMAGE_WORKSPACE
 from arex.grading import ml
 from arex.grading.ml import MLGrader, SubmissionError, parse_submission
 from arex.sandbox import SandboxConfig, make_sandbox
@@ -176,9 +176,8 @@ def test_failing_repositories_are_rejected_with_their_reason(tmp_path, monkeypat
     sources.append(source_file(tmp_path, "unreachable", f"file://{tmp_path}/missing-repo", "main"))
     reports = {Path(r.source).stem: r for r in build_envs(sources, tmp_path / "out", SandboxConfig(), concurrency=2)}
     status = {name: r.status for name, r in reports.items()}
-    assert status == {"good": "accepted", "crashes": "rejected", "too-slow": "rejected", "no-submission": "rejected", "bad-metric": "rejected", "leaky": "rejected", "missing-file": "rejected", "unreachable": "rejected"}, {
-        n: r.reason for n, r in reports.items()
-    }
+    rejected = ("crashes", "too-slow", "no-submission", "bad-metric", "leaky", "missing-file", "unreachable")
+    assert status == {"good": "accepted", **{name: "rejected" for name in rejected}}, {n: r.reason for n, r in reports.items()}
     assert "failed (error, exit code 1)" in reports["crashes"].reason and "training blew up" in reports["crashes"].reason
     assert "exceeded the 20s time limit" in reports["too-slow"].reason
     assert "no submission.csv was written" in reports["no-submission"].reason
@@ -201,7 +200,8 @@ def test_spec_beside_the_repository_and_labels_stay_private(tmp_path, monkeypatc
     (tmp_path / "bare-repo" / "arex.yaml").unlink()
     repo.index.remove(["arex.yaml"])
     repo.index.commit("spec lives elsewhere")
-    spec = yaml.safe_load(yaml.safe_dump({"id": "beside", "title": "t", "run": "python3 train.py", "metric": {"name": "mae", "direction": "minimize"}, "data": {"table": "data/full.csv", "target": "y"}}))
+    spec = {"id": "beside", "title": "t", "run": "python3 train.py", "metric": {"name": "mae", "direction": "minimize"}, "data": {"table": "data/full.csv", "target": "y"}}
+    spec = yaml.safe_load(yaml.safe_dump(spec))
     source = source_file(tmp_path, "beside", f"file://{tmp_path / 'bare-repo'}", None, spec)
     [report] = build_envs([source], tmp_path / "out")
     assert report.status == "accepted", report.reason
@@ -225,7 +225,8 @@ def test_bundled_env_has_room_to_improve(tmp_path):
     spec = MLSpec.model_validate(yaml.safe_load((tmp_path / "ml-digits" / "task.yaml").read_text()))
     with make_sandbox(SandboxConfig(image=spec.image, seed=IMAGE_WORKSPACE), "improve") as box:
         text = box.read_file("train.py").decode()
-        box.write_file("train.py", text.replace("DecisionTreeClassifier(max_depth=5, random_state=0)", "SVC(gamma=0.001)").replace("from sklearn.tree import DecisionTreeClassifier", "from sklearn.svm import SVC"))
+        text = text.replace("DecisionTreeClassifier(max_depth=5, random_state=0)", "SVC(gamma=0.001)")
+        box.write_file("train.py", text.replace("from sklearn.tree import DecisionTreeClassifier", "from sklearn.svm import SVC"))
         improved = MLGrader(tmp_path / "ml-digits", spec).grade(box)
     assert improved.held_out_score > report.scores["baseline"] + 0.2, (improved.feedback, report.scores)
     scores = json.loads((tmp_path / "ml-digits" / ".build.json").read_text())["scores"]

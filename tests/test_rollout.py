@@ -19,12 +19,12 @@ from arex.envs.runtime import load_env
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
 from arex.rollout.parse import parse_action, parse_reflection
-from arex.trajectory import load
 from arex.rollout.skills import load_skills
 from arex.sandbox import SandboxConfig
 from arex.sandbox.docker import prune
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import Fault, RoundScript, ScriptedServer
+from arex.trajectory import load
 
 ROOT = Path(__file__).resolve().parent.parent
 TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False, backoff_base_s=0.01, max_attempts=2)

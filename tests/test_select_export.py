@@ -19,12 +19,12 @@ from arex.envs.runtime import load_env
 from arex.export import SCHEMA, ExportConfig, export, kept_records, token_weights
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
-from arex.trajectory import load
 from arex.sandbox import SandboxConfig
 from arex.select import SelectConfig, select
 from arex.snapshots import SnapshotStore
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import RoundScript, ScriptedServer
+from arex.trajectory import load
 
 ROOT = Path(__file__).resolve().parent.parent
 TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False, backoff_base_s=0.01, max_attempts=2)
@@ -124,43 +124,45 @@ def test_real_trajectories_are_kept_and_their_scores_reproduce(world, tmp_path):
     assert judge.scores["first"] < 1.0 == judge.scores["final"]
 
 
+# Edits that turn a real trajectory into one that must be dropped for one reason.
+def end_of_round(number, **fields):
+    def edit(lines):
+        for line in rounds_of(lines):
+            if line["round"] == number:
+                for key, value in fields.items():
+                    target = line
+                    *path, last = key.split(".")
+                    for part in path:
+                        target = target[part]
+                    target[last] = value
+
+    return edit
+
+def all_scores(value):
+    def edit(lines):
+        for line in rounds_of(lines):
+            line["grade"]["held_out_score"] = value
+
+    return edit
+
+def same_actions(lines):
+    for line in lines:
+        if line["type"] == "step":
+            line["action"] = {"kind": "command", "command": "ls", "error": ""}
+
+def same_submissions(lines):
+    for line in rounds_of(lines):
+        line["submission"] = rounds_of(lines)[-1]["submission"]
+
+def cut_end(lines):
+    return [line for line in lines if line["type"] != "end"]
+
+def changed_training_data(record):
+    replace_in_final_snapshot(record, "data/train.csv", b"id,bmi,progression\n1,0.1,100\n")
+
+
 def test_each_drop_reason_fires_on_a_trajectory_built_to_trigger_it(world, tmp_path):
     store, j, m = tmp_path / "store", world["jpath"], world["mpath"]
-
-    def end_of_round(number, **fields):
-        def edit(lines):
-            for line in rounds_of(lines):
-                if line["round"] == number:
-                    for key, value in fields.items():
-                        target = line
-                        *path, last = key.split(".")
-                        for part in path:
-                            target = target[part]
-                        target[last] = value
-
-        return edit
-
-    def all_scores(value):
-        def edit(lines):
-            for line in rounds_of(lines):
-                line["grade"]["held_out_score"] = value
-
-        return edit
-
-    def same_actions(lines):
-        for line in lines:
-            if line["type"] == "step":
-                line["action"] = {"kind": "command", "command": "ls", "error": ""}
-
-    def same_submissions(lines):
-        for line in rounds_of(lines):
-            line["submission"] = rounds_of(lines)[-1]["submission"]
-
-    def cut_end(lines):
-        return [line for line in lines if line["type"] != "end"]
-
-    def changed_training_data(record):
-        replace_in_final_snapshot(record, "data/train.csv", b"id,bmi,progression\n1,0.1,100\n")
 
     expected = {
         "unfinished": variant(world, j, store, "unfinished", cut_end),
@@ -350,7 +352,10 @@ def test_cli_select_export_push_end_to_end(world, tmp_path, monkeypatch):
     store = tmp_path / "store"
     for path in (world["jpath"], world["mpath"]):
         variant(world, path, store, path.stem)
-    variant(world, world["jpath"], store, "tampered", lambda lines: [dict(line, grade={**line["grade"], "held_out_score": 0.99}) if line["type"] == "round_end" and line["round"] == 4 else line for line in lines])
+    def tamper(lines):
+        return [dict(line, grade={**line["grade"], "held_out_score": 0.99}) if line["type"] == "round_end" and line["round"] == 4 else line for line in lines]
+
+    variant(world, world["jpath"], store, "tampered", tamper)
     runner = CliRunner()
     result = runner.invoke(app, ["select", "--store", str(store), "--envs", str(world["envs"]), "--out", str(tmp_path / "sel")])
     assert result.exit_code == 0, result.output

@@ -12,7 +12,6 @@ import tempfile
 import time
 from pathlib import Path
 
-
 from arex.canary import CANARY_FILE, make_canary
 from arex.envs.judge_sources import Problem, content_hash, load, source_files
 from arex.envs.report import EnvReport, GateLog, finish, skipped_report, write_task
@@ -121,7 +120,8 @@ def _accepted_gates(log: GateLog, judge: Judge, accepted: list[SolutionRef]) -> 
             return None
         log.scores[f"accepted:{solution.path}"] = first.held_out_score
         verdicts = first.details["verdicts_hidden"]
-        if not log.check(f"accepted scores 1.0 ({solution.path})", first.held_out_score == 1.0 and first.public_score == 1.0, f"held-out {first.held_out_score:.3f}, public {first.public_score:.3f}, verdicts {verdicts}"):
+        seen = f"held-out {first.held_out_score:.3f}, public {first.public_score:.3f}, verdicts {verdicts}"
+        if not log.check(f"accepted scores 1.0 ({solution.path})", first.held_out_score == 1.0 and first.public_score == 1.0, seen):
             return None
         if not log.check(f"deterministic ({solution.path})", first.held_out_score == second.held_out_score, f"two gradings: {first.held_out_score:.3f} and {second.held_out_score:.3f}"):
             return None

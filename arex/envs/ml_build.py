@@ -384,7 +384,8 @@ def _baseline_gates(log: GateLog, spec: MLSpec, run: Callable[..., tuple[GradeRe
     """The repository's own solution runs within the limit and scores the same twice."""
     baseline, seconds = run()
     invalid = baseline.details.get("invalid")
-    if not log.check("baseline runs", invalid is None, f"{spec.run} in {seconds:.1f}s (limit {spec.time_limit_s:g}s)" if invalid is None else f"{invalid}; {baseline.details.get('log_tail', '')[-300:]}"):
+    detail = f"{spec.run} in {seconds:.1f}s (limit {spec.time_limit_s:g}s)" if invalid is None else f"{invalid}; {baseline.details.get('log_tail', '')[-300:]}"
+    if not log.check("baseline runs", invalid is None, detail):
         return None
     log.scores["baseline"] = baseline.held_out_raw
     log.scores["baseline_public"] = baseline.details["public"]
@@ -445,7 +446,12 @@ def _leak_gate(log: GateLog, spec: MLSpec, config: SandboxConfig, needles: list[
         probe_failures = [p for p in spec.leak_probes if box.exec(p, timeout=120).ok]
         # Whole labelled private rows in any text file the agent can reach.
         hits = box.exec(["grep", "-rlxF", *sum([["-e", n] for n in needles], []), "/workspace", "/tmp", "/home", "/opt", "/usr/local/share"], timeout=120).stdout.strip()
-    problems = [p for p in (f"files named like the labels: {found}" if found else "", f"probes that should fail succeeded: {probe_failures}" if probe_failures else "", f"labelled private rows found in {hits[:200]}" if hits else "") if p]
+    problems = [
+        f"files named like the labels: {found}" if found else "",
+        f"probes that should fail succeeded: {probe_failures}" if probe_failures else "",
+        f"labelled private rows found in {hits[:200]}" if hits else "",
+    ]
+    problems = [p for p in problems if p]
     log.check("private labels unreachable", not problems, "; ".join(problems) or f"no label files, no labelled private rows, {len(spec.leak_probes)} probe(s) fail as they should")
 
 

@@ -14,12 +14,11 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
 
-
 from arex.envs.layout import IMAGE_WORKSPACE
 from arex.grading.judge import Judge
-from arex.hashing import json_sha256, text_sha256
 from arex.grading.languages import language_for
 from arex.grading.ml import SUBMISSION_CAP, MLGrader
+from arex.hashing import json_sha256, text_sha256
 from arex.sandbox import Mount, SandboxConfig, make_sandbox
 from arex.sandbox.base import ArchiveTooLarge, Sandbox, SandboxError
 from arex.snapshots import MemberError, SnapshotStore, read_member

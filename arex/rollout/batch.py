@@ -22,10 +22,10 @@ from arex.envs.runtime import Env
 from arex.hashing import json_sha256
 from arex.rollout.agent import Rollout
 from arex.rollout.config import RolloutConfig
-from arex.trajectory import RoundEnd, load
 from arex.rollout.skills import catalogue
 from arex.sandbox import SandboxConfig
 from arex.teacher.client import TeacherClient, TeacherConfig
+from arex.trajectory import RoundEnd, load
 
 
 def _hash(obj) -> str:

@@ -50,8 +50,7 @@ SPACES = {
 
 
 def make_model(kind, params, classification, seed):
-    from sklearn.ensemble import (HistGradientBoostingClassifier, HistGradientBoostingRegressor,
-                                  RandomForestClassifier, RandomForestRegressor)
+    from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor, RandomForestClassifier, RandomForestRegressor
     from sklearn.impute import SimpleImputer
     from sklearn.linear_model import LogisticRegression, Ridge
     from sklearn.pipeline import make_pipeline
