@@ -249,7 +249,8 @@ def _write(selection: Selection, out: Path, store: Path, envs_dir: Path) -> None
     (out / "selection.json").write_text(json.dumps(report, indent=2) + "\n")
     with (out / "kept.jsonl.tmp").open("w", encoding="utf-8") as handle:
         for v in selection.kept:
-            handle.write(json.dumps({"key": v.key, "env_id": v.env_id, "path": str(Path(v.path).resolve()), "scores": v.scores}) + "\n")
+            # record_sha: export refuses a record that changed after it was judged
+            handle.write(json.dumps({"key": v.key, "env_id": v.env_id, "path": str(Path(v.path).resolve()), "scores": v.scores, "record_sha": v.record_sha}) + "\n")
     shutil.move(out / "kept.jsonl.tmp", out / "kept.jsonl")
     lines = ["| reason | dropped | ids |", "|---|---:|---|"]
     for reason, row in selection.drop_table().items():

@@ -41,9 +41,13 @@ def test_v1_store_selects_byte_identically(v1, tmp_path):
     out = tmp_path / "selected"
     selection = select(v1 / "store", v1 / "envs", out, SelectConfig(regrade=False), SandboxConfig())
     assert len(selection.kept) == 3 and len(selection.dropped) == 3
-    for name in ("selection.json", "kept.jsonl", "drops.md", "verdicts.jsonl"):
+    for name in ("selection.json", "drops.md", "verdicts.jsonl"):
         expected = golden(f"selected/{name}", v1).replace(str(v1 / "selected").encode(), str(out).encode())
         assert (out / name).read_bytes() == expected, name
+    # kept.jsonl gained each record's checksum (export checks it); the rest of every line is as it was
+    kept = [json.loads(line) for line in (out / "kept.jsonl").read_text().splitlines()]
+    assert [row.pop("record_sha") for row in kept] == [v.record_sha for v in selection.kept]
+    assert "".join(json.dumps(row) + "\n" for row in kept).encode() == golden("selected/kept.jsonl", v1)
 
 
 def test_v1_bounded_records_export_byte_identically(v1, tmp_path):
