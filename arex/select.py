@@ -9,7 +9,9 @@ Workspace snapshots are tar archives made inside the sandbox: they are read memb
 (arex.snapshots) or unpacked inside a fresh sandbox, never unpacked on the host.
 
 Verdicts are cached by (record checksum, criteria hash) in `<out>/verdicts.jsonl`, so a re-run
-re-grades nothing it already checked. A canary in any trajectory stops everything (LeakError).
+re-grades nothing it already kept; a drop is cached only if its reasons follow from the record and
+the criteria alone (select_criteria.RECORD_ONLY). An unreadable record is a drop, not a stop; a
+canary in any trajectory stops everything (LeakError).
 """
 
 from __future__ import annotations
@@ -29,10 +31,10 @@ from arex.errors import UserInputError
 from arex.hashing import file_sha256
 from arex.sandbox import SandboxConfig, SandboxError
 from arex.select_config import LLMJudgeConfig, SelectConfig
-from arex.select_criteria import CRITERIA, PRECONDITIONS, SNAPSHOT_ERRORS, Drop, Target, scores_of, targets_of
+from arex.select_criteria import CRITERIA, PRECONDITIONS, RECORD_ONLY, SNAPSHOT_ERRORS, Drop, Target, scores_of, targets_of
 from arex.snapshots import SnapshotError
 from arex.teacher.client import TeacherClient, TeacherConfig
-from arex.trajectory import load
+from arex.trajectory import RecordError, load
 
 __all__ = ["LLMJudgeConfig", "LeakError", "SelectConfig", "Selection", "Verdict", "select"]
 
@@ -88,10 +90,16 @@ class Selector:
     def check(self, path: Path, sha: str | None = None) -> Verdict:
         """Scan for leaks, then the preconditions, the criteria table, and re-grading if still kept."""
         scan_file(path, self.canaries)
-        t = load(path)
+        sha = sha or file_sha256(path)
+        try:
+            t = load(path)
+        except RecordError as exc:  # one unreadable record must not stop the others
+            verdict = Verdict(key=path.stem, env_id=path.parent.name, path=str(path), kept=False, record_sha=sha, criteria=self.config.digest())
+            _add(verdict, Drop("unreadable_record", str(exc)))
+            return verdict
         header = t.header
         key, env_id = (header.key, header.env_id) if header else (path.stem, path.parent.name)
-        verdict = Verdict(key=key, env_id=env_id, path=str(path), kept=False, record_sha=sha or file_sha256(path), criteria=self.config.digest())
+        verdict = Verdict(key=key, env_id=env_id, path=str(path), kept=False, record_sha=sha, criteria=self.config.digest())
         targets = targets_of(t)
         self._scan_snapshots(targets, verdict)  # before any other check: a leak stops everything
         env = self.envs.get(verdict.env_id)
@@ -221,8 +229,9 @@ def select(
     awaiting_judge: list[Verdict] = []
     with cache_path.open("a", encoding="utf-8") as cache, ThreadPoolExecutor(max(1, concurrency)) as pool:
         def remember(verdict: Verdict) -> None:
-            cache.write(json.dumps(asdict(verdict)) + "\n")
-            cache.flush()
+            if verdict.kept or set(verdict.reasons) <= RECORD_ONLY:  # see RECORD_ONLY
+                cache.write(json.dumps(asdict(verdict)) + "\n")
+                cache.flush()
 
         for verdict, from_cache in pool.map(judged, files):  # in file order; a kill keeps what was judged
             verdicts.append(verdict)

@@ -226,6 +226,15 @@ def protected_changes(archive: Path, env: Env) -> list[str]:
     return changed
 
 
+# Reasons that follow from the record and the criteria alone, so a verdict made only of them can
+# be cached by (record checksum, criteria). The others can change while the record does not: an
+# env restored or rebuilt, an archive mended, a re-grade on a less busy machine.
+RECORD_ONLY = frozenset({
+    "unreadable_record", "no_rounds", "unfinished", "infra_failure", "teacher_error", "budget_overrun", "no_improvement",
+    "protocol", "missing_reflection", "repeated_actions", "unchanged_resubmits",
+    "llm_judge",  # a paid rating: asking again draws another sample, not a truer verdict
+})  # fmt: skip
+
 PRECONDITIONS: tuple[Criterion, ...] = (no_rounds, env_missing, env_changed)
 CRITERIA: tuple[Criterion, ...] = (
     ending, below_baseline, best_below_baseline, no_improvement, protocol, missing_reflection,

@@ -178,6 +178,26 @@ class RoundEnd(_Line):
     best_public: BestPublic | None = None
 
 
+class Spent(_Line):
+    """Teacher calls paid for that no complete round holds: the steps of a round a stop cut short
+    (written when the rollout resumes, in place of that round's lines) or a call that failed for
+    good. Totals and budgets count them."""
+
+    type: Literal["spent"] = "spent"
+    round: int
+    """The round the calls were made in."""
+    calls: int
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float = 0.0
+    reason: str
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
 class End(_Line):
     type: Literal["end"] = "end"
     status: EndStatus
@@ -189,7 +209,7 @@ class End(_Line):
     seconds: float = 0.0
 
 
-Line = Annotated[Union[Header, RoundStart, Step, RoundEnd, End], Field(discriminator="type")]
+Line = Annotated[Union[Header, RoundStart, Step, RoundEnd, Spent, End], Field(discriminator="type")]
 
 
 class Round(BaseModel):
@@ -230,6 +250,7 @@ class Trajectory(BaseModel):
     header: Header | None = None
     rounds: list[Round] = Field(default_factory=list)
     """Complete rounds only."""
+    spent: list[Spent] = Field(default_factory=list)
     end: End | None = None
 
     @property
@@ -246,7 +267,7 @@ class RecordWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = path.open("a", encoding="utf-8")
 
-    def write(self, line: Header | RoundStart | Step | RoundEnd | End) -> None:
+    def write(self, line: Header | RoundStart | Step | RoundEnd | Spent | End) -> None:
         self._file.write(json.dumps(line.model_dump(), ensure_ascii=False, separators=(",", ":")) + "\n")
         self._file.flush()
 
@@ -254,7 +275,7 @@ class RecordWriter:
         self._file.close()
 
 
-_LINE = {cls.model_fields["type"].default: cls for cls in (Header, RoundStart, Step, RoundEnd, End)}
+_LINE = {cls.model_fields["type"].default: cls for cls in (Header, RoundStart, Step, RoundEnd, Spent, End)}
 
 
 def parse_line(raw: dict, path: Path, number: int, version: int) -> BaseModel:
@@ -278,42 +299,75 @@ def _version(raw: dict, path: Path) -> int:
     return version
 
 
+def _decoded(path: Path) -> tuple[list[tuple[int, str, dict]], bool]:
+    """The record's lines as (number, text, JSON value), and whether a cut last line was left out.
+
+    Only the last line can be cut (a kill mid-write: no newline at its end, maybe not even whole
+    UTF-8); damage anywhere else is a RecordError naming the line, so nothing is discarded silently."""
+    chunks = path.read_bytes().split(b"\n")
+    tail = chunks.pop()  # empty when the file ends with a newline
+    lines = []
+    for number, chunk in enumerate(chunks + ([tail] if tail else []), 1):
+        try:
+            text = chunk.decode("utf-8")
+            lines.append((number, text, json.loads(text)))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            if chunk is tail:
+                return lines, True
+            raise RecordError(
+                f"{path}, line {number}: damaged ({type(exc).__name__}: {exc}); only a cut last line is repaired. "
+                "Restore the file, or move it away to run that rollout again."
+            ) from None
+    return lines, False
+
+
 def load(path: Path, truncate: bool = False, keep_end: bool = True) -> Trajectory:
-    """Read a record. With truncate=True, rewrite the file without any unfinished round (and
-    without its `end` line if keep_end is False: a rollout to be redone)."""
+    """Read a record. With truncate=True, rewrite the file without a cut last line, with any
+    unfinished round replaced by a `Spent` line for its calls (and without the `end` line if
+    keep_end is False: a rollout to be redone). RecordError if it is not a readable record."""
     path = Path(path)
     if not path.is_file():
         return Trajectory(path=path)
-    header, rounds, end = None, [], None
-    version = SCHEMA_VERSION
-    keep: list[str] = []
-    pending: tuple[RoundStart, list[Step], list[str]] | None = None
-    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError:
-            break  # a line cut by a kill: everything after it is unusable
-        if isinstance(raw, dict) and raw.get("type") == "header":
-            version = _version(raw, path)
+    decoded, _ = _decoded(path)
+    version = next((_version(raw, path) for _, _, raw in decoded[:1] if isinstance(raw, dict) and raw.get("type") == "header"), SCHEMA_VERSION)
+    header, rounds, spent, end = None, [], [], None
+    keep: list[str] = []  # the lines a rewrite keeps
+    pending: list = []  # the open round: [(RoundStart, text), (Step, text), ...]
+    for number, text, raw in decoded:
         line = parse_line(raw, path, number, version)
-        if isinstance(line, Header):
-            header = line
-            keep.append(text)
-        elif isinstance(line, RoundStart):
-            pending = (line, [], [text])
-        elif isinstance(line, Step) and pending is not None:
-            pending[1].append(line)
-            pending[2].append(text)
-        elif isinstance(line, RoundEnd) and pending is not None:
-            rounds.append(Round(start=pending[0], steps=pending[1], end=line))
-            keep += pending[2] + [text]
-            pending = None
+        if isinstance(line, RoundStart):
+            pending = [(line, text)]
+        elif isinstance(line, Step):
+            pending += [(line, text)] if pending else []  # a step outside a round is ignored
+        elif isinstance(line, RoundEnd):
+            if pending:
+                rounds.append(Round(start=pending[0][0], steps=[m for m, _ in pending[1:]], end=line))
+                keep += [t for _, t in pending] + [text]
+            pending = []
         elif isinstance(line, End):
             end = line
-            if keep_end:
-                keep.append(text)
+            keep += [text] if keep_end else []
+        else:
+            header, spent = (line, spent) if isinstance(line, Header) else (header, spent + [line])
+            keep.append(text)
     if truncate:
+        cut = _spent_of(pending)
+        if cut is not None:
+            spent.append(cut)
+            keep.append(json.dumps(cut.model_dump(), ensure_ascii=False, separators=(",", ":")))
         tmp = path.with_suffix(".tmp")
         tmp.write_text("".join(line + "\n" for line in keep), encoding="utf-8")
         os.replace(tmp, path)
-    return Trajectory(path=path, header=header, rounds=rounds, end=end)
+    return Trajectory(path=path, header=header, rounds=rounds, spent=spent, end=end)
+
+
+def _spent_of(pending: list) -> Spent | None:
+    """What the steps of an unfinished round cost, or None if it made no call."""
+    steps = [m for m, _ in pending if isinstance(m, Step)]
+    if not steps:
+        return None
+    calls = [s.call for s in steps]
+    return Spent(
+        round=steps[0].round, calls=len(calls), prompt_tokens=sum(c.prompt_tokens for c in calls), completion_tokens=sum(c.completion_tokens for c in calls),
+        cached_tokens=sum(c.cached_tokens for c in calls), cost_usd=sum(c.cost_usd for c in calls), reason=f"round {steps[0].round} was cut short by a stop and is played again",
+    )  # fmt: skip

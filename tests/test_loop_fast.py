@@ -206,3 +206,54 @@ def test_full_history_rounds_rows_weigh_each_turn_once(env, tmp_path):
     trained = [sum(1 for w in row["weights"] if w > 0) for row in rows]
     assert trained == [3, 3, 3]  # per round: a command, submit, the reflection; earlier rounds carry no loss
     assert len(rows[2]["messages"]) > len(rows[0]["messages"])
+
+
+def test_a_lost_reflection_call_replays_its_round_from_the_kept_workspace(env, tmp_path):
+    """The round's snapshot was taken before the reflection call; the round counts only once its
+    round_end is written, so the replay starts from the round before (each round's line once)."""
+    from arex.teacher.scripted import Fault
+
+    store, config = tmp_path / "store", RolloutConfig(rounds=3)
+    script = RoundScript(climbing)
+
+    def lose_round_2s_reflection(request, index):
+        last = request["messages"][-1]["content"]
+        if "Reflect, then write" in last and "round 2" in last.lower():
+            return Fault.server_error()
+        return script(request, index)
+
+    _, [first], _ = rollout(env, lose_round_2s_reflection, store, config)
+    assert first.end.status == "infra_failed" and [r.number for r in first.rounds] == [1]
+    assert [s.reason.startswith("a call failed after 2 attempt(s)") for s in first.spent] == [True]  # the lost call is on the record
+    _, [again], _ = rollout(env, script, store, config)
+    assert again.end.status == "done" and [r.number for r in again.rounds] == [1, 2, 3]
+    archive = SnapshotStore(again.path.with_suffix("") / "snapshots").path(again.rounds[-1].end.snapshot)
+    assert read_member(archive, "notes.txt", 1000) == b"round-1\nround-2\nround-3\n"
+    # round 2's steps, made before the lost call, are paid: counted in the totals as spent
+    assert [s.round for s in again.spent] == [2, 2] and again.spent[1].calls == 3
+    recorded = sum(c.tokens for r in again.rounds for c in [*(s.call for s in r.steps), r.end.reflection.call]) + sum(s.tokens for s in again.spent)
+    assert again.end.tokens == recorded and again.spent[1].tokens > 0
+
+
+def test_sigterm_while_a_rollout_runs_leaves_it_open_to_resume(env, tmp_path, monkeypatch):
+    """SIGTERM's handler raises SystemExit wherever the code is: that is a stop, not the end of a
+    finished rollout."""
+    from process_sandbox import ProcessSandbox
+
+    store, config = tmp_path / "store", RolloutConfig(rounds=3)
+    exec_ = ProcessSandbox.exec
+
+    def exec_then_term(self, command, *args, **kwargs):
+        if isinstance(command, str) and "round-2" in command:
+            raise SystemExit(143)
+        return exec_(self, command, *args, **kwargs)
+
+    monkeypatch.setattr(ProcessSandbox, "exec", exec_then_term)
+    with pytest.raises(SystemExit):
+        rollout(env, RoundScript(climbing), store, config)
+    [path] = sorted((store / env.id).glob("*.jsonl"))
+    stopped = load(path)
+    assert stopped.end is None and [r.number for r in stopped.rounds] == [1]
+    monkeypatch.setattr(ProcessSandbox, "exec", exec_)
+    _, [resumed], _ = rollout(env, RoundScript(climbing), store, config)
+    assert resumed.end.status == "done" and [r.number for r in resumed.rounds] == [1, 2, 3]

@@ -41,9 +41,12 @@ def test_v1_store_selects_byte_identically(v1, tmp_path):
     out = tmp_path / "selected"
     selection = select(v1 / "store", v1 / "envs", out, SelectConfig(regrade=False), SandboxConfig())
     assert len(selection.kept) == 3 and len(selection.dropped) == 3
-    for name in ("selection.json", "drops.md", "verdicts.jsonl"):
+    for name in ("selection.json", "drops.md"):
         expected = golden(f"selected/{name}", v1).replace(str(v1 / "selected").encode(), str(out).encode())
         assert (out / name).read_bytes() == expected, name
+    # the verdict cache keeps the same lines, but no longer a drop whose cause can go away (env_missing)
+    cached = golden("selected/verdicts.jsonl", v1).decode().splitlines(keepends=True)
+    assert (out / "verdicts.jsonl").read_text() == "".join(line for line in cached if "env_missing" not in line)
     # kept.jsonl gained each record's checksum (export checks it); the rest of every line is as it was
     kept = [json.loads(line) for line in (out / "kept.jsonl").read_text().splitlines()]
     assert [row.pop("record_sha") for row in kept] == [v.record_sha for v in selection.kept]
@@ -103,11 +106,36 @@ def test_a_line_of_a_newer_version_or_another_shape_is_named(tmp_path):
         load(stray)
 
 
-def test_a_cut_round_is_dropped_and_truncate_removes_it(tmp_path):
+def test_a_cut_round_is_replaced_by_what_its_calls_cost(tmp_path):
     lines = (FIXTURE / "store" / "subset-fill" / "d9aca56721dc2283.jsonl").read_text().splitlines()
     last_start = max(i for i, line in enumerate(lines) if '"type":"round_start"' in line)
     path = tmp_path / "cut.jsonl"
-    path.write_text("\n".join(lines[: last_start + 2]) + "\n" + lines[last_start + 2][:40])
+    path.write_text("\n".join(lines[: last_start + 2]) + "\n" + lines[last_start + 2][:40])  # a step, then a kill mid-line
     t = load(path, truncate=True)
     assert [r.number for r in t.rounds] == [1, 2, 3] and t.end is None
-    assert path.read_text().splitlines() == [line for line in lines[:last_start]]
+    step = json.loads(lines[last_start + 1])
+    [spent] = t.spent
+    assert (spent.round, spent.calls, spent.prompt_tokens, spent.completion_tokens) == (4, 1, step["call"]["prompt_tokens"], step["call"]["completion_tokens"])
+    rewritten = path.read_text().splitlines()
+    assert rewritten[:-1] == lines[:last_start] and json.loads(rewritten[-1])["type"] == "spent"
+    assert load(path).spent == [spent]  # the spent line reads back
+
+
+def test_damage_before_the_last_line_is_an_error_and_nothing_is_rewritten(tmp_path):
+    lines = (FIXTURE / "store" / "subset-fill" / "d9aca56721dc2283.jsonl").read_bytes().splitlines(keepends=True)
+    for name, damaged in (("json", lines[3][:50] + b"\n"), ("utf8", lines[3][:50] + b"\xe2\x82\n")):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_bytes(b"".join(lines[:3] + [damaged] + lines[4:]))
+        before = path.read_bytes()
+        with pytest.raises(RecordError, match=rf"{name}\.jsonl, line 4: damaged"):
+            load(path, truncate=True)
+        assert path.read_bytes() == before
+
+
+def test_a_last_line_cut_inside_a_multibyte_character_is_repaired(tmp_path):
+    lines = (FIXTURE / "store" / "subset-fill" / "d9aca56721dc2283.jsonl").read_bytes().splitlines(keepends=True)
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(lines) + '{"type":"note","text":"é'.encode()[:-1])  # the kill split the é
+    t = load(path, truncate=True)
+    assert t.end is not None and len(t.rounds) == 4
+    assert path.read_bytes() == b"".join(lines)

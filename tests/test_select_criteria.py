@@ -2,6 +2,7 @@
 change below trips exactly the reason it is about. No Docker, no model."""
 
 import io
+import json
 import shutil
 import tarfile
 from pathlib import Path
@@ -161,3 +162,38 @@ def test_a_corrupt_archive_is_bad_snapshot_and_nothing_else_runs_on_it(tmp_path)
     selector = Selector(SelectConfig(regrade=False), {"ml-diabetes": load_env(envs / "ml-diabetes")}, SandboxConfig())
     verdict = selector.check(t.path)
     assert not verdict.kept and verdict.reasons == ["bad_snapshot"]
+
+
+def _fixture_copy(tmp_path: Path) -> Path:
+    root = tmp_path / "v1"
+    shutil.copytree(FIXTURE, root, ignore=shutil.ignore_patterns("golden"))
+    return root
+
+
+def test_an_unreadable_record_is_a_drop_naming_its_line_and_the_others_are_judged(tmp_path):
+    from arex.select import select
+
+    root = _fixture_copy(tmp_path)
+    path = root / "store" / "subset-fill" / "d9aca56721dc2283.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:2] + [b"\xff\xfe not utf-8\n"] + lines[2:]))
+    selection = select(root / "store", root / "envs", tmp_path / "sel", SelectConfig(regrade=False), SandboxConfig())
+    [bad] = [v for v in selection.dropped if v.key == "d9aca56721dc2283"]
+    assert bad.reasons == ["unreadable_record"] and "d9aca56721dc2283.jsonl, line 3: damaged" in bad.details["unreadable_record"]
+    assert len(selection.kept) == 2 and len(selection.dropped) == 4
+
+
+def test_a_drop_whose_cause_went_away_is_judged_again(tmp_path):
+    from arex.select import select
+
+    root = _fixture_copy(tmp_path)
+    moved = tmp_path / "away"
+    shutil.move(root / "envs" / "ml-diabetes", moved)
+    first = select(root / "store", root / "envs", tmp_path / "sel", SelectConfig(regrade=False), SandboxConfig())
+    assert {v.key: v.reasons for v in first.dropped}["2a77a2f71d80fe17"] == ["env_missing"]
+    shutil.move(moved, root / "envs" / "ml-diabetes")  # the env is back
+    second = select(root / "store", root / "envs", tmp_path / "sel", SelectConfig(regrade=False), SandboxConfig())
+    assert "2a77a2f71d80fe17" in [v.key for v in second.kept]
+    # what follows from the record alone stays cached: the local teacher's drops are not judged again
+    cached = [json.loads(line) for line in (tmp_path / "sel" / "verdicts.jsonl").read_text().splitlines()]
+    assert sorted(row["key"] for row in cached if not row["kept"]) == ["11b665b9233ca22f", "e354bdd22e369e95"]

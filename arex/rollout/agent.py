@@ -16,13 +16,14 @@ from arex import __version__
 from arex.envs.runtime import Env
 from arex.rollout.config import RolloutConfig
 from arex.rollout.keep import Keeper
+from arex.rollout.memory import Memory
 from arex.rollout.parse import clip, parse_action, parse_reflection
 from arex.rollout.skills import catalogue
 from arex.sandbox import SandboxConfig, SandboxError, make_sandbox
 from arex.snapshots import SnapshotStore
 from arex.specs import TeacherCall, TeacherIdentity
 from arex.teacher.client import TeacherClient, TeacherError
-from arex.trajectory import SCHEMA_VERSION, Action, Best, BestPublic, Call, End, Exec, Header, RecordWriter, Reflection, RoundEnd, RoundStart, Step, Trajectory, load
+from arex.trajectory import SCHEMA_VERSION, Action, Call, End, Exec, Header, RecordWriter, Reflection, RoundEnd, RoundStart, Spent, Step, Trajectory, load
 
 INFRA = "infra_failed"
 # Agent sandboxes being started by this process. Each is on its rollout's critical path, so grading
@@ -41,7 +42,7 @@ def _ending_of(exc: BaseException) -> tuple[str, str]:
         return status, str(exc)
     if isinstance(exc, SandboxError):
         return INFRA, f"sandbox: {exc}"
-    if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)):
+    if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt, SystemExit)):  # SystemExit: SIGTERM
         return "interrupted", "stopped by the user; re-run to resume"
     return INFRA, f"unexpected {type(exc).__name__}: {exc}"
 
@@ -55,21 +56,17 @@ class Rollout:
         self.store = SnapshotStore(path.with_suffix("") / "snapshots")
         self.keeper = Keeper(self.store)
         self.prompts = config.load_prompts()
-        self.skills = catalogue(config.skills_path()) or "(none)"
+        self.memory = Memory(self.prompts, config, self._system(catalogue(config.skills_path()) or "(none)"))
         self.grading = env.open_grading(sandbox)
         self.box, self.writer, self._warming = None, None, None  # set by run()
-        # What carries over between rounds:
-        self.state = ""
-        self.best: Best | None = None  # by held-out score
-        self.best_public: BestPublic | None = None  # what the agent is told
-        self.last_feedback: tuple[int, str] | None = None
-        self.history: list[dict] = []  # full-history mode only
         self.tokens, self.cost, self.rounds_done = 0, 0.0, 0
         self.started = time.monotonic()
         self.on_round = None  # callback(rollout, RoundEnd) for progress displays
 
     # -- the loop ------------------------------------------------------------------------------
     async def run(self) -> End:
+        """Play the rollout to its end, or resume it. RecordError (nothing written) if its record
+        cannot be read."""
         previous = load(self.path)
         if previous.end is not None and previous.end.status != INFRA:
             return previous.end
@@ -87,11 +84,13 @@ class Rollout:
                     status, reason = "budget", over
                     break
                 await self.play_round(number)
-        except (asyncio.CancelledError, KeyboardInterrupt) as exc:
+        except (asyncio.CancelledError, KeyboardInterrupt, SystemExit) as exc:
             status, reason = _ending_of(exc)
             raise
         except Exception as exc:  # noqa: BLE001 - one broken rollout must not stop the batch; it is redone
             status, reason = _ending_of(exc)
+            if isinstance(exc, TeacherError) and exc.attempts:
+                self._spend(exc)
         finally:
             end = self._close(status, reason)
         return end
@@ -111,7 +110,7 @@ class Rollout:
         self._warming = asyncio.ensure_future(self._warm_grading())
 
     def _close(self, status: str, reason: str) -> End:
-        end = End(status=status, reason=reason, rounds=self.rounds_done, best=self.best, tokens=self.tokens, cost_usd=round(self.cost, 6), seconds=round(time.monotonic() - self.started, 2))
+        end = End(status=status, reason=reason, rounds=self.rounds_done, best=self.memory.best, tokens=self.tokens, cost_usd=round(self.cost, 6), seconds=round(time.monotonic() - self.started, 2))
         if status != "interrupted":  # an interrupted rollout stays open, to be resumed
             self.writer.write(end)
         self.writer.close()
@@ -130,7 +129,7 @@ class Rollout:
         self.grading.warm()
 
     async def play_round(self, number: int) -> None:
-        context = self._round_context(number)
+        context = self.memory.context(number)
         self.writer.write(RoundStart(round=number, context=context))
         messages = list(context)
         ending = await self._act(number, messages)
@@ -140,18 +139,12 @@ class Rollout:
         feedback = clip(f"Public score: {grade.public_score:.6g}\n{grade.feedback}", self.config.feedback_chars)
         reflect_prompt = self.prompts["reflect"].format(round=number, feedback=feedback)
         reflection = await self._reflect(messages, reflect_prompt)
-        improved = self.best is None or grade.held_out_score > self.best.held_out
-        if improved:
-            self.best = Best(round=number, held_out=grade.held_out_score, public=grade.public_score)
-        if self.best_public is None or grade.public_score > self.best_public.public:
-            self.best_public = BestPublic(round=number, public=grade.public_score)
-        self.last_feedback = (number, feedback)
-        if self.config.context == "full-history":
-            self.history = messages
+        improved, m = self.memory.improves(grade), self.memory
+        m.note(number, grade, feedback, reflection.state, messages)
         self.rounds_done = number
         end = RoundEnd(
             round=number, ending=ending, submission=submission, snapshot=snapshot, grade=grade, feedback=feedback, reflect_prompt=reflect_prompt,
-            reflection=reflection, state=self.state, best=self.best, best_public=self.best_public,
+            reflection=reflection, state=m.state, best=m.best, best_public=m.best_public,
         )  # fmt: skip
         self.writer.write(end)
         self.keeper.note(end, improved)
@@ -191,27 +184,14 @@ class Rollout:
         call = await self.teacher.chat(messages)
         self._count(call)
         parsed = parse_reflection(call.content if call.status == "ok" else "")
-        if parsed.state:
-            self.state = clip(parsed.state, self.config.state_chars)
         messages.append({"role": "assistant", "content": call.content})
         return Reflection(call=_call(call), **parsed.__dict__)
 
-    # -- context -------------------------------------------------------------------------------
-    def _system(self) -> str:
+    def _system(self, skills: str) -> str:
         return self.prompts["system"].format(
             workdir=self.sandbox_config.workdir, timeout=f"{self.config.command_timeout_s:g}", steps=self.config.steps_per_round,
-            skills_dir=self.config.skills_target, skills=self.skills, title=self.env.title, statement=self.env.statement.strip(),
+            skills_dir=self.config.skills_target, skills=skills, title=self.env.title, statement=self.env.statement.strip(),
         )  # fmt: skip
-
-    def _round_context(self, number: int) -> list[dict]:
-        p = self.prompts
-        state = p["state"].format(state=self.state) if self.state else p["no_state"]
-        best = p["best"].format(best=f"public score {self.best_public.public:.6g} in round {self.best_public.round}") if self.best_public else p["no_best"]
-        feedback = p["feedback"].format(round=self.last_feedback[0], feedback=self.last_feedback[1]) if self.last_feedback else p["no_feedback"]
-        header = {"role": "user", "content": p["round"].format(round=number, rounds=self.config.rounds, state=state.strip(), best=best.strip(), feedback=feedback.strip())}
-        if self.config.context == "full-history" and self.history:
-            return self.history + [header]
-        return [{"role": "system", "content": self._system()}, header]
 
     # -- budgets, accounting, resuming --------------------------------------------------------
     def _over_budget(self) -> str | None:
@@ -224,21 +204,30 @@ class Rollout:
             return f"wall-time budget {c.max_wall_s:g}s reached"
         return None
 
-    def _count(self, call: TeacherCall | Call) -> None:
+    def _count(self, call: TeacherCall | Call | Spent) -> None:
         self.tokens, self.cost = self.tokens + call.prompt_tokens + call.completion_tokens, self.cost + call.cost_usd
 
+    def _spend(self, exc: TeacherError) -> None:
+        """Record the paid attempts of a call that failed for good (they belong to no round)."""
+        a = exc.attempts
+        prompt, cached, completion = sum(x.prompt_tokens for x in a), sum(x.cached_tokens for x in a), sum(x.completion_tokens for x in a)
+        spent = Spent(
+            round=self.rounds_done + 1, calls=1, prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached,
+            cost_usd=self.teacher.cost(prompt, cached, completion), reason=f"a call failed after {len(a)} attempt(s): {exc}"[:500],
+        )  # fmt: skip
+        self.writer.write(spent)
+        self._count(spent)
+
     def _restore(self, previous: Trajectory) -> None:
+        """Carry on from a record: its complete rounds, and every call it paid for."""
         for round_ in previous.rounds:
-            end = round_.end
-            self.rounds_done = end.round
-            self.keeper.note(end, improved=bool(end.best and end.best.round == end.round))
-            self.state, self.best, self.best_public = end.state, end.best, end.best_public
-            self.last_feedback = (end.round, end.feedback)
-            for call in [step.call for step in round_.steps] + [end.reflection.call]:
+            self.rounds_done = round_.end.round
+            self.keeper.note(round_.end, improved=bool(round_.end.best and round_.end.best.round == round_.end.round))
+            self.memory.restore(round_)
+            for call in [step.call for step in round_.steps] + [round_.end.reflection.call]:
                 self._count(call)
-        if previous.rounds and self.config.context == "full-history":
-            last = previous.rounds[-1]
-            self.history = last.messages(None) + [{"role": "assistant", "content": last.end.reflection.call.content}]
+        for spent in previous.spent:
+            self._count(spent)
 
     def _header(self) -> Header:
         return Header(
