@@ -208,14 +208,7 @@ def select(
     files = trajectory_files(store)
     out.mkdir(parents=True, exist_ok=True)
     cache_path = out / "verdicts.jsonl"
-    cached: dict[tuple[str, str], dict] = {}
-    if cache_path.is_file():
-        for line in cache_path.read_text(encoding="utf-8").splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by a kill
-            cached[(row["record_sha"], row["criteria"])] = row
+    cached = _read_cache(cache_path)
 
     def judged(path: Path) -> tuple[Verdict, bool]:
         sha = file_sha256(path)
@@ -251,6 +244,19 @@ def select(
     selection = Selection([v for v in verdicts if v.kept], [v for v in verdicts if not v.kept], config)
     _write(selection, out, store, envs_dir)
     return selection
+
+
+def _read_cache(path: Path) -> dict[tuple[str, str], dict]:
+    """Cached verdicts by (record checksum, criteria hash)."""
+    cached: dict[tuple[str, str], dict] = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by a kill
+            cached[(row["record_sha"], row["criteria"])] = row
+    return cached
 
 
 def _write(selection: Selection, out: Path, store: Path, envs_dir: Path) -> None:
