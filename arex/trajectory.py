@@ -3,15 +3,17 @@
 Lines, in order (docs/record.md describes each field): a `Header`; per round a `RoundStart` (the
 context the round began with), one `Step` per teacher call while acting, a `RoundEnd` (submission,
 the sha256 of the workspace archive it was read from, grade, reflection, best so far); finally an
-`End`. Each line is flushed when written, so a killed process loses at most the line in flight;
-`load` drops an unfinished round so a resumed rollout replays it whole.
+`End`; `Spent` lines wherever calls were paid for outside a complete round. Each line is flushed
+when written, so a killed process loses at most the line in flight; `load` drops an unfinished
+round (its calls become a `Spent` line) so a resumed rollout replays it whole.
 
 Every call's exact messages are reconstructable (`Round.messages`): a step's request is the round's
 context followed by the earlier steps' (assistant reply, user observation) pairs; the reflection's
 request adds the reflect prompt. A test checks this byte for byte against what the server received.
 
 Version 2 is version 1 validated: the same lines and fields, with the endings and statuses below
-as closed vocabularies. Version-1 files are read as they are (a field added during version 1, such
+as closed vocabularies, and one more line type (`Spent`: paid calls outside any complete round).
+Version-1 files are read as they are (a field added during version 1, such
 as `snapshot`, takes its default); a file of a newer version is refused.
 """
 
