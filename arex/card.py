@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from arex import __version__
-from arex.export import ExportConfig, ExportStats
+from arex.export_config import ExportConfig
+
+if TYPE_CHECKING:  # arex.export writes the card: no import of it at run time
+    from arex.export import ExportStats
 
 CURVE = "score_curve.png"
 
@@ -66,8 +70,12 @@ def _stats_table(stats: ExportStats) -> list[str]:
 
 
 def write_card(out: Path, stats: ExportStats, config: ExportConfig, selection: dict | None) -> Path:
-    """Write `out/README.md` (and the curve image); returns the card's path."""
-    has_curve = plot_curves(stats, out / CURVE)
+    """Write `out/README.md` (and the curve image); returns the card's path. `arex.export.export`
+    calls it on its staging folder, so the card is in place before the export is swapped in."""
+    from arex.export import naming  # a failed write names its file
+
+    with naming(out / CURVE):
+        has_curve = plot_curves(stats, out / CURVE)
     lines = ["---", yaml.safe_dump(_front_matter(stats, config), sort_keys=False).strip(), "---", ""]
     lines += _contents(stats, config)
     lines += ["## Score improvement", "", *_stats_table(stats), ""]
@@ -75,7 +83,8 @@ def write_card(out: Path, stats: ExportStats, config: ExportConfig, selection: d
         lines += [f"![Best held-out score so far, by round]({CURVE})", ""]
     lines += _selection(selection) + _provenance(stats)
     path = out / "README.md"
-    path.write_text("\n".join(lines), encoding="utf-8")
+    with naming(path):
+        path.write_text("\n".join(lines), encoding="utf-8")
     return path
 
 

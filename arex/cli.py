@@ -160,6 +160,8 @@ def build_envs_command(
     """Turn problem sources into validated envs; every rejection is reported with its reason."""
     from arex.envs.build import build_envs
 
+    if concurrency < 1:
+        raise UserInputError(f"--concurrency expects an integer of at least 1, got {concurrency}")
     cfg = _config(config)
     missing = [str(s) for s in sources if not s.exists()]
     if missing:
@@ -188,11 +190,14 @@ def rollout(
     """Run the teacher for many rounds against each env; resumable (re-run to continue)."""
     import asyncio
 
+    from arex.config import load_config
     from arex.envs.runtime import list_envs
-    from arex.rollout.batch import run_batch
+    from arex.rollout.batch import UNREADABLE, run_batch
 
-    items = list(config or []) + ([f"rollout.rounds={rounds}"] if rounds is not None else [])
-    cfg = _config(items)
+    for name, value in (("--samples", samples), ("--concurrency", concurrency)):
+        if value < 1:
+            raise UserInputError(f"{name} expects an integer of at least 1, got {value}")
+    cfg = load_config(config or [], options=[("rollout.rounds", rounds, "--rounds")] if rounds is not None else [])
     if not envs.is_dir():
         raise UserInputError(f"--envs {envs} is not a folder; build envs first: arex build-envs envs/* --out {envs}")
     found = list_envs(envs)
@@ -220,6 +225,13 @@ def rollout(
     endings = ", ".join(f"{k} {v}" for k, v in summary["endings"].items())
     console.print(f"endings: {endings}; tokens {summary['tokens']}; cost ${summary['cost_usd']:.4f}; {summary['seconds']:.0f}s")
     console.print(f"trajectories: {out}/<env>/<key>.jsonl; summary: {out / 'summary.json'}")
+    unreadable = summary.get("unreadable_records", [])
+    if unreadable:
+        from arex.trajectory import RecordError
+
+        for problem in unreadable:
+            console.print(f"[red]{UNREADABLE}[/red]: {escape(problem['reason'])}", soft_wrap=True)
+        raise RecordError(f"{len(unreadable)} record(s) could not be read and were left as they are (reasons above); the other rollouts ran. Repair or move them away, then re-run to redo them.")
 
 
 @app.command("select")
@@ -232,7 +244,10 @@ def select_command(
 ) -> None:
     """Keep or drop whole trajectories; scores are re-checked by re-grading. Resumable."""
     from arex.select import select
+    from arex.storage import write_error
 
+    if concurrency < 1:
+        raise UserInputError(f"--concurrency expects an integer of at least 1, got {concurrency}")
     cfg = _config(config)
     if cfg.select.llm_judge.enabled and not cfg.teacher.base_url:
         raise UserInputError("select.llm_judge.enabled needs teacher.base_url (start one with `arex teacher serve`)")
@@ -241,7 +256,10 @@ def select_command(
         mark = "[green]kept[/green]" if verdict.kept else f"[yellow]dropped[/yellow] {escape(', '.join(verdict.reasons))}"
         console.print(f"{verdict.env_id}/{verdict.key}: {mark}")
 
-    selection = select(store, envs, out, cfg.select, cfg.sandbox, cfg.teacher, on_verdict=show, concurrency=concurrency)
+    try:
+        selection = select(store, envs, out, cfg.select, cfg.sandbox, cfg.teacher, on_verdict=show, concurrency=concurrency)
+    except OSError as exc:  # disk full, a read-only --out: verdicts already judged stay cached
+        raise write_error(exc, out, f"verdicts judged so far are kept in {out / 'verdicts.jsonl'}; re-run the same command to continue") from None
     table = Table("drop reason", "trajectories", "ids")
     for reason, row in selection.drop_table().items():
         table.add_row(reason, str(row["count"]), escape(", ".join(row["ids"][:4]) + (" ..." if row["count"] > 4 else "")))
@@ -256,25 +274,19 @@ def export_command(
     envs: Optional[Path] = typer.Option(None, "--envs", help="Built envs, for the canary leak check (default: the ones `arex select` used)."),
     config: Optional[List[str]] = ConfigOpt,
 ) -> None:
-    """Write the kept trajectories as SFT parquet shards and a dataset card."""
-    import json
-
-    from arex.card import write_card
+    """Write the kept trajectories as SFT parquet shards and a dataset card (replaces only an earlier export)."""
     from arex.export import export, kept_records
 
     cfg = _config(config)
-    if not (selection / "kept.jsonl").is_file():
-        raise UserInputError(f"{selection} holds no kept.jsonl; run `arex select --out {selection}` first")
-    report = selection / "selection.json"
-    chosen = json.loads(report.read_text()) if report.is_file() else None
-    envs = envs or (Path(chosen["envs"]) if chosen and chosen.get("envs") else None)
+    kept = kept_records(selection)  # kept.jsonl and selection.json, checked
+    chosen = kept.report
+    envs = envs or (Path(chosen["envs"]) if chosen and isinstance(chosen.get("envs"), str) else None)
     if envs is None or not envs.is_dir():
         raise UserInputError(f"no built envs to check the trajectories against (canaries): pass --envs DIR (got {envs})")
-    stats = export(kept_records(selection), out, cfg.export, envs)
-    card = write_card(out, stats, cfg.export, chosen)
+    stats = export(kept, out, cfg.export, envs, chosen)  # the card is written before the swap
     rows = ", ".join(f"{g} {n}" for g, n in stats.rows.items())
     console.print(f"exported {stats.trajectories} trajectories ({len(stats.duplicates)} duplicates skipped): {rows} rows in {len(stats.shards)} shard(s)")
-    console.print(f"shards: {out}/<rounds|trajectories>/*.parquet; card: {card}")
+    console.print(f"shards: {out}/<rounds|trajectories>/*.parquet; card: {out / 'README.md'}")
 
 
 @app.command("push")

@@ -9,22 +9,34 @@ Every row has `messages` ([{role, content}]), `weights` (one per message: assist
 loss, everything else 0) and metadata. Streams: one trajectory in memory at a time, shards rolled by
 file size. Deterministic: same kept set and config → byte-identical files. Near-duplicate
 trajectories (same assistant turns after whitespace normalisation) are written once.
+
+Nothing is lost and nothing is trusted blindly: every record must still have the sha256 `arex
+select` judged it by; the whole export (shards, checksums, card, curve, the `.arex-export` marker)
+is written into `.<out>.partial` beside `--out` and swapped in with one rename
+(`renameat2(RENAME_EXCHANGE)` over an earlier export); only a folder carrying the marker, and
+holding nothing else, is ever replaced or deleted.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import hashlib
 import json
+import os
 import re
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from arex import __version__
 from arex.canary import Canaries, scan_file
+from arex.card import write_card
 from arex.errors import UserInputError
 from arex.hashing import file_sha256
 from arex.trajectory import Header, Round, Trajectory, load
@@ -58,7 +70,7 @@ SCHEMA = pa.schema(
 higher-is-better: metrics to minimise are negated."""
 
 
-from arex.export_config import GRANULARITIES, ExportConfig  # noqa: E402 (re-exported)
+from arex.export_config import GRANULARITIES, MARKER, MARKER_FORMAT, ExportConfig  # noqa: E402 (re-exported)
 
 
 @dataclass
@@ -176,6 +188,17 @@ class RowBuilder:
         return out
 
 
+@contextmanager
+def naming(path: Path) -> Iterator[None]:
+    """Give an OSError raised while writing `path` the file's name (a failed write() carries none)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None and exc.errno is not None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
+
+
 class ShardWriter:
     """Parquet files of about `shard_mb`, named `train-NNNNN-of-MMMMM.parquet` when closed."""
 
@@ -202,7 +225,8 @@ class ShardWriter:
             self.counts.append(0)
             self._sink = path.open("wb")
             self._writer = pq.ParquetWriter(self._sink, SCHEMA, compression=self.config.compression, write_statistics=True)
-        self._writer.write_table(pa.Table.from_pylist(self.buffer, schema=SCHEMA))
+        with naming(self.paths[-1]):
+            self._writer.write_table(pa.Table.from_pylist(self.buffer, schema=SCHEMA))
         self.counts[-1] += len(self.buffer)
         self.buffer = []
         if self._sink.tell() >= self.config.shard_mb * (1 << 20):
@@ -210,9 +234,12 @@ class ShardWriter:
 
     def _close_shard(self) -> None:
         if self._writer is not None:
-            self._writer.close()
-            self._sink.close()
-            self._writer = self._sink = None
+            writer, sink, self._writer, self._sink = self._writer, self._sink, None, None
+            with naming(self.paths[-1]):
+                try:
+                    writer.close()  # the footer
+                finally:
+                    sink.close()
 
     def close(self) -> list[tuple[Path, int]]:
         self._flush()
@@ -226,59 +253,321 @@ class ShardWriter:
         return final
 
 
-def kept_records(selection_dir: Path) -> Iterator[Path]:
-    kept = selection_dir / "kept.jsonl"
-    if not kept.is_file():
-        raise UserInputError(f"{kept} does not exist; run `arex select --out {selection_dir}` first")
-    rows = [json.loads(line) for line in kept.read_text(encoding="utf-8").splitlines() if line.strip()]
-    for row in sorted(rows, key=lambda r: (r["env_id"], r["key"])):  # a fixed order: deterministic shards
-        yield Path(row["path"])
+class ExportError(UserInputError):
+    """An export that cannot go ahead: an `--out` arex may not replace, a record that changed after
+    `arex select`, a full disk, a read-only folder. The message names the file and what to do; the
+    previous export in `--out` is left as it was."""
 
 
-def export(records: Iterator[Path], out: Path, config: ExportConfig, envs_dir: Path | None = None) -> ExportStats:
-    """Write shards under `out/<granularity>/` and `out/checksums.json`; returns the statistics
-    the dataset card is made from. The output folder is replaced only when everything succeeded."""
-    canaries = Canaries.of_envs(p for p in sorted(envs_dir.iterdir()) if (p / "task.yaml").is_file()) if envs_dir and envs_dir.is_dir() else Canaries({})
+class KeptRecords:
+    """The records `arex select` kept (`kept.jsonl`), in a fixed order (deterministic shards), each
+    with the sha256 select judged it by; iterating gives their paths. `export` checks every record
+    against its checksum and keeps the selection folder, the store and the envs out of `--out`."""
+
+    def __init__(self, selection_dir: Path):
+        self.selection_dir = Path(selection_dir)
+        self.kept_file = self.selection_dir / "kept.jsonl"
+        if not self.kept_file.is_file():
+            raise UserInputError(f"{self.selection_dir} holds no kept.jsonl; run `arex select --out {self.selection_dir}` first")
+        self.rerun = f"re-run `arex select --out {self.selection_dir}` (cached verdicts make it quick)"
+        rows = []
+        try:
+            lines = self.kept_file.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError as exc:
+            raise ExportError(f"{self.kept_file} is not UTF-8 text ({exc}); {self.rerun}") from None
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                rows.append((str(row["env_id"]), str(row["key"]), Path(row["path"]), row.get("record_sha")))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                raise ExportError(f"{self.kept_file}, line {number}: not a kept record (a JSON object with key, env_id and path); {self.rerun}") from None
+        rows.sort(key=lambda r: (r[0], r[1]))
+        self.paths = [r[2] for r in rows]
+        self.record_sha = {r[2]: r[3] for r in rows}
+        report = self.selection_dir / "selection.json"
+        try:
+            self.report: dict | None = json.loads(report.read_text(encoding="utf-8")) if report.is_file() else None
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ExportError(f"{report} is not valid JSON ({exc}); {self.rerun}") from None
+
+    def __iter__(self) -> Iterator[Path]:
+        return iter(self.paths)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def verify(self, path: Path) -> None:
+        """ExportError unless the record's bytes are the ones select judged."""
+        expected = self.record_sha.get(path)
+        if not expected:
+            raise ExportError(f"{self.kept_file} lists {path} without the checksum select judged it by (an older arex wrote it); {self.rerun}")
+        if file_sha256(path) != expected:
+            raise ExportError(f"{path} changed after `arex select` judged it (its sha256 is not the one in {self.kept_file}); {self.rerun} to judge it again")
+
+
+def kept_records(selection_dir: Path) -> KeptRecords:
+    return KeptRecords(selection_dir)
+
+
+def export(records: Iterable[Path], out: Path, config: ExportConfig, envs_dir: Path | None = None, selection: dict | None = None) -> ExportStats:
+    """Write the export into `.<out>.partial` beside `out`: shards under `<granularity>/`,
+    `checksums.json`, the card (`README.md`, `score_curve.png`, from `selection`: selection.json,
+    which `kept_records` reads for you) and the marker; then swap it in with one rename. Returns the
+    statistics the card was made from.
+
+    `out` may be new, an empty folder or an earlier export (its marker lists only files arex wrote);
+    anything else is refused before anything is written, as is a folder that is, holds or sits in the
+    trajectory store, the selection, the envs or a record's folder, or that is or holds the current
+    folder. On any failure `out` is left as it was."""
     unknown = set(config.granularities) - set(GRANULARITIES)
     if unknown:
         raise UserInputError(f"unknown granularity {sorted(unknown)}; choose from {', '.join(GRANULARITIES)}")
-    staging = out.with_name(f".{out.name}.partial")
-    shutil.rmtree(staging, ignore_errors=True)
+    kept = records if isinstance(records, KeptRecords) else None
+    paths = [Path(p) for p in records]
+    if selection is None and kept is not None:
+        selection = kept.report
+    try:
+        target = _Target.check(Path(out), _protected(paths, envs_dir, selection, kept))
+    except OSError as exc:
+        raise ExportError(f"could not look into {exc.filename or out} ({exc.strerror}); choose an --out arex may read and write") from None
+    canaries = Canaries.of_envs(p for p in sorted(envs_dir.iterdir()) if (p / "task.yaml").is_file()) if envs_dir and envs_dir.is_dir() else Canaries({})
+    staging = None
+    try:
+        staging = target.stage()
+        stats = _write(paths, kept, staging, config, canaries)
+        write_card(staging, stats, config, selection)
+        _seal(staging)
+    except BaseException as exc:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        error = target.os_error(exc) if isinstance(exc, OSError) else None
+        if error is not None:
+            raise error from None
+        raise
+    target.swap(staging)
+    return stats
+
+
+def _write(paths: list[Path], kept: KeptRecords | None, staging: Path, config: ExportConfig, canaries: Canaries) -> ExportStats:
+    """The shards and checksums.json, one trajectory in memory at a time."""
     writers = {g: ShardWriter(staging / g, config) for g in config.granularities}
     builder = RowBuilder(config)
     stats = ExportStats(rows={g: 0 for g in config.granularities})
     seen: set[str] = set()
-    try:
-        for path in records:
-            scan_file(path, canaries)  # the rows hold nothing the record does not
-            record = load(path)
-            if record.header is None or not record.rounds:
+    for path in paths:
+        if not path.is_file():
+            raise ExportError(f"trajectory record {path} does not exist" + (f"; it is listed in {kept.kept_file}: {kept.rerun}" if kept else ""))
+        scan_file(path, canaries)  # the rows hold nothing the record does not; a leak outranks all else
+        if kept is not None:
+            kept.verify(path)
+        record = load(path)
+        if record.header is None or not record.rounds:
+            continue
+        if config.dedupe:
+            digest = assistant_hash(record)
+            if digest in seen:
+                stats.duplicates.append(record.header.key)
                 continue
-            if config.dedupe:
-                digest = assistant_hash(record)
-                if digest in seen:
-                    stats.duplicates.append(record.header.key)
-                    continue
-                seen.add(digest)
-            rows = builder.rows(record)
-            for granularity, writer in writers.items():
-                for row in rows[granularity]:
-                    writer.add(row)
-                stats.rows[granularity] += len(rows[granularity])
-            stats.trajectories += 1
-            stats.add(record.header, record.rounds)
+            seen.add(digest)
+        rows = builder.rows(record)
         for granularity, writer in writers.items():
-            for path, count in writer.close():
-                rel = path.relative_to(staging).as_posix()
-                stats.shards[rel] = {"rows": count, "bytes": path.stat().st_size, "sha256": file_sha256(path)}
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    (staging / "checksums.json").write_text(json.dumps({k: v["sha256"] for k, v in sorted(stats.shards.items())}, indent=2) + "\n")
-    if out.exists():
-        shutil.rmtree(out)
-    staging.rename(out)
+            for row in rows[granularity]:
+                writer.add(row)
+            stats.rows[granularity] += len(rows[granularity])
+        stats.trajectories += 1
+        stats.add(record.header, record.rounds)
+    for granularity, writer in writers.items():
+        for path, count in writer.close():
+            rel = path.relative_to(staging).as_posix()
+            stats.shards[rel] = {"rows": count, "bytes": path.stat().st_size, "sha256": file_sha256(path)}
+    with naming(staging / "checksums.json"):
+        (staging / "checksums.json").write_text(json.dumps({k: v["sha256"] for k, v in sorted(stats.shards.items())}, indent=2) + "\n")
     return stats
+
+
+# -- the output folder: checked, staged beside it, swapped in ---------------------------------------
+def _protected(paths: list[Path], envs_dir: Path | None, selection: dict | None, kept: KeptRecords | None) -> list[tuple[str, Path]]:
+    """Folders `--out` may not be, hold or sit in."""
+    folders = [("envs folder", envs_dir)] if envs_dir else []
+    for name, key in (("trajectory store", "store"), ("envs folder", "envs")):  # as selection.json names them
+        if isinstance((selection or {}).get(key), str):
+            folders.append((name, Path(selection[key])))
+    if kept is not None:
+        folders.append(("selection folder", kept.selection_dir))
+    folders += [("folder of the trajectory records", p) for p in sorted({p.parent for p in paths})]  # <store>/<env>
+    return folders
+
+
+def _read_marker(folder: Path) -> dict | None:
+    """The folder's marker: None if it has none, {} if it is damaged."""
+    path = folder / MARKER
+    if not path.is_file() or path.is_symlink():
+        return None
+    try:
+        marker = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError, OSError):
+        return {}
+    return marker if isinstance(marker, dict) else {}
+
+
+def _write_marker(folder: Path, files: list[str] | None) -> None:
+    """`files` is None while the folder is being staged (a killed run's leftover is still ours)."""
+    marker = {"format": MARKER_FORMAT, "arex_version": __version__, "files": files}
+    with naming(folder / MARKER):
+        (folder / MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+
+
+def _strays(folder: Path, files: list[str]) -> list[str]:
+    """What is in an export folder that its marker does not list (arex writes no links)."""
+    allowed = set(files) | {MARKER}
+    dirs = {parent.as_posix() for f in files for parent in Path(f).parents if parent != Path(".")}
+    strays = []
+    for root, subdirs, names in os.walk(folder):
+        here = Path(root).relative_to(folder)
+        strays += [(here / d).as_posix() for d in subdirs if (here / d).as_posix() not in dirs or os.path.islink(os.path.join(root, d))]
+        strays += [(here / n).as_posix() for n in names if (here / n).as_posix() not in allowed or os.path.islink(os.path.join(root, n))]
+    return sorted(strays)
+
+
+def _marker_files(folder: Path) -> list[str] | None:
+    """The files a valid, finished export's marker lists; None if there is no such marker."""
+    marker = _read_marker(folder)
+    files = (marker or {}).get("files")
+    if marker and marker.get("format") == MARKER_FORMAT and isinstance(files, list) and all(isinstance(f, str) for f in files):
+        return files
+    return None
+
+
+def _discard(folder: Path) -> None:
+    """Delete a folder arex made (a leftover staging folder, or the previous export after the swap):
+    it must carry the marker and, if it is a finished export, hold nothing its marker does not list."""
+    if folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir()):
+        folder.rmdir()  # a kill right after mkdir: empty, nothing to lose
+        return
+    if _read_marker(folder) is None:
+        raise ExportError(f"{folder} is left over from an earlier export but has no {MARKER} file, so arex will not delete it; move it away and re-run `arex export`")
+    files = _marker_files(folder)
+    strays = _strays(folder, files) if files is not None else []
+    if strays:
+        raise ExportError(f"{folder} (an earlier export) holds {strays[0]}, which arex did not write, so arex will not delete it; move that file out, delete {folder}, and re-run `arex export`")
+    shutil.rmtree(folder)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _seal(staging: Path) -> None:
+    """Write the marker with every file of the export, and put all of it on disk before the swap."""
+    files = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file() and p.name != MARKER)
+    _write_marker(staging, files)
+    for path in sorted(staging.rglob("*"), reverse=True):  # files before the folders holding them
+        _fsync(path)
+    _fsync(staging)
+
+
+AT_FDCWD = -100
+RENAME_EXCHANGE = 2
+
+
+def exchange(a: Path, b: Path) -> None:
+    """Swap two paths in one step (Linux `renameat2(RENAME_EXCHANGE)`): no moment without either."""
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)  # glibc >= 2.28
+    if renameat2 is None:
+        raise OSError(errno.ENOSYS, "renameat2 is not in this C library", str(a), None, str(b))
+    if renameat2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), str(a), None, str(b))
+
+
+@dataclass
+class _Target:
+    """The `--out` folder, checked: `replaces` if it is an earlier export (swapped atomically)."""
+
+    given: Path
+    path: Path
+    replaces: bool
+
+    @property
+    def staging(self) -> Path:
+        return self.path.with_name(f".{self.path.name}.partial")
+
+    @classmethod
+    def check(cls, out: Path, protected: list[tuple[str, Path]]) -> _Target:
+        path, cwd = out.resolve(), Path.cwd().resolve()  # symlinks followed: the folder they name
+        if path == cwd or path in cwd.parents:
+            what = "the current folder" if path == cwd else f"a folder holding the current folder ({cwd})"
+            raise ExportError(f"--out {out} is {what}; export into a folder of its own, e.g. --out dataset")
+        for name, folder in protected:
+            folder = folder.resolve()
+            relation = "is" if path == folder else "is inside" if folder in path.parents else "holds" if path in folder.parents else None
+            if relation:
+                raise ExportError(f"--out {out} {relation} the {name} {folder}; export into a folder outside it")
+        if path.exists() and not path.is_dir():
+            raise ExportError(f"--out {out} is a file, not a folder; choose another --out")
+        if not path.is_dir() or not any(path.iterdir()):
+            return cls(out, path, False)
+        if _read_marker(path) is None:
+            raise ExportError(f"--out {out} is not empty and is not an earlier arex export (it has no {MARKER} file), so arex will not replace it; choose a new or empty folder")
+        files = _marker_files(path)
+        if files is None:
+            raise ExportError(f"{path / MARKER} is damaged or from another arex version, so arex will not replace {out}; delete {out} yourself if it is an old export, or choose another --out")
+        strays = _strays(path, files)
+        if strays:
+            raise ExportError(f"--out {out} is an earlier arex export, but {strays[0]} in it was not written by arex; move that out (or choose another --out) so nothing of yours is deleted")
+        return cls(out, path, True)
+
+    def stage(self) -> Path:
+        """A fresh staging folder beside `out`, marked as ours before anything else goes in."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        staging = self.staging
+        if staging.is_symlink() or (staging.exists() and not staging.is_dir()):
+            raise ExportError(f"{staging} is in the way of the export (not a folder arex made); move it away and re-run `arex export`")
+        if staging.exists():
+            _discard(staging)  # a killed run's leftover
+        staging.mkdir()
+        try:
+            _write_marker(staging, None)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return staging
+
+    def swap(self, staging: Path) -> None:
+        """Put the staged export at `out` in one rename; then delete the previous one (now at `staging`)."""
+        try:
+            if self.replaces:
+                exchange(staging, self.path)
+            else:
+                os.rename(staging, self.path)  # also replaces an empty folder
+        except OSError as exc:  # nothing moved: the staged export goes, `out` is as it was
+            shutil.rmtree(staging, ignore_errors=True)
+            raise (self.os_error(exc) or exc) from None
+        _fsync(self.path.parent)
+        if self.replaces:
+            _discard(staging)
+
+    def os_error(self, exc: OSError) -> ExportError | None:
+        """One sentence for a file-system failure a user can fix; None for anything else."""
+        where = exc.filename or self.path.parent
+        untouched = f"{self.given} was left as it was" if self.replaces else f"nothing was written to {self.given}"
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return ExportError(f"no space left on the device while writing {where}; free some space (or choose another --out) and re-run `arex export` ({untouched})")
+        if exc.errno == errno.EROFS:
+            return ExportError(f"{where} is on a read-only file system; choose an --out on a writable one ({untouched})")
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return ExportError(f"permission denied on {where}; choose an --out you may write to ({untouched})")
+        if exc.errno in (errno.EINVAL, errno.ENOSYS) and self.replaces:
+            return ExportError(f"the file system of {self.given} cannot swap folders in one step (renameat2 RENAME_EXCHANGE: {exc.strerror}); export into a new folder instead ({untouched})")
+        if exc.errno in (errno.EXDEV, errno.EBUSY, errno.ENOTEMPTY, errno.EEXIST):
+            return ExportError(f"could not move the finished export from {self.staging} to {self.given} ({exc.strerror}); if --out is a mount point, export into a folder inside it ({untouched})")
+        return None
 
 
 def token_weights(tokenizer, messages: list[dict], weights: list[float]) -> tuple[list[int], list[float]]:

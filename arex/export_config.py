@@ -7,6 +7,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 GRANULARITIES = ("rounds", "trajectories")
+MARKER = ".arex-export"
+"""The file arex writes into every export folder (JSON: format, arex version, the files it wrote).
+Only a folder carrying it is replaced by a later `arex export`; `arex push` uploads it too."""
+MARKER_FORMAT = 1
 
 
 class ExportConfig(BaseModel):

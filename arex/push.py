@@ -1,7 +1,7 @@
 """`arex push`: upload an export folder (dataset card + parquet shards + checksums.json) to the Hub.
 
 The folder is checked locally first (card front matter, shards present, shards match
-checksums.json) so that a broken or half-written export never reaches the Hub, and so that
+checksums.json, each shard a readable parquet file) so that a broken or half-written export never reaches the Hub, and so that
 these mistakes are reported before any network call. Everything is then uploaded in a single
 commit: a dataset revision either has all the shards of one export or none of them.
 """
@@ -14,6 +14,8 @@ import os
 import traceback
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import yaml
 from huggingface_hub import CommitOperationAdd, HfApi, constants, get_token
 from huggingface_hub.utils import (
@@ -22,6 +24,7 @@ from huggingface_hub.utils import (
 from pydantic import BaseModel
 
 from arex.errors import UserInputError
+from arex.export_config import MARKER
 from arex.hashing import file_sha256
 
 
@@ -123,8 +126,9 @@ def check_export(folder: Path) -> list[str]:
     files = sorted(
         p.relative_to(folder).as_posix()
         for p in folder.rglob("*")
-        # Hidden files and folders (.git, .cache, editor swap files) are not part of the dataset.
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+        # Hidden files and folders (.git, .cache, editor swap files) are not part of the dataset;
+        # the export marker is: it says which arex wrote the dataset.
+        if p.is_file() and (p.relative_to(folder).as_posix() == MARKER or not any(part.startswith(".") for part in p.relative_to(folder).parts))
     )
     shards = [f for f in files if f.endswith(".parquet")]
     if not shards:
@@ -144,7 +148,24 @@ def check_export(folder: Path) -> list[str]:
         raise PushError(
             f"{unlisted[0]} is not listed in checksums.json (a stale shard?); re-run `arex export` into a clean folder."
         )
+    for rel in shards:  # a checksum only says the file is the one listed, not that it is parquet
+        _check_parquet(folder, rel)
     return files
+
+
+def _check_parquet(folder: Path, rel: str) -> None:
+    """PushError unless the shard starts and ends with parquet's magic and its footer (metadata) reads."""
+    path = folder / rel
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4)
+        metadata = pq.read_metadata(path)
+        if head != b"PAR1":
+            raise ValueError("no parquet magic at its start")
+        metadata.schema.to_arrow_schema()
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise PushError(f"{rel} in {folder} is not a readable parquet file ({reason}); re-run `arex export`.") from None
 
 
 def _check_front_matter(readme: Path) -> None:

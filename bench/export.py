@@ -20,6 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from arex.hashing import file_sha256  # noqa: E402 (after the path is set)
+
 TRAJECTORIES = int(sys.argv[1]) if len(sys.argv) > 1 else 5000  # a smaller count for a quick look
 ROUNDS = 30
 WORDS = "the solution reads input parses tokens sorts pairs counts sums grades tests fails passes improves time limit memory verdict accepted wrong answer feature model metric split".split()
@@ -72,7 +74,7 @@ def make_store(root: Path, count: int) -> tuple[Path, int]:
         if not path.exists():
             write_trajectory(path, i)
         size += path.stat().st_size
-        kept.append(json.dumps({"key": path.stem, "env_id": path.parent.name, "path": str(path)}))
+        kept.append(json.dumps({"key": path.stem, "env_id": path.parent.name, "path": str(path), "record_sha": file_sha256(path)}))
     (selection / "kept.jsonl").write_text("\n".join(kept[:count]) + "\n")
     return selection, size
 

@@ -270,6 +270,28 @@ def _drop_checksums(folder: Path) -> None:
     (folder / "checksums.json").unlink()
 
 
+def _rechecksum(folder: Path) -> None:
+    checksums = {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*.parquet"))}
+    (folder / "checksums.json").write_text(json.dumps(checksums, indent=2))
+
+
+def _text_shard_with_its_checksum(folder: Path) -> None:
+    (folder / "rounds" / "train-00001-of-00002.parquet").write_text('{"messages": []}\n')  # JSONL named .parquet
+    _rechecksum(folder)
+
+
+def _footer_cut_with_its_checksum(folder: Path) -> None:
+    shard = folder / "trajectories" / "train-00000-of-00001.parquet"
+    shard.write_bytes(shard.read_bytes()[:-10])  # starts like parquet; its footer is gone
+    _rechecksum(folder)
+
+
+def _head_replaced_with_its_checksum(folder: Path) -> None:
+    shard = folder / "rounds" / "train-00000-of-00002.parquet"
+    shard.write_bytes(b"JUNK" + shard.read_bytes()[4:])  # the footer still reads
+    _rechecksum(folder)
+
+
 @pytest.mark.parametrize(
     ("breakage", "expected"),
     [
@@ -279,6 +301,9 @@ def _drop_checksums(folder: Path) -> None:
         (_drop_one_shard, "trajectories/train-00000-of-00001.parquet is listed in checksums.json but missing"),
         (_add_unlisted_shard, "train-00002-of-00003.parquet is not listed in checksums.json"),
         (_drop_checksums, "has no checksums.json"),
+        (_text_shard_with_its_checksum, "rounds/train-00001-of-00002.parquet in .* is not a readable parquet file"),
+        (_footer_cut_with_its_checksum, "trajectories/train-00000-of-00001.parquet in .* is not a readable parquet file"),
+        (_head_replaced_with_its_checksum, "rounds/train-00000-of-00002.parquet in .* is not a readable parquet file .no parquet magic at its start"),
     ],
 )
 def test_broken_export_fails_before_any_request(hub, tmp_path, breakage, expected):
@@ -297,3 +322,12 @@ def test_folder_without_shards_at_all(hub, tmp_path):
     with pytest.raises(PushError, match="has no .parquet shards; run `arex export` first"):
         push(folder, REPO, token=TOKEN, endpoint=hub.endpoint)
     assert hub.requests == []
+
+
+def test_the_export_marker_is_uploaded_and_other_hidden_files_are_not(hub, tmp_path):
+    folder = make_export(tmp_path / "export")
+    (folder / ".arex-export").write_text('{"format": 1}\n')
+    push(folder, REPO, token=TOKEN, endpoint=hub.endpoint)
+    remote = without_gitattributes(hub.files(REPO))
+    assert remote == {**local_files(folder), ".arex-export": b'{"format": 1}\n'}
+    assert ".DS_Store" not in remote and ".cache/state.json" not in remote
