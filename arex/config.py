@@ -46,29 +46,59 @@ class ArexConfig(BaseModel):
     """How kept trajectories become SFT rows: granularities, loss weights, shard size."""
 
 
-def load_config(items: Sequence[str] = (), model: type[BaseModel] = ArexConfig) -> Any:
-    """Build `model` from `-c` items: YAML file paths and `dotted.key=value` overrides, in order."""
+def load_config(items: Sequence[str] = (), model: type[BaseModel] = ArexConfig, options: Sequence[tuple[str, Any, str]] = ()) -> Any:
+    """Build `model` from `-c` items: YAML file paths and `dotted.key=value` overrides, in order;
+    then `options`: (dotted key, value, the option that set it, e.g. "--rounds"), which win."""
     merged: dict[str, Any] = {}
     origin: dict[tuple[str, ...], str] = {}
     for item in items:
         match = _OVERRIDE.match(item)
         if match and not Path(item).exists():
             key, raw = match.groups()
-            source = f"-c {item}"
             try:
                 value = yaml.safe_load(raw) if raw.strip() else ""
-            except yaml.YAMLError:
+            except Exception:  # noqa: BLE001 - not YAML (e.g. '2024-13-45'): the text as it is
                 value = raw
-            layer: dict[str, Any] = value
-            for part in reversed(key.split(".")):
-                layer = {part: layer}
+            layer, source = _layer(key, value), f"-c {item}"
         else:
             layer, source = _read_yaml(Path(item)), str(item)
+        _check_acyclic(layer, source)
         _merge(merged, layer, origin, source, ())
+    for key, value, source in options:
+        _merge(merged, _layer(key, value), origin, source, ())
     try:
         return model.model_validate(merged)
     except ValidationError as exc:
         raise ConfigError(_explain(exc, model, origin)) from None
+    except RecursionError:
+        raise ConfigError("Config error: a value refers to itself (a YAML alias inside its own anchor); write it out.") from None
+
+
+def _check_acyclic(value: Any, source: str) -> None:
+    """ConfigError if `value` contains itself (a YAML alias inside its own anchor: `&x [*x]`)."""
+    seen: set[int] = set()
+
+    def walk(node: Any) -> None:
+        if not isinstance(node, (dict, list)):
+            return
+        if id(node) in seen:
+            raise ConfigError(f"Config error: a value in {source} contains itself (a YAML alias inside its own anchor, like '&x [*x]'); write it out in full.")
+        seen.add(id(node))
+        for child in node.values() if isinstance(node, dict) else node:
+            walk(child)
+        seen.discard(id(node))
+
+    try:
+        walk(value)
+    except RecursionError:
+        raise ConfigError(f"Config error: {source} is nested too deeply to be a configuration.") from None
+
+
+def _layer(key: str, value: Any) -> dict[str, Any]:
+    layer: dict[str, Any] = value
+    for part in reversed(key.split(".")):
+        layer = {part: layer}
+    return layer
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -76,14 +106,21 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         hint = "" if path.suffix in (".yaml", ".yml") else " (an override must look like section.key=value)"
         raise ConfigError(f"Config file '{path}' not found{hint}. Pass an existing YAML file with -c, e.g. -c configs/default.yaml.")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"Config file '{path}' cannot be read ({exc}). Pass a readable UTF-8 YAML file with -c.") from None
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"Config file '{path}' is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} on line {line}). Save it as UTF-8 and re-run.") from None
+    except OSError as exc:
+        raise ConfigError(f"Config file '{path}' cannot be read ({exc.strerror or exc}). Pass a readable UTF-8 YAML file with -c.") from None
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"Config file '{path}' is not valid YAML{where}: {problem}. Fix the syntax and re-run.") from None
+    except Exception as exc:  # noqa: BLE001 - a value YAML cannot build, e.g. the date 2024-13-45
+        raise ConfigError(f"Config file '{path}' holds a value YAML cannot read ({exc}). Quote it or fix it, and re-run.") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

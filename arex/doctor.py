@@ -80,12 +80,16 @@ def check_disk(paths: list[Path]) -> Finding:
 def check_leftovers(client) -> Finding:
     if client is None:
         return Finding("leftover sandboxes", True, "not checked (no engine)")
-    from arex.sandbox.docker import orphans
+    from arex.sandbox.docker import STORE_LABEL, orphans
 
     left = orphans(client)
-    if left:
-        return Finding("leftover sandboxes", False, f"{len(left)} container(s) left by crashed arex runs", "arex sandbox prune")
-    return Finding("leftover sandboxes", True, "none")
+    if not left:
+        return Finding("leftover sandboxes", True, "none")
+    stores = sorted({c.labels.get(STORE_LABEL) for c in left if c.labels.get(STORE_LABEL)})
+    detail = f"{len(left)} container(s) left by crashed arex runs"
+    if stores:  # a re-run of `arex rollout` on its store removes these by itself
+        detail += f" (stores: {', '.join(stores)})"
+    return Finding("leftover sandboxes", False, detail, "arex sandbox prune")
 
 
 def run_doctor(image: str) -> list[Finding]:

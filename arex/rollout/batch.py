@@ -3,12 +3,22 @@
 Work is keyed by a hash of (env spec, teacher model and sampling, rollout config, sample): a
 re-run skips finished rollouts, resumes unfinished ones from their last complete round and redoes
 infrastructure failures.
+
+One run at a time per store: `run_batch` holds the store's lock (arex.storage) from before the
+first rollout until the summary is written, and removes the sandbox containers that killed runs
+on the same store left behind. A record that cannot be read is left untouched and counted as
+`unreadable_record`; the other rollouts go on. Disk full or a read-only store stops the batch
+with one sentence naming the path (finished rounds are kept).
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
+import logging
+import os
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -19,13 +29,22 @@ from rich.live import Live
 from rich.table import Table
 
 from arex.envs.runtime import Env
+from arex.errors import UserInputError
 from arex.hashing import json_sha256
-from arex.rollout.agent import Rollout
+from arex.rollout.agent import INFRA, Rollout
 from arex.rollout.config import RolloutConfig
 from arex.rollout.skills import catalogue
-from arex.sandbox import SandboxConfig
+from arex.sandbox import SandboxConfig, SandboxError
+from arex.storage import STORE_ENV, StoreLock, write_error
 from arex.teacher.client import TeacherClient, TeacherConfig
-from arex.trajectory import RoundEnd, load
+from arex.trajectory import RecordError, RoundEnd, load
+
+UNREADABLE = "unreadable_record"
+"""The status of a rollout whose record cannot be read (damaged, not UTF-8, a newer schema): it is
+left as it is, and the batch exits non-zero after the others."""
+KEPT = "finished rounds are kept; re-run the same command to resume"
+_WRITE_ERRNO = re.compile(rf"\[Errno ({errno.ENOSPC}|{errno.EDQUOT}|{errno.EROFS})\]")
+log = logging.getLogger("arex")
 
 
 def _hash(obj) -> str:
@@ -68,17 +87,64 @@ async def run_batch(
     base_url: str | None = None,
     console: Console | None = None,
 ) -> dict:
-    """Run every (env, sample) rollout; returns the run summary (also written to out/summary.json)."""
+    """Run every (env, sample) rollout; returns the run summary (also written to out/summary.json).
+    StoreLocked if another run works on `out`; DiskFull / OutputError if `out` cannot be written."""
+    for name, value in (("samples", samples), ("concurrency", concurrency)):
+        if not isinstance(value, int) or value < 1:
+            raise UserInputError(f"--{name} expects an integer of at least 1, got {value!r}")
     rollout_config.load_prompts()  # a broken prompts file or skill fails here, before any work
     catalogue(rollout_config.skills_path())
+
+    def notify(line: str) -> None:
+        if console is not None:
+            console.print(f"arex: {line}", soft_wrap=True, markup=False)
+        else:
+            log.warning(line)
+
+    with StoreLock(out, notify), _store_label(out):
+        if sandbox_config.backend == "docker":
+            _remove_leftovers(out, notify)
+        return await _run_locked(envs, teacher_config, rollout_config, sandbox_config, out, samples, concurrency, base_url, console)
+
+
+class _store_label:
+    """`AREX_STORE` set to the store while the batch runs (the previous value back after)."""
+
+    def __init__(self, out: Path):
+        self.value = str(Path(out).resolve())
+
+    def __enter__(self) -> None:
+        self.before = os.environ.get(STORE_ENV)
+        os.environ[STORE_ENV] = self.value
+
+    def __exit__(self, *exc) -> None:
+        if self.before is None:
+            os.environ.pop(STORE_ENV, None)
+        else:
+            os.environ[STORE_ENV] = self.before
+
+
+def _remove_leftovers(out: Path, notify) -> None:
+    """Remove the sandboxes that killed runs on this store left (the lock is ours: they are dead)."""
+    from arex.sandbox.docker import prune
+
+    try:
+        removed = prune(store=str(out.resolve()))
+    except SandboxError:
+        return  # no engine: the first sandbox start says how to fix that
+    if removed:
+        notify(f"removed {len(removed)} sandbox container(s) left by killed runs on {out}")
+
+
+async def _run_locked(envs, teacher_config, rollout_config, sandbox_config, out: Path, samples: int, concurrency: int, base_url, console) -> dict:
     teacher = TeacherClient(teacher_config, base_url=base_url)
     identity = await teacher.identity()
     chash = config_hash(teacher_config, rollout_config)
     jobs = [(env, s) for env in envs for s in range(samples)]
     # Sandbox and grading calls block; give every running rollout its own threads for them.
-    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=2 * max(1, concurrency) + 4))
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=2 * concurrency + 4))
     progress = Progress(total=len(jobs))
-    limit = asyncio.Semaphore(max(1, concurrency))
+    limit = asyncio.Semaphore(concurrency)
     started = time.monotonic()
 
     def on_round(rollout: Rollout, end: RoundEnd) -> None:
@@ -93,43 +159,87 @@ async def run_batch(
     async def one(env: Env, sample: int) -> dict:
         key = rollout_key(env, chash, sample)
         path = out / env.id / f"{key}.jsonl"
+        result = {"env": env.id, "sample": sample, "key": key, "path": str(path)}
         async with limit:
             rollout = Rollout(env, teacher, identity, rollout_config, sandbox_config, path, sample, key, chash)
             rollout.on_round = on_round
             live_rollouts.append(rollout)
-            end = await rollout.run()
+            try:
+                end = await rollout.run()
+            except RecordError as exc:  # nothing was written to it; the others go on
+                progress.done += 1
+                return {**result, "status": UNREADABLE, "reason": str(exc), "rounds": 0, "tokens": 0, "cost_usd": 0.0}
+            except OSError as exc:  # the record could not be written: disk full, read-only
+                raise write_error(exc, path, KEPT) from None
+        failed_write = _failed_write(end, out)
+        if failed_write is not None:
+            raise failed_write
         progress.done += 1
-        return {"env": env.id, "sample": sample, "key": key, "path": str(path), **end.model_dump(exclude={"type"})}
+        return {**result, **end.model_dump(exclude={"type"})}
 
     try:
         results = await _gather([one(env, s) for env, s in jobs], progress, console)
     finally:
         await teacher.close()
     summary = summarize(results, out, time.monotonic() - started, teacher.usage.model_dump())
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    try:  # whole or not at all: a full disk leaves the previous summary as it was
+        (out / "summary.json.tmp").write_text(json.dumps(summary, indent=2))
+        os.replace(out / "summary.json.tmp", out / "summary.json")
+    except OSError as exc:
+        raise write_error(exc, out / "summary.json", KEPT) from None
     return summary
 
 
+def _failed_write(end, out: Path) -> Exception | None:
+    """The error to stop the batch with if `end` is an infra failure caused by a write into the
+    store (a workspace snapshot on a full disk): every other rollout would fail alike. The
+    rollout itself is redone by a re-run, like any infra failure."""
+    match = _WRITE_ERRNO.search(end.reason) if end.status == INFRA else None
+    if match is None:
+        return None
+    code = int(match[1])
+    return write_error(OSError(code, os.strerror(code)), out, KEPT)
+
+
 async def _gather(coros: list, progress: Progress, console: Console | None) -> list:
-    """Run every rollout; with a console, redraw the progress table while they run."""
-    if console is None:
-        return await asyncio.gather(*coros)
-    with Live(progress.table(), console=console, refresh_per_second=4, transient=False) as live:
-        tasks = [asyncio.create_task(c) for c in coros]
-        while not all(t.done() for t in tasks):
-            live.update(progress.table())
-            await asyncio.sleep(0.25)
-        live.update(progress.table())
-        return [t.result() for t in tasks]
+    """Run every rollout; with a console, redraw the progress table while they run. The first
+    rollout to raise (disk full, a read-only store) stops the others, which keep what they finished."""
+    tasks = [asyncio.create_task(c) for c in coros]
+    live = Live(progress.table(), console=console, refresh_per_second=4, transient=False) if console is not None else None
+    try:
+        if live is not None:
+            live.start()
+        pending = set(tasks)
+        while pending:
+            done, pending = await asyncio.wait(pending, timeout=0.25 if live else None, return_when=asyncio.FIRST_EXCEPTION)
+            if live is not None:
+                live.update(progress.table())
+            failed = [t for t in done if not t.cancelled() and t.exception() is not None]
+            if failed:
+                raise failed[0].exception()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if live is not None:
+            live.stop()
+    return [t.result() for t in tasks]
 
 
 def summarize(results: list[dict], out: Path, seconds: float, usage: dict) -> dict:
     endings: dict[str, int] = {}
     per_env: dict[str, dict] = {}
+    unreadable: list[dict] = []
     for r in results:
         endings[r["status"]] = endings.get(r["status"], 0) + 1
-        record = load(Path(r["path"]))
+        if r["status"] == UNREADABLE:
+            unreadable.append({"path": r["path"], "reason": r["reason"]})
+            continue
+        try:
+            record = load(Path(r["path"]))
+        except RecordError as exc:  # changed on disk since its rollout ended
+            unreadable.append({"path": r["path"], "reason": str(exc)})
+            continue
         if not record.rounds:
             continue
         held = record.held_out
@@ -151,4 +261,5 @@ def summarize(results: list[dict], out: Path, seconds: float, usage: dict) -> di
         "seconds": round(seconds, 2),
         "teacher_usage_this_run": usage,
         "envs": per_env,
+        "unreadable_records": unreadable,
     }

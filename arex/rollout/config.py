@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from arex.errors import UserInputError
 
@@ -16,33 +16,37 @@ from arex.errors import UserInputError
 BUNDLED = Path(str(resources.files("arex").joinpath("data")))
 
 
+PROMPTS = frozenset({"system", "round", "state", "no_state", "best", "no_best", "feedback", "no_feedback", "observation", "format_error", "reflect"})
+"""The prompts a prompts file must define."""
+
+
 class RolloutConfig(BaseModel):
     """The reflective loop: budgets, context policy, prompts."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
 
-    rounds: int = 10
+    rounds: int = Field(default=10, ge=1)
     """Rounds per rollout (act → submit → feedback → reflect)."""
-    steps_per_round: int = 12
+    steps_per_round: int = Field(default=12, ge=1)
     """Commands per round; the round is submitted as it is when they run out."""
-    format_error_streak: int = 3
+    format_error_streak: int = Field(default=3, ge=1)
     """Unparseable replies in a row that end the round."""
-    command_timeout_s: float = 120.0
+    command_timeout_s: float = Field(default=120.0, gt=0)
     """Wall-clock limit of one agent command."""
-    observation_chars: int = 3000
+    observation_chars: int = Field(default=3000, ge=0)
     """Command output shown to the teacher (head and tail, with a marker)."""
-    feedback_chars: int = 3000
+    feedback_chars: int = Field(default=3000, ge=0)
     """Grading feedback shown to the teacher."""
-    state_chars: int = 1500
+    state_chars: int = Field(default=1500, ge=0)
     """State update carried to the next round."""
     context: Literal["bounded", "full-history"] = "bounded"
     """bounded: each round's context is rebuilt from task, state, best and last feedback;
     full-history: every earlier message stays (for comparison)."""
-    max_tokens: int | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
     """Token budget per rollout (prompt + completion), unset for none."""
-    max_cost_usd: float | None = None
+    max_cost_usd: float | None = Field(default=None, gt=0)
     """Dollar budget per rollout."""
-    max_wall_s: float | None = None
+    max_wall_s: float | None = Field(default=None, gt=0)
     """Wall-clock budget per rollout."""
     prompts: str | None = None
     """Prompts file; unset: the bundled one (arex/data/prompts/default.yaml)."""
@@ -56,10 +60,22 @@ class RolloutConfig(BaseModel):
         path = Path(self.prompts) if self.prompts else BUNDLED / "prompts" / "default.yaml"
         if not path.is_file():
             raise UserInputError(f"rollout.prompts: no file {path}; point it at a prompts file, or unset it for the bundled one")
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        missing = {"system", "round", "state", "no_state", "best", "no_best", "feedback", "no_feedback", "observation", "format_error", "reflect"} - set(data)
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserInputError(f"rollout.prompts: prompts file {path} cannot be read ({exc}); give a readable UTF-8 YAML file") from None
+        except (yaml.YAMLError, ValueError) as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            raise UserInputError(f"rollout.prompts: prompts file {path} is not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+        if not isinstance(data, dict):
+            raise UserInputError(f"rollout.prompts: prompts file {path} must be a mapping of prompt names to texts (system: ..., round: ...)")
+        missing = PROMPTS - set(data)
         if missing:
             raise UserInputError(f"prompts file {path} lacks: {', '.join(sorted(missing))}")
+        not_text = sorted(name for name in PROMPTS if not isinstance(data[name], str))
+        if not_text:
+            raise UserInputError(f"prompts file {path}: {', '.join(not_text)} must be text, not {type(data[not_text[0]]).__name__}")
         return data
 
     def skills_path(self) -> Path:

@@ -34,9 +34,16 @@ from arex.sandbox import runtime
 from arex.sandbox.base import ArchiveTooLarge, ExecResult, RunLimits, Sandbox, SandboxConfig, SandboxError
 from arex.sandbox.execd import ExecServer, ServerGone
 from arex.sandbox.execd import text as execd_text
+from arex.storage import STORE_ENV, boot_id, owner_alive, proc_start
 
 LABEL = "arex.sandbox"
 OWNER_LABEL = "arex.owner_pid"
+OWNER_START_LABEL = "arex.owner_start"
+"""The owner's start tick and boot id (arex.storage.proc_start): a pid reused by another process
+is not taken for the owner."""
+STORE_LABEL = "arex.store"
+"""The trajectory store the owner was working on ($AREX_STORE, set by `arex rollout`): a later run
+on the same store removes the containers a killed run left."""
 FIX_ENGINE = "start it with: bash scripts/setup.sh (or: nohup dockerd --bridge=none --iptables=false &)"
 # The only capabilities left, for the serving processes (root): drop to the agent's uid, kill its
 # processes. Commands lose them when the runner drops to the agent's uid.
@@ -160,7 +167,7 @@ class DockerSandbox(Sandbox):
             security_opt=["no-new-privileges"],
             environment=dict(cfg.env),
             volumes=volumes,
-            labels={LABEL: "1", OWNER_LABEL: str(os.getpid()), "arex.name": self.name},
+            labels=_labels(self.name),
         )
 
     def set_memory_limit(self, memory: int) -> None:
@@ -387,34 +394,40 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"Sandbox '{self.name}': archiving '{sandbox_dir}' failed: {err.strip()[-500:]}")
         return size[0]  # exit 1/2: some file unreadable or changing, the agent's doing; the rest is kept
 
-def orphans(client: docker.DockerClient, all_owners: bool = False) -> list:
-    """arex sandbox containers whose owning process is gone (or all of them)."""
-    found = []
-    for container in client.containers.list(all=True, filters={"label": LABEL}):
-        owner = container.labels.get(OWNER_LABEL, "")
-        if all_owners or not (owner.isdigit() and _alive(int(owner))):
-            found.append(container)
-    return found
+def _labels(name: str) -> dict[str, str]:
+    """Who owns a sandbox container: this process (pid, start tick, boot id) and its store, if any."""
+    labels = {LABEL: "1", OWNER_LABEL: str(os.getpid()), OWNER_START_LABEL: f"{proc_start(os.getpid()) or ''}@{boot_id() or ''}", "arex.name": name}
+    if os.environ.get(STORE_ENV):
+        labels[STORE_LABEL] = os.environ[STORE_ENV]
+    return labels
 
 
-def prune(all_owners: bool = False) -> list[str]:
-    """Remove arex sandbox containers left by crashed processes (or all of them). Returns names."""
+def owner_gone(container) -> bool:
+    """Is the arex process that made `container` gone (or its pid now another process)?"""
+    labels = container.labels or {}
+    owner = labels.get(OWNER_LABEL, "")
+    start, _, boot = labels.get(OWNER_START_LABEL, "").partition("@")
+    return not (owner.isdigit() and owner_alive(int(owner), start or None, boot or None))
+
+
+def orphans(client: docker.DockerClient, all_owners: bool = False, store: str | None = None) -> list:
+    """arex sandbox containers whose owning process is gone (or all of them); with `store`, only
+    those of runs on that trajectory store (its absolute path)."""
+    filters = {"label": [LABEL] + ([f"{STORE_LABEL}={store}"] if store else [])}
+    return [c for c in client.containers.list(all=True, filters=filters) if all_owners or owner_gone(c)]
+
+
+def prune(all_owners: bool = False, store: str | None = None) -> list[str]:
+    """Remove arex sandbox containers left by crashed processes (or all of them); with `store`, only
+    those of runs on that trajectory store. Returns their names."""
     removed = []
-    for container in orphans(docker_client(), all_owners):
+    for container in orphans(docker_client(), all_owners, store):
         try:
             container.remove(force=True)
             removed.append(container.name)
         except docker.errors.NotFound:
             pass
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # 409: its removal is already under way
+                raise
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-
