@@ -9,6 +9,7 @@ ending in `finally`. A re-run resumes from the last complete round.
 from __future__ import annotations
 
 import asyncio
+import errno
 import time
 from pathlib import Path
 
@@ -26,6 +27,9 @@ from arex.teacher.client import TeacherClient, TeacherError
 from arex.trajectory import SCHEMA_VERSION, Action, Call, End, Exec, Header, RecordWriter, Reflection, RoundEnd, RoundStart, Spent, Step, Trajectory, load
 
 INFRA = "infra_failed"
+# The store cannot take more (full, read-only): every rollout would fail alike, so this one stops
+# open to resume and the error goes up to the batch, which names the path.
+_STORE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 # Agent sandboxes being started by this process. Each is on its rollout's critical path, so grading
 # warm-ups (needed a round later) wait for them rather than compete for the CPU.
 _starting = [0]
@@ -87,6 +91,10 @@ class Rollout:
         except (asyncio.CancelledError, KeyboardInterrupt, SystemExit) as exc:
             status, reason = _ending_of(exc)
             raise
+        except OSError as exc:
+            status, reason = ("interrupted", str(exc)) if exc.errno in _STORE_ERRNOS else _ending_of(exc)
+            if status == "interrupted":
+                raise
         except Exception as exc:  # noqa: BLE001 - one broken rollout must not stop the batch; it is redone
             status, reason = _ending_of(exc)
             if isinstance(exc, TeacherError) and exc.attempts:

@@ -14,11 +14,9 @@ with one sentence naming the path (finished rounds are kept).
 from __future__ import annotations
 
 import asyncio
-import errno
 import json
 import logging
 import os
-import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -31,7 +29,7 @@ from rich.table import Table
 from arex.envs.runtime import Env
 from arex.errors import UserInputError
 from arex.hashing import json_sha256
-from arex.rollout.agent import INFRA, Rollout
+from arex.rollout.agent import Rollout
 from arex.rollout.config import RolloutConfig
 from arex.rollout.skills import catalogue
 from arex.sandbox import SandboxConfig, SandboxError
@@ -43,7 +41,6 @@ UNREADABLE = "unreadable_record"
 """The status of a rollout whose record cannot be read (damaged, not UTF-8, a newer schema): it is
 left as it is, and the batch exits non-zero after the others."""
 KEPT = "finished rounds are kept; re-run the same command to resume"
-_WRITE_ERRNO = re.compile(rf"\[Errno ({errno.ENOSPC}|{errno.EDQUOT}|{errno.EROFS})\]")
 log = logging.getLogger("arex")
 
 
@@ -171,9 +168,6 @@ async def _run_locked(envs, teacher_config, rollout_config, sandbox_config, out:
                 return {**result, "status": UNREADABLE, "reason": str(exc), "rounds": 0, "tokens": 0, "cost_usd": 0.0}
             except OSError as exc:  # the record could not be written: disk full, read-only
                 raise write_error(exc, path, KEPT) from None
-        failed_write = _failed_write(end, out)
-        if failed_write is not None:
-            raise failed_write
         progress.done += 1
         return {**result, **end.model_dump(exclude={"type"})}
 
@@ -188,17 +182,6 @@ async def _run_locked(envs, teacher_config, rollout_config, sandbox_config, out:
     except OSError as exc:
         raise write_error(exc, out / "summary.json", KEPT) from None
     return summary
-
-
-def _failed_write(end, out: Path) -> Exception | None:
-    """The error to stop the batch with if `end` is an infra failure caused by a write into the
-    store (a workspace snapshot on a full disk): every other rollout would fail alike. The
-    rollout itself is redone by a re-run, like any infra failure."""
-    match = _WRITE_ERRNO.search(end.reason) if end.status == INFRA else None
-    if match is None:
-        return None
-    code = int(match[1])
-    return write_error(OSError(code, os.strerror(code)), out, KEPT)
 
 
 async def _gather(coros: list, progress: Progress, console: Console | None) -> list:
