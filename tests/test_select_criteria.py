@@ -197,3 +197,17 @@ def test_a_drop_whose_cause_went_away_is_judged_again(tmp_path):
     # what follows from the record alone stays cached: the local teacher's drops are not judged again
     cached = [json.loads(line) for line in (tmp_path / "sel" / "verdicts.jsonl").read_text().splitlines()]
     assert sorted(row["key"] for row in cached if not row["kept"]) == ["11b665b9233ca22f", "e354bdd22e369e95"]
+
+
+@pytest.mark.parametrize("damage", ["missing", "latin-1"])
+def test_an_env_with_an_unreadable_statement_is_named(tmp_path, damage):
+    from arex.specs import SpecError
+
+    env_dir = tmp_path / "subset-fill"
+    shutil.copytree(JUDGE.dir, env_dir)
+    if damage == "missing":
+        (env_dir / "statement.md").unlink()
+    else:
+        (env_dir / "statement.md").write_bytes("Énoncé".encode("latin-1"))
+    with pytest.raises(SpecError, match=r"subset-fill/statement\.md cannot be read"):
+        load_env(env_dir)

@@ -52,7 +52,10 @@ class Env(ABC):
         self.dir = Path(env_dir)
         self.spec = validate_spec(self.spec_model, raw, self.dir / "task.yaml")
         self.id = self.spec.id
-        self.statement = (self.dir / "statement.md").read_text(encoding="utf-8")
+        try:
+            self.statement = (self.dir / "statement.md").read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SpecError(f"{self.dir / 'statement.md'} cannot be read ({exc}); rebuild the env with `arex build-envs`.") from None
         self.spec_hash = json_sha256(raw, sort_keys=True)[:16]
 
     @property
