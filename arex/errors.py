@@ -80,6 +80,8 @@ def _explain_one(err: dict, loc: tuple[str, ...], model: type, set_by: str) -> s
         return f"missing key '{dotted}'{set_by}: expects {expected}."
     got = repr(err.get("input"))
     got = got if len(got) <= _GOT_CHARS else got[: _GOT_CHARS - 3] + "..."
+    if err["type"] in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):  # right type, out of range
+        return f"'{dotted}'{set_by} cannot be {got}: {err['msg'].replace('Input should be', 'it must be')}."
     if err["type"] == "value_error":  # a validator's own rule: its message says what is expected
         return f"'{dotted}'{set_by} cannot be {got}: {err['msg'].removeprefix('Value error, ')}."
     return f"'{dotted}'{set_by} expects {expected}, got {got}: {err['msg']}."

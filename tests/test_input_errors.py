@@ -62,7 +62,7 @@ def test_a_value_yaml_cannot_build_is_a_config_error_not_a_traceback(tmp_path):
 @pytest.mark.parametrize(
     "args, expected",
     [
-        (["--rounds", "-1"], "'rollout.rounds' (set by --rounds) expects an integer, got -1: Input should be greater than or equal to 1"),
+        (["--rounds", "-1"], "'rollout.rounds' (set by --rounds) cannot be -1: it must be greater than or equal to 1"),
         (["--rounds", "0"], "'rollout.rounds' (set by --rounds)"),
         (["--samples", "0"], "--samples expects an integer of at least 1, got 0"),
         (["--samples", "-3"], "--samples expects an integer of at least 1, got -3"),
