@@ -16,9 +16,9 @@ class LLMJudgeConfig(BaseModel):
 
     enabled: bool = False
     """Ask the teacher to rate each trajectory that passed every other check."""
-    min_score: int = 5
+    min_score: int = Field(default=5, ge=1, le=10)
     """Drop trajectories rated below this (1-10)."""
-    summary_chars: int = 6000
+    summary_chars: int = Field(default=6000, ge=1)
     """How much of the trajectory (reflections, actions, scores) the judge sees."""
     prompt: str = (
         "You review a trajectory of an engineer improving a solution over several rounds.\n"
@@ -41,13 +41,13 @@ class SelectConfig(BaseModel):
     """Best held-out score minus the baseline must be at least this; null: off."""
     min_improvement: float | None = 1e-9
     """Best held-out score minus the first round's must be at least this; null: off."""
-    max_rounds_without_submit: int | None = 0
+    max_rounds_without_submit: int | None = Field(default=0, ge=0)
     """Rounds that ended without an explicit `submit` (step limit, format errors) allowed; null: off."""
     reflection: Literal["complete", "present", "off"] = "complete"
     """Every round needs a reflection with all four headings (complete) or any reply (present)."""
-    max_repeat_streak: int | None = 3
+    max_repeat_streak: int | None = Field(default=3, ge=1)
     """Longest run of identical consecutive actions allowed; null: off."""
-    max_unchanged_resubmits: int | None = 3
+    max_unchanged_resubmits: int | None = Field(default=3, ge=0)
     """Longest run of rounds submitting exactly the previous round's submission; null: off."""
     check_protected: bool = True
     """Drop a trajectory whose final or best workspace changed a protected file (or has no snapshot)."""

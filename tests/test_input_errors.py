@@ -144,3 +144,13 @@ def test_a_prompt_that_is_not_text_is_named(tmp_path):
     prompts.write_text("".join(f"{name}: text\n" for name in sorted(PROMPTS)).replace("reflect: text", "reflect: [a, b]"))
     with pytest.raises(UserInputError, match="reflect must be text, not list"):
         RolloutConfig(prompts=str(Path(prompts))).load_prompts()
+
+
+def test_selection_and_sandbox_counts_are_range_checked_too():
+    from arex.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError) as caught:
+        load_config(["select.max_repeat_streak=0", "sandbox.cpus=0", "sandbox.pids_limit=-5", "select.llm_judge.min_score=11"])
+    message = str(caught.value)
+    for key in ("select.max_repeat_streak", "sandbox.cpus", "sandbox.pids_limit", "select.llm_judge.min_score"):
+        assert f"'{key}'" in message, (key, message)

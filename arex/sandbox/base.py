@@ -77,22 +77,22 @@ class SandboxConfig(BaseModel):
     plus these sizes, so full folders never starve its processes."""
     scratch: int = Field(default=parse_size("128m"))
     """Bytes each of /tmp and `home` can hold."""
-    inodes: int = 200_000
+    inodes: int = Field(default=200_000, ge=1)
     """Files and folders each writable area can hold."""
     network: bool = False
     """Allow network access. Off by default: tasks must not fetch anything at run time."""
     memory: int = Field(default=parse_size("1g"))
     """Memory for processes (no swap), e.g. '512m' or '2g'; exceeding it is an 'oom' result. The
     container's limit adds the writable folders' sizes (see `disk`)."""
-    cpus: float = 1.0
+    cpus: float = Field(default=1.0, gt=0)
     """CPU limit in cores."""
-    pids_limit: int = 256
+    pids_limit: int = Field(default=256, ge=1)
     """Maximum number of processes and threads alive at once (contains fork bombs)."""
     max_file_size: int = Field(default=parse_size("1g"))
     """Largest file a command may write (RLIMIT_FSIZE)."""
-    timeout_s: float = 120.0
+    timeout_s: float = Field(default=120.0, gt=0)
     """Default wall-clock limit per command; on expiry the whole process tree is killed."""
-    output_limit: int = 32_000
+    output_limit: int = Field(default=32_000, ge=1)
     """Bytes of stdout and of stderr kept per command (head and tail, with a truncation marker)."""
     output_kill: int = Field(default=parse_size("64m"))
     """A command printing more than this many bytes is killed ('output_limit' status)."""
