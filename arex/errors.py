@@ -5,9 +5,11 @@ traceback. Anything else that escapes is a bug in arex and shows its traceback.
 
 Exit codes (each subclass sets its own `exit_code`; they live next to the code that raises them):
 
-    1    ArexError: a setup problem (a package not installed, a server that would not start)
+    1    ArexError: a setup problem (a package not installed, a server that would not start);
+         DiskFull: an output could not be written for lack of space
     2    UserInputError: a file, folder, option, config key or spec the user gave is wrong
-         (ConfigError, SpecError, SourceError, SkillError, SnapshotError, PushError)
+         (ConfigError, SpecError, SourceError, SkillError, SnapshotError, PushError, RecordError,
+         ExportError, OutputError, StoreLocked)
     3    LeakError: private data reached the agent; nothing was selected or exported
     4    SandboxError: the sandbox engine is down or an image is missing
     5    TeacherError: the teacher endpoint refused or cannot be reached
