@@ -324,6 +324,8 @@ def read_spec_yaml(path: str | Path, error: type[SpecError] = SpecError) -> dict
         raise error(f"Task spec {path} does not exist.") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise error(f"Task spec {path} cannot be read ({exc}).") from None
+    except RecursionError:
+        raise error(f"Task spec {path} is nested too deeply to be a task spec.") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -338,7 +340,7 @@ def read_spec_yaml(path: str | Path, error: type[SpecError] = SpecError) -> dict
 def spec_model(raw: dict[str, Any], path: str | Path, error: type[SpecError] = SpecError) -> type[JudgeSpec] | type[MLSpec]:
     """The spec model for `raw`'s `kind` ('judge' when unset)."""
     kind = raw.get("kind", "judge")
-    if kind not in SPEC_KINDS:
+    if not isinstance(kind, str) or kind not in SPEC_KINDS:
         raise error(f"Task spec error in {path}: unknown kind {kind!r}; known kinds: {', '.join(SPEC_KINDS)}.")
     return SPEC_KINDS[kind]
 

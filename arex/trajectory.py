@@ -282,7 +282,8 @@ _LINE = {cls.model_fields["type"].default: cls for cls in (Header, RoundStart, S
 
 def parse_line(raw: dict, path: Path, number: int, version: int) -> BaseModel:
     """One decoded line as its model. RecordError names the file and line if it is not one."""
-    cls = _LINE.get(raw.get("type")) if isinstance(raw, dict) else None
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    cls = _LINE.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise RecordError(f"{path}, line {number}: not a trajectory record line (type {raw.get('type') if isinstance(raw, dict) else raw!r}); is this file a trajectory?")
     if version == 1:  # version 1 had no fixed field set: keep what the model knows
@@ -313,7 +314,7 @@ def _decoded(path: Path) -> tuple[list[tuple[int, str, dict]], bool]:
         try:
             text = chunk.decode("utf-8")
             lines.append((number, text, json.loads(text)))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # ValueError: bad JSON, a 5,000-digit number
             if chunk is tail:
                 return lines, True
             raise RecordError(

@@ -54,11 +54,19 @@ def content_hash(paths: list[Path], extra: bytes = b"") -> str:
     return files_sha256(((path.name, path) for path in sorted(paths)), extra)[:20]
 
 
+def _text(path: Path) -> str:
+    """A source file's text; SourceError naming it if it is not UTF-8."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SourceError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+
+
 def _yaml(path: Path) -> dict:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise SourceError(f"{path}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+        data = yaml.safe_load(_text(path)) or {}
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise SourceError(f"{path}: not valid YAML ({getattr(exc, 'problem', None) or type(exc).__name__})") from None
     if not isinstance(data, dict):
         raise SourceError(f"{path}: must be a mapping of fields")
     return data
@@ -126,7 +134,7 @@ def load_arex(folder: Path) -> Problem:
         files["private/canary.txt"] = folder / "private" / "canary.txt"
     known = {k: v for k, v in task.items() if k not in ("solutions", "statement")}
     spec = _spec(task_path, **{**known, "tests": tests, "solutions": solutions, "source_format": "arex"})
-    return Problem(spec=spec, statement=statement_path.read_text(encoding="utf-8"), files=files)
+    return Problem(spec=spec, statement=_text(statement_path), files=files)
 
 
 # -- Kattis / ICPC problem package -------------------------------------------------------------
@@ -330,11 +338,13 @@ _CC_LANGUAGES = {2: "cpp17", 3: "python3"}
 
 
 def load_codecontests(path: Path) -> list[Problem]:
-    text = path.read_text(encoding="utf-8")
+    text = _text(path)
     try:
         rows = [json.loads(line) for line in text.splitlines() if line.strip()] if path.suffix == ".jsonl" else json.loads(text)
     except json.JSONDecodeError as exc:
         raise SourceError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:
+        raise SourceError(f"{path}: JSON nested too deeply to be a CodeContests row") from None
     if isinstance(rows, dict):
         rows = [rows]
     problems = []
@@ -397,11 +407,19 @@ def detect(path: Path) -> str:
 
 
 def load(path: Path) -> list[Problem]:
-    """All problems in one source (a folder is one problem; a CodeContests file may hold many)."""
+    """All problems in one source (a folder is one problem; a CodeContests file may hold many).
+    SourceError, naming the source, for anything in it arex cannot read."""
     fmt = detect(path)
-    if fmt == "codecontests":
-        return load_codecontests(path)
-    return [{"arex": load_arex, "kattis": load_kattis, "frontier-cs": load_frontier}[fmt](path)]
+    try:
+        if fmt == "codecontests":
+            return load_codecontests(path)
+        return [{"arex": load_arex, "kattis": load_kattis, "frontier-cs": load_frontier}[fmt](path)]
+    except SourceError:
+        raise
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, OSError) as exc:
+        # A value of another shape than the format's (a list where a mapping belongs, a word
+        # where a number does) fails wherever the loader first touches it; name the source.
+        raise SourceError(f"{path}: a field does not have the shape the {fmt} format gives it ({type(exc).__name__}: {exc})") from exc
 
 
 def source_files(path: Path) -> list[Path]:

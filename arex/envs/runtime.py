@@ -286,7 +286,7 @@ def load_env(env_dir: Path) -> Env:
     env_dir = Path(env_dir)
     raw = read_spec_yaml(env_dir / "task.yaml")
     kind = raw.get("kind", "judge")
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         raise SpecError(f"Task spec error in {env_dir / 'task.yaml'}: unknown kind {kind!r}; known kinds: {', '.join(KINDS)}.")
     return KINDS[kind](env_dir, raw)
 
