@@ -81,6 +81,7 @@ class Rollout:
             if previous.header is None:
                 self.writer.write(self._header())
             self._restore(previous)
+            self.keeper.prune()  # what a stop left: a cut round's archive, or one the last round replaced
             await self._start()
             for number in range(self.rounds_done + 1, self.config.rounds + 1):
                 over = self._over_budget()
