@@ -14,6 +14,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -23,6 +24,8 @@ from arex.envs import judge_sources
 from arex.errors import ArexError
 from arex.specs import JudgeSpec, MLSpec, load_task_spec, read_spec_yaml, validate_spec
 from arex.trajectory import SCHEMA_VERSION, Spent, load
+
+pytestmark = pytest.mark.suite  # a reliability suite: run by `make test`, not `make test-fast`
 
 FIXTURE = Path(__file__).parent / "fixtures" / "v1" / "store"
 SETTINGS = dict(deadline=None, report_multiple_bugs=False, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])

@@ -27,6 +27,8 @@ from arex.sandbox.base import BACKENDS
 from arex.teacher.scripted import RoundScript, ScriptedServer
 from arex.trajectory import load
 
+pytestmark = pytest.mark.suite  # a reliability suite: run by `make test`, not `make test-fast`
+
 SEED = 20240613
 KILLS = 40
 ROUNDS = 10

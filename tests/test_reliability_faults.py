@@ -31,6 +31,8 @@ from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import Fault, Reply, RoundScript
 from arex.trajectory import load
 
+pytestmark = pytest.mark.suite  # a reliability suite: run by `make test`, not `make test-fast`
+
 SEED = 1313
 FAULT_RATE = 0.3
 STALL_S, TIMEOUT_S = 3.0, 1.0
