@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 
 from arex import __version__
 from arex.canary import Canaries, scan_file
-from arex.card import write_card
+from arex.card import CURVE, write_card
 from arex.errors import UserInputError
 from arex.hashing import file_sha256
 from arex.trajectory import Header, Round, Trajectory, load
@@ -440,15 +440,31 @@ def _marker_files(folder: Path) -> list[str] | None:
     return None
 
 
+def _legacy_files(folder: Path) -> list[str] | None:
+    """The files of an export made before exports carried a marker, recognised by its checksums.json:
+    every shard it lists is there with that sha256. None if the folder is not one."""
+    try:
+        listed = json.loads((folder / "checksums.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(listed, dict) or not listed:
+        return None
+    for rel, sha in listed.items():
+        shard = folder / rel
+        if not (isinstance(sha, str) and shard.is_file() and not shard.is_symlink() and file_sha256(shard) == sha):
+            return None
+    return sorted(listed) + [name for name in ("checksums.json", "README.md", CURVE) if (folder / name).is_file()]
+
+
 def _discard(folder: Path) -> None:
     """Delete a folder arex made (a leftover staging folder, or the previous export after the swap):
     it must carry the marker and, if it is a finished export, hold nothing its marker does not list."""
     if folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir()):
         folder.rmdir()  # a kill right after mkdir: empty, nothing to lose
         return
-    if _read_marker(folder) is None:
+    if _read_marker(folder) is None and _legacy_files(folder) is None:
         raise ExportError(f"{folder} is left over from an earlier export but has no {MARKER} file, so arex will not delete it; move it away and re-run `arex export`")
-    files = _marker_files(folder)
+    files = _marker_files(folder) if _read_marker(folder) is not None else _legacy_files(folder)
     strays = _strays(folder, files) if files is not None else []
     if strays:
         raise ExportError(f"{folder} (an earlier export) holds {strays[0]}, which arex did not write, so arex will not delete it; move that file out, delete {folder}, and re-run `arex export`")
@@ -513,9 +529,9 @@ class _Target:
             raise ExportError(f"--out {out} is a file, not a folder; choose another --out")
         if not path.is_dir() or not any(path.iterdir()):
             return cls(out, path, False)
-        if _read_marker(path) is None:
+        if _read_marker(path) is None and _legacy_files(path) is None:
             raise ExportError(f"--out {out} is not empty and is not an earlier arex export (it has no {MARKER} file), so arex will not replace it; choose a new or empty folder")
-        files = _marker_files(path)
+        files = _marker_files(path) if _read_marker(path) is not None else _legacy_files(path)
         if files is None:
             raise ExportError(f"{path / MARKER} is damaged or from another arex version, so arex will not replace {out}; delete {out} yourself if it is an old export, or choose another --out")
         strays = _strays(path, files)

@@ -310,3 +310,24 @@ def test_a_disk_full_late_in_the_export_cleans_up_and_keeps_the_previous_dataset
     monkeypatch.setattr(arex.export, step, full)
     refused(run_export(world, out), "no space left on the device while writing", ".dataset.partial/README.md")
     assert tree(out) == before and leftovers(out) == []
+
+
+def test_an_export_made_before_markers_is_recognised_by_its_checksums_and_replaced(tmp_path):
+    """Exports of the previous arex have no marker: their checksums.json, verified against every
+    shard, says they are arex's. One shard edited, and it is not (so it is kept)."""
+    root = tmp_path / "v1"
+    shutil.copytree(FIXTURE, root, ignore=shutil.ignore_patterns("golden"))
+    select(root / "store", root / "envs", tmp_path / "sel", SelectConfig(regrade=False), SandboxConfig())
+    old = tmp_path / "dataset"
+    shutil.copytree(FIXTURE / "golden" / "dataset-bounded", old)  # written by the version before markers
+    (old / "README.md").write_text("old card\n")
+    edited = tmp_path / "edited"
+    shutil.copytree(old, edited)
+    shard = next((edited / "rounds").glob("*.parquet"))
+    shard.write_bytes(shard.read_bytes() + b"\0")
+    export(kept_records(tmp_path / "sel"), old, ExportConfig(), root / "envs")
+    assert (old / MARKER).is_file() and (old / "README.md").read_text() != "old card\n"
+    before = {p: p.read_bytes() for p in edited.rglob("*") if p.is_file()}
+    with pytest.raises(ExportError, match="is not an earlier arex export"):
+        export(kept_records(tmp_path / "sel"), edited, ExportConfig(), root / "envs")
+    assert {p: p.read_bytes() for p in edited.rglob("*") if p.is_file()} == before
