@@ -89,9 +89,14 @@ class _Frozen(BaseModel):
 class CheckerSpec(_Frozen):
     """How an output is compared with the answer."""
 
-    kind: Literal["exact", "token", "float", "kattis", "testlib"] = "token"
+    kind: Literal["exact", "token", "float", "kattis", "testlib", "interactive"] = "token"
     """exact: lines (trailing spaces ignored); token: whitespace-separated tokens; float: tokens with
-    numeric tolerance; kattis: output validator (42/43); testlib: `checker input output answer`."""
+    numeric tolerance; kattis: output validator (42/43); testlib: `checker input output answer`;
+    interactive: `source` is an interactor talking to the running submission (see `protocol`)."""
+    protocol: Literal["kattis", "testlib"] = "kattis"
+    """How an interactor is called and its verdict read. kattis: `interactor input answer feedback_dir`
+    (42 accepted, 43 wrong, score.txt for scored problems); testlib: `interactor input output answer`
+    (exit 0 accepted, points from its message as for testlib checkers)."""
     abs_tol: float = 1e-6
     """Absolute tolerance for the float checker."""
     rel_tol: float = 1e-6
