@@ -163,15 +163,16 @@ def build_envs_command(
     if concurrency < 1:
         raise UserInputError(f"--concurrency expects an integer of at least 1, got {concurrency}")
     cfg = _config(config)
-    missing = [str(s) for s in sources if not s.exists()]
-    if missing:
-        raise UserInputError(f"Source(s) not found: {', '.join(missing)}")
+    # A missing source among others is one rejected row ("no such file or folder"): the batch goes
+    # on. If none exists, it is surely a mistyped command: say so at once.
+    if all(not s.exists() for s in sources):
+        raise UserInputError(f"Source(s) not found: {', '.join(str(s) for s in sources)}")
     reports = build_envs(sources, out, cfg.sandbox, concurrency)
-    table = Table("env", "status", "scores", "reason", "s")
+    table = Table("env", "source", "status", "scores", "reason", "s")
     colors = {"accepted": "green", "skipped": "cyan", "rejected": "red", "error": "red"}
     for r in reports:
         scores = ", ".join(f"{k.split(':')[0]} {v:.2f}" for k, v in r.scores.items())
-        table.add_row(r.env_id or r.source, f"[{colors[r.status]}]{r.status}[/]", escape(scores), escape(r.reason), f"{r.seconds:.1f}")
+        table.add_row(escape(r.env_id or "-"), escape(r.source), f"[{colors[r.status]}]{r.status}[/]", escape(scores), escape(r.reason), f"{r.seconds:.1f}")
     console.print(table)
     console.print(f"report: {out / 'build-report.json'} and {out / 'build-report.md'}")
     if any(r.status in ("rejected", "error") for r in reports):
@@ -234,6 +235,27 @@ def rollout(
         raise RecordError(f"{len(unreadable)} record(s) could not be read and were left as they are (reasons above); the other rollouts ran. Repair or move them away, then re-run to redo them.")
 
 
+@app.command("grade")
+def grade_command(
+    env: Path = typer.Argument(..., help="A built judge env folder (from build-envs), or a problem folder arex can build."),
+    file: Path = typer.Argument(..., help="The source file to grade."),
+    lang: Optional[str] = typer.Option(None, "--lang", help="Language (cpp17, c11, java, python3, pypy3); default: from the file's extension."),
+    samples_only: bool = typer.Option(False, "--samples-only", help="Grade the sample tests only."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    config: Optional[List[str]] = ConfigOpt,
+) -> None:
+    """Grade one file against a judge env and show every test's verdict, hidden ones included."""
+    from arex.grading.grade_cli import grade_file, render
+
+    report = grade_file(env, file, lang, samples_only, _config(config).sandbox)
+    if as_json:
+        print(report.model_dump_json(indent=2))
+    else:
+        render(report, console)
+    if report.infra_error:
+        raise typer.Exit(1)
+
+
 @app.command("select")
 def select_command(
     store: Path = typer.Option(Path("rollouts"), "--store", help="Trajectory store written by `arex rollout --out`."),
@@ -276,6 +298,7 @@ def export_command(
 ) -> None:
     """Write the kept trajectories as SFT parquet shards and a dataset card (replaces only an earlier export)."""
     from arex.export import export, kept_records
+    from arex.export_config import config_folder
 
     cfg = _config(config)
     kept = kept_records(selection)  # kept.jsonl and selection.json, checked
@@ -286,7 +309,22 @@ def export_command(
     stats = export(kept, out, cfg.export, envs, chosen)  # the card is written before the swap
     rows = ", ".join(f"{g} {n}" for g, n in stats.rows.items())
     console.print(f"exported {stats.trajectories} trajectories ({len(stats.duplicates)} duplicates skipped): {rows} rows in {len(stats.shards)} shard(s)")
-    console.print(f"shards: {out}/<rounds|trajectories>/*.parquet; card: {out / 'README.md'}")
+    console.print(f"shards: {out}/<{'|'.join(config_folder(g) for g in stats.rows)}>/*.parquet; card: {out / 'README.md'}")
+
+
+@app.command("train-check")
+def train_check_command(
+    dataset: Path = typer.Argument(..., help="Folder written by `arex export`."),
+    tokenizer: Path = typer.Option(..., "--tokenizer", help="Local tokenizer folder or .gguf file (never downloaded)."),
+    config: Optional[str] = typer.Option(None, "--config", help="Which rows (default: token rows, else calls, else the first config)."),
+    steps: int = typer.Option(0, "--steps", help="Also run this many SFT steps of a tiny model on the CPU and check the loss falls."),
+    model: Optional[Path] = typer.Option(None, "--model", help="Model for --steps: local folder or .gguf (default: the bundled SmolLM2-135M)."),
+    rows: int = typer.Option(200, "--rows", help="How many rows to check."),
+) -> None:
+    """Check an export trains as intended: a sample with the trained tokens highlighted, lengths, optional steps."""
+    from arex.train_check import run
+
+    run(console, dataset, tokenizer, config, steps, model, rows)
 
 
 @app.command("push")

@@ -175,9 +175,10 @@ class TestResult(BaseModel):
 class GradeResult(BaseModel):
     """What grading one submission produced. Both env kinds return this."""
 
-    public_score: float
+    public_score: float | None
     """Score on what the agent may see (samples / public split); higher is better. Judge: in [0, 1];
-    ML: the metric, negated when it is minimised."""
+    ML: the metric, negated when it is minimised. None when there is nothing public to score (a
+    judge problem with no sample tests): undefined, not 0."""
     held_out_score: float
     """Score used for selection (hidden tests / private split), on the same scale."""
     held_out_raw: float

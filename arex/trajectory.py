@@ -105,7 +105,8 @@ class Exec(_Part):
 class Best(_Part):
     round: int
     held_out: float
-    public: float
+    public: float | None
+    """None when the env has nothing public to score (no sample tests)."""
 
 
 class BestPublic(_Part):

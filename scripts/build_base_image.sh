@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build the local base image `arex-base` (Debian bookworm + python3, pip, g++, git) with
+# Build the local base image `arex-base` (Debian bookworm + python3, pip, gcc/g++, git, and the judge's
+# other languages: Java 17 (default-jdk-headless) and PyPy3) with
 # debootstrap + docker import: no image registry is reachable from these machines.
 # Idempotent: skips the build when an image with the same recipe hash exists.
 # Usage: scripts/build_base_image.sh [--force]
@@ -9,7 +10,9 @@ IMAGE="${AREX_BASE_IMAGE:-arex-base}"
 SUITE=bookworm
 MIRROR="${AREX_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 # The recipe: change it and the image is rebuilt (the hash is stored as an image label).
-PACKAGES="python3,python3-pip,python3-venv,python3-dev,g++,make,git,ca-certificates,procps,psmisc,coreutils,time"
+# Judge languages (arex/grading/languages.py): gcc/g++ for C and C++, default-jdk-headless for Java
+# (~+300 MB with its dependencies), pypy3 (~+75 MB). Debian bookworm packages no Python 2.
+PACKAGES="python3,python3-pip,python3-venv,python3-dev,gcc,g++,make,git,ca-certificates,procps,psmisc,coreutils,time,default-jdk-headless,pypy3"
 SANDBOX_UID=1000
 recipe_hash=$(printf '%s|%s|%s|%s|v2' "$SUITE" "$PACKAGES" "$SANDBOX_UID" "$MIRROR" | sha256sum | cut -c1-16)
 

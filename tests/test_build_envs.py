@@ -125,7 +125,7 @@ def test_unreadable_sources_name_file_and_field(tmp_path):
         load(broken)
     bad_rows = tmp_path / "bad.jsonl"
     bad_rows.write_text('{"name": "x", "description": "d", "public_tests": {"input": ["1"], "output": []}}\n')
-    with pytest.raises(SourceError, match=r"bad\.jsonl row 0: field 'public_tests': 1 inputs but 0 outputs"):
+    with pytest.raises(SourceError, match=r"bad\.jsonl line 1: field 'public_tests': 1 inputs but 0 outputs"):
         load(bad_rows)
 
 

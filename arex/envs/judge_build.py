@@ -2,11 +2,14 @@
 
 The env is laid out in a temporary folder and graded through its gates there: tests complete,
 answers accepted by their checker, accepted submissions score 1.0 deterministically well within
-the time limit, failing submissions caught, and a no-op scores clearly lower.
+the time limit, failing submissions caught, and a no-op scores clearly lower. A scored problem with
+no accepted submission (Frontier-CS ships none) is validated without one (`_reference_free_gates`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import shutil
 import tempfile
 import time
@@ -14,18 +17,26 @@ from pathlib import Path
 
 from arex.canary import CANARY_FILE, make_canary
 from arex.envs.judge_sources import Problem, content_hash, load, source_files
-from arex.envs.report import EnvReport, GateLog, finish, skipped_report, write_task
+from arex.envs.report import EnvReport, GateLog, cached_rejection, finish, remember_rejection, skipped_report, write_task
 from arex.grading.judge import Judge
 from arex.grading.languages import language_for
 from arex.sandbox import SandboxConfig, SandboxError
 from arex.specs import GradeResult, JudgeSpec, SolutionRef, load_task_spec
 
-BUILDER_VERSION = "judge-1"
+# judge-2: legacy time limits round up (as problemtools), reference-free gates, no-sample problems.
+BUILDER_VERSION = "judge-2"
 STARTERS = {
     "cpp17": "#include <bits/stdc++.h>\nusing namespace std;\n\nint main() {\n    // read the input from stdin, write the answer to stdout\n    return 0;\n}\n",
     "python3": "import sys\n\n\ndef main():\n    data = sys.stdin.read().split()\n    # compute and print the answer\n\n\nmain()\n",
+    "pypy3": "import sys\n\n\ndef main():\n    data = sys.stdin.read().split()\n    # compute and print the answer\n\n\nmain()\n",
+    "c11": "#include <stdio.h>\n\nint main(void) {\n    /* read the input from stdin, write the answer to stdout */\n    return 0;\n}\n",
+    "java": "import java.io.*;\nimport java.util.*;\n\npublic class Main {\n    public static void main(String[] args) throws IOException {\n"
+    "        // read the input from System.in, write the answer to System.out\n    }\n}\n",
 }
-NOOP = {"cpp17": "int main() { return 0; }\n", "python3": "\n"}
+NOOP = {"cpp17": "int main() { return 0; }\n", "python3": "\n", "pypy3": "\n", "c11": "int main(void) { return 0; }\n", "java": "public class Main { public static void main(String[] args) { } }\n"}
+# Reference-free validation: the answer files, offered as outputs, must be rated at least this
+# (Frontier-CS testlib checkers print "Ratio: 1.0" for the best known answer itself).
+ANSWER_RATIO_MIN = 0.99
 # What a failing submission must be caught with, by its expected outcome.
 CAUGHT_AS = {"wrong_answer": {"WA"}, "time_limit_exceeded": {"TLE"}, "run_time_error": {"RE"}}
 
@@ -63,10 +74,15 @@ def run_gates(env_dir: Path, spec: JudgeSpec, problem: Problem, sandbox: Sandbox
     seen, and the spec (time limit resolved)."""
     log = GateLog()
     accepted = [s for s in spec.solutions if s.expected == "accepted"]
-    if not (_data_gates(log, Judge(env_dir, spec, sandbox)) and _has_reference(log, accepted)):
+    if not _data_gates(log, Judge(env_dir, spec, sandbox)):
+        return log, spec
+    if not accepted and spec.scoring == "ratio" and problem.time_multiplier is None:
+        _reference_free_gates(log, Judge(env_dir, spec, sandbox))
+        return log, spec
+    if not _has_reference(log, accepted, problem):
         return log, spec
     if problem.time_multiplier is not None:  # legacy Kattis: limit from the slowest accepted run
-        spec = _derive_time_limit(log, Judge(env_dir, spec, sandbox), accepted, problem.time_multiplier)
+        spec = _derive_time_limit(log, Judge(env_dir, spec, sandbox), accepted, problem.time_multiplier, problem.time_resolution)
     judge = Judge(env_dir, spec, sandbox)
     reference = _accepted_gates(log, judge, accepted)
     if reference is not None and _failing_gates(log, judge):
@@ -80,6 +96,15 @@ def _grade(judge: Judge, solution: SolutionRef, **kw) -> GradeResult:
 
 def _slowest(result: GradeResult) -> float:
     return max((t.get("time_s") or 0.0 for t in result.details["tests"]), default=0.0)
+
+
+def _noop_source(language: str) -> tuple[str, str]:
+    """(source, language) of a program that prints nothing; C++ for a language without one."""
+    return (NOOP[language], language) if language in NOOP else (NOOP["cpp17"], "cpp17")
+
+
+def _public(result: GradeResult) -> str:
+    return "n/a (no sample tests)" if result.public_score is None else f"{result.public_score:.3f}"
 
 
 def _data_gates(log: GateLog, judge: Judge) -> bool:
@@ -97,21 +122,37 @@ def _data_gates(log: GateLog, judge: Judge) -> bool:
     return log.check("answers pass checker", not bad, "every expected answer accepted by its own checker" if not bad else f"rejected: {bad[:5]} ({checks[bad[0]].message[:120]})")
 
 
-def _has_reference(log: GateLog, accepted: list[SolutionRef]) -> bool:
-    return log.check("has reference", bool(accepted), f"{len(accepted)} accepted submission(s)" if accepted else "no accepted submission to validate against")
+def _has_reference(log: GateLog, accepted: list[SolutionRef], problem: Problem) -> bool:
+    if accepted:
+        return log.check("has reference", True, f"{len(accepted)} accepted submission(s)")
+    detail = "no accepted submission to validate against"
+    summary = problem.skipped_summary("accepted")
+    if summary:  # all were there, in languages arex does not run: say so, not "none"
+        detail = f"no accepted submission arex can run: {summary}"
+    return log.check("has reference", False, detail)
 
 
-def _derive_time_limit(log: GateLog, judge: Judge, accepted: list[SolutionRef], multiplier: float) -> JudgeSpec:
-    """limit = max(1, round(slowest accepted run × multiplier)), graded under the provisional limit."""
+def legacy_time_limit(slowest: float, multiplier: float, resolution: float = 1.0) -> float:
+    """The time limit of a legacy Kattis package, as problemtools computes it
+    (Kattis/problemtools verifyproblem.py, Submissions._compute_time_limit):
+    max(1, ceil(slowest × time_multiplier / time_resolution)) × time_resolution, i.e. rounded UP to
+    the resolution and at least one resolution step."""
+    steps = slowest * multiplier / resolution
+    steps = math.ceil(round(steps, 9))  # 0.2 × 5 is 1.0000000000000002 in floats: still one step
+    return max(1, steps) * resolution
+
+
+def _derive_time_limit(log: GateLog, judge: Judge, accepted: list[SolutionRef], multiplier: float, resolution: float) -> JudgeSpec:
+    """The legacy limit from the slowest accepted run, graded under the provisional limit."""
     slowest = max([0.0, *(_slowest(_grade(judge, solution)) for solution in accepted)])
-    limit = max(1.0, float(int(0.5 + slowest * multiplier)))
-    log.check("time limit derived", True, f"slowest accepted {slowest:.2f}s × {multiplier:g} → {limit:g}s")
+    limit = legacy_time_limit(slowest, multiplier, resolution)
+    log.check("time limit derived", True, f"slowest accepted {slowest:.2f}s × {multiplier:g}, rounded up to {resolution:g}s steps → {limit:g}s")
     return judge.spec.model_copy(update={"time_limit_s": limit})
 
 
 def _accepted_gates(log: GateLog, judge: Judge, accepted: list[SolutionRef]) -> GradeResult | None:
-    """Each accepted submission scores 1.0, twice, well within the limit; returns the last
-    grading (the reference), or None if a gate failed."""
+    """Each accepted submission scores 1.0 (on the samples too, if there are any), twice, well
+    within the limit; returns the last grading (the reference), or None if a gate failed."""
     slowest, reference = 0.0, None
     for solution in accepted:
         first, second = _grade(judge, solution), _grade(judge, solution)
@@ -120,8 +161,8 @@ def _accepted_gates(log: GateLog, judge: Judge, accepted: list[SolutionRef]) -> 
             return None
         log.scores[f"accepted:{solution.path}"] = first.held_out_score
         verdicts = first.details["verdicts_hidden"]
-        seen = f"held-out {first.held_out_score:.3f}, public {first.public_score:.3f}, verdicts {verdicts}"
-        if not log.check(f"accepted scores 1.0 ({solution.path})", first.held_out_score == 1.0 and first.public_score == 1.0, seen):
+        seen = f"held-out {first.held_out_score:.3f}, public {_public(first)}, verdicts {verdicts}"
+        if not log.check(f"accepted scores 1.0 ({solution.path})", first.held_out_score == 1.0 and first.public_score in (None, 1.0), seen):
             return None
         if not log.check(f"deterministic ({solution.path})", first.held_out_score == second.held_out_score, f"two gradings: {first.held_out_score:.3f} and {second.held_out_score:.3f}"):
             return None
@@ -133,56 +174,131 @@ def _accepted_gates(log: GateLog, judge: Judge, accepted: list[SolutionRef]) -> 
     return reference
 
 
-def _failing_gates(log: GateLog, judge: Judge) -> bool:
+def _failing_gates(log: GateLog, judge: Judge, checker_box=None) -> bool:
     """Wrong, slow and crashing submissions are caught; partial ones score strictly between."""
     for solution in judge.spec.solutions:
         if solution.expected not in CAUGHT_AS:
             continue
-        result = _grade(judge, solution, stop_on_failure=True)
+        result = _grade(judge, solution, stop_on_failure=True, checker_box=checker_box)
         seen = {t["verdict"] for t in result.details["tests"]}
         log.scores[f"{solution.expected}:{solution.path}"] = result.held_out_score
         if not log.check(f"{solution.expected} caught ({solution.path})", bool(seen & CAUGHT_AS[solution.expected]), f"verdicts seen: {sorted(seen)}"):
             return False
     for solution in judge.spec.solutions:
         if solution.expected == "partially_accepted":
-            result = _grade(judge, solution)
+            result = _grade(judge, solution, checker_box=checker_box)
             log.scores[f"partially_accepted:{solution.path}"] = result.held_out_score
             if not log.check(f"partial scores between ({solution.path})", 0.0 < result.held_out_score < 1.0, f"held-out {result.held_out_score:.3f}"):
                 return False
     return True
 
 
+def _starter_score(log: GateLog, judge: Judge, **kw) -> None:
+    """The agent's starting point's score: recorded, so the room to improve is known."""
+    starter = judge.env_dir / "workspace" / judge.spec.starter
+    if starter.is_file():
+        log.scores["starter"] = judge.grade(starter.read_text(errors="replace"), language_for(starter.name).name, **kw).held_out_score
+
+
 def _noop_gate(log: GateLog, judge: Judge, language: str, reference: GradeResult) -> None:
     """Records the starter's score; an empty program must score at most half the reference."""
-    starter = judge.env_dir / "workspace" / judge.spec.starter
-    if starter.is_file():  # the agent's starting point: recorded, so the room to improve is known
-        log.scores["starter"] = judge.grade(starter.read_text(errors="replace"), language_for(starter.name).name).held_out_score
-    noop = judge.grade(NOOP[language], language)
+    _starter_score(log, judge)
+    noop = judge.grade(*_noop_source(language))
     log.scores["noop"] = noop.held_out_score
     log.check("no-op scores clearly lower", noop.held_out_score <= 0.5 * reference.held_out_score, f"no-op {noop.held_out_score:.3f} vs reference {reference.held_out_score:.3f}")
 
 
+# -- reference-free validation (scored problems without an accepted submission) ------------------
+def _reference_free_gates(log: GateLog, judge: Judge) -> None:
+    """No 1.0 reference to grade: the checker compiles; it rates the answer files (the best known
+    answers, offered as outputs) high; a no-op scores low, and on each test lower than the answer;
+    rating is deterministic. The gates that applied become the env's note in the report."""
+    try:
+        judge.checker_binary()
+    except RuntimeError as exc:
+        log.check("checker compiles", False, str(exc))
+        return
+    log.check("checker compiles", True, f"{judge.spec.checker.source} compiled")
+    box = judge.open_checker_box()
+    try:
+        answers = _answer_gates(log, judge, box)
+        if answers is None:
+            return
+        noop = _noop_below_answers(log, judge, box, answers)
+        if noop is None or not _failing_gates(log, judge, checker_box=box):
+            return
+        _starter_score(log, judge, checker_box=box)
+    finally:
+        box.stop()
+    log.notes.append(f"reference-free: no accepted submission; gates: checker compiles, answers rated {min(answers.values()):.3f}, no-op {noop:.3f} (below the answer on every test), deterministic")
+
+
+def _answer_gates(log: GateLog, judge: Judge, box) -> dict[str, float] | None:
+    """Every answer file, checked as an output twice: rated ≥ ANSWER_RATIO_MIN, the same both
+    times. Returns each test's ratio, or None if a gate failed."""
+    private = judge.private
+    answers = {t.name: (private / t.answer).read_text(errors="replace") for t in judge.spec.tests}
+    first, second = judge.check_outputs(answers, box), judge.check_outputs(answers, box)
+    broken = [name for name, c in first.items() if c.judge_error]
+    if broken:
+        log.check("checker works", False, f"checker failed on test {broken[0]} ({len(broken)} of {len(first)} tests): {first[broken[0]].message[:300]}")
+        return None
+    ratios = {name: c.ratio for name, c in first.items()}
+    low = min(ratios, key=lambda name: ratios[name])
+    log.scores["answers"] = sum(ratios.values()) / len(ratios)
+    detail = f"lowest {ratios[low]:.3f} (test {low}) over {len(ratios)} tests"
+    if ratios[low] < ANSWER_RATIO_MIN:
+        detail += f": the answer file, offered as the output, must be rated ≥ {ANSWER_RATIO_MIN} and there is no accepted submission ({first[low].message[:160]})"
+    if not log.check("answers rated high", ratios[low] >= ANSWER_RATIO_MIN, detail):
+        return None
+    changed = [name for name in first if (first[name].ratio, first[name].raw) != (second[name].ratio, second[name].raw)]
+    detail = "two ratings of every answer equal" if not changed else f"test {changed[0]} rated {first[changed[0]].ratio:.3f}, then {second[changed[0]].ratio:.3f}"
+    return ratios if log.check("deterministic", not changed, detail) else None
+
+
+def _noop_below_answers(log: GateLog, judge: Judge, box, answers: dict[str, float]) -> float | None:
+    """A program that prints nothing scores at most half the answers, and strictly less than the
+    answer on every test. Returns its held-out score, or None if a gate failed."""
+    language = language_for(judge.spec.starter).name if judge.spec.starter else "cpp17"
+    noop = judge.grade(*_noop_source(language), checker_box=box)
+    if noop.infra_error:
+        log.check("checker works", False, noop.infra_error)
+        return None
+    log.scores["noop"] = noop.held_out_score
+    hidden = [t.name for t in judge.spec.tests if not t.sample] or list(answers)
+    best = sum(answers[name] for name in hidden) / len(hidden)
+    if not log.check("no-op scores clearly lower", noop.held_out_score == 0.0 or noop.held_out_score < 0.5 * best, f"no-op {noop.held_out_score:.3f} vs answers {best:.3f}"):
+        return None
+    ratios = {t["name"]: t["ratio"] for t in noop.details["tests"]}
+    not_better = [name for name in answers if answers[name] <= ratios.get(name, 0.0)]
+    detail = "on every test the answer is rated above the no-op" if not not_better else f"test {not_better[0]}: answer {answers[not_better[0]]:.3f}, no-op {ratios[not_better[0]]:.3f}"
+    return noop.held_out_score if log.check("better answer scores higher", not not_better, detail) else None
+
+
 # -- the build -----------------------------------------------------------------------------------
-def judge_jobs(source: Path) -> list[Job]:
-    """One job per problem of the source; raises SourceError, OSError or ValueError if unreadable."""
+def judge_jobs(source: Path, digest_base: str | None = None) -> list[Job]:
+    """One job per problem of the source; raises SourceError, OSError or ValueError if unreadable.
+    `digest_base`: the source's content hash, if the caller has it already."""
     problems = load(source)
-    digest_base = content_hash(source_files(source), BUILDER_VERSION.encode())
+    digest_base = digest_base or content_hash(source_files(source), BUILDER_VERSION.encode())
     return [(problem, source, f"{digest_base}-{content_hash([], problem.spec.model_dump_json().encode())[:8]}") for problem in problems]
 
 
 def build_one(problem: Problem, source: Path, digest: str, out: Path, sandbox: SandboxConfig) -> EnvReport:
+    """Build and gate one problem's env; skipped (accepted before) or rejected from the cache when
+    its content is unchanged since the last build."""
     started = time.monotonic()
     env_id = problem.spec.id
     final = out / env_id
-    skipped = skipped_report(final, digest, source, started)
-    if skipped is not None:
-        return skipped
+    earlier = skipped_report(final, digest, source, started) or cached_rejection(out, env_id, digest, source, started)
+    if earlier is not None:
+        return earlier
     report = EnvReport(str(source), env_id, "rejected")
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{env_id}-", dir=out) as tmp:
         work = Path(tmp) / env_id
         spec = problem.spec.model_copy(update={"source_hash": digest})
-        write_env(Problem(spec=spec, statement=problem.statement, files=problem.files, time_multiplier=problem.time_multiplier), work)
+        write_env(dataclasses.replace(problem, spec=spec), work)
         try:
             log, spec = run_gates(work, spec, problem, sandbox)
         except (SandboxError, RuntimeError, FileNotFoundError) as exc:
@@ -190,6 +306,6 @@ def build_one(problem: Problem, source: Path, digest: str, out: Path, sandbox: S
             report.seconds = time.monotonic() - started
             return report
         finish(report, log, work, final, spec, digest, BUILDER_VERSION)
+    remember_rejection(out, env_id, digest, report)
     report.seconds = time.monotonic() - started
     return report
-

@@ -2,12 +2,16 @@
 
 A builder lays an env out in a temporary folder and runs its gates there; `finish` records the
 outcome and, if every gate passed, stamps the env (.build.json) and moves it into place. The stamp
-lets a re-run skip a source whose content hash is unchanged (`skipped_report`).
+lets a re-run skip a source whose content hash is unchanged (`skipped_report`); a rejection is
+stamped too (`.rejected/<key>.json` in the out folder), so an unchanged rejected source is not
+rebuilt either (`cached_rejection`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -16,7 +20,13 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel
 
+import arex
 from arex.envs.layout import STAMP
+from arex.hashing import text_sha256, tree_sha256
+
+REJECTED_DIR = ".rejected"
+REASON_CELL_CHARS = 300
+UNCHANGED_REJECTION = "rejected (unchanged since the last build): "
 
 
 @dataclass
@@ -32,6 +42,9 @@ class GateLog:
 
     gates: list[Gate] = field(default_factory=list)
     scores: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    """How the env was validated when it differs from the usual gates (e.g. reference-free):
+    becomes an accepted env's reason, so the report says which gates applied."""
 
     def check(self, name: str, passed: bool, detail: str) -> bool:
         self.gates.append(Gate(name, passed, detail))
@@ -77,6 +90,7 @@ def finish(report: EnvReport, log: GateLog, work: Path, final: Path, spec: BaseM
         report.reason = f"gate '{failed[0].name}' failed: {failed[0].detail}"
         return
     report.status = "accepted"
+    report.reason = "; ".join(log.notes)
     write_task(work, spec)
     stamp = {"source_hash": source_hash, "builder": builder, "gates": [g.__dict__ for g in log.gates], "scores": log.scores}
     (work / STAMP).write_text(json.dumps(stamp, indent=2))
@@ -85,6 +99,57 @@ def finish(report: EnvReport, log: GateLog, work: Path, final: Path, spec: BaseM
     work.rename(final)
 
 
+# -- rejections, cached by content ----------------------------------------------------------------
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """Of arex's own code: a rejection may be arex's limit (a format or language not supported yet),
+    so one made by other code is not trusted; accepted envs are keyed by builder version instead."""
+    root = Path(arex.__file__).parent
+    return tree_sha256(root, [p for p in root.rglob("*") if p.suffix in (".py", ".c") and "__pycache__" not in p.parts])[:20]
+
+
+def rejection_key(source: Path) -> str:
+    """The stamp name of a source rejected before it had an env id (unreadable): its name and path."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", source.name)[:60] or "source"
+    return f"source-{name}-{text_sha256(str(source.resolve()))[:8]}"
+
+
+def _rejection_stamp(out: Path, key: str) -> Path:
+    return out / REJECTED_DIR / f"{key}.json"
+
+
+def cached_rejection(out: Path, key: str, digest: str, source: Path, started: float) -> EnvReport | None:
+    """The earlier rejection of the same content by the same code, if any, as a report."""
+    stamp = _rejection_stamp(out, key)
+    try:
+        previous = json.loads(stamp.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(previous, dict) or previous.get("source_hash") != f"{digest}:{code_fingerprint()}":
+        return None
+    reason = str(previous.get("reason", ""))
+    gates = [Gate(**g) for g in previous.get("gates", []) if isinstance(g, dict)]
+    return EnvReport(str(source), previous.get("env_id"), "rejected", UNCHANGED_REJECTION + reason, gates, previous.get("scores", {}), time.monotonic() - started)
+
+
+def remember_rejection(out: Path, key: str, digest: str, report: EnvReport) -> None:
+    """Stamp a rejection (not an error: infrastructure failures are retried), or clear the stamp
+    once the env is accepted."""
+    stamp = _rejection_stamp(out, key)
+    if report.status == "accepted":
+        stamp.unlink(missing_ok=True)
+        return
+    if report.status != "rejected":
+        return
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    record = {"source_hash": f"{digest}:{code_fingerprint()}", "source": report.source, "env_id": report.env_id, "reason": report.reason,
+              "gates": [g.__dict__ for g in report.gates], "scores": report.scores}  # fmt: skip
+    tmp = stamp.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=2))
+    tmp.replace(stamp)
+
+
+# -- the build report ------------------------------------------------------------------------------
 def write_report(reports: list[EnvReport], out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "build-report.json"
@@ -105,5 +170,14 @@ def report_table(reports: list[EnvReport], summary: dict[str, int]) -> str:
     ]
     for r in reports:
         scores = ", ".join(f"{k.split(':')[0]} {v:.2f}" for k, v in r.scores.items())
-        lines.append(f"| {r.env_id or '-'} | {r.source} | {r.status} | {scores} | {r.reason.replace('|', '/')} | {r.seconds:.1f} |")
+        lines.append(f"| {_cell(r.env_id or '-')} | {_cell(r.source)} | {r.status} | {_cell(scores)} | {_cell(r.reason, REASON_CELL_CHARS)} | {r.seconds:.1f} |")
     return "\n".join(lines) + "\n"
+
+
+def _cell(text: str, limit: int | None = None) -> str:
+    """One Markdown table cell: a compile log or other multi-line text stays on its row (newlines
+    collapsed, pipes escaped); a long one is clipped, its full text kept in build-report.json."""
+    text = " ".join(text.split())
+    if limit is not None and len(text) > limit:
+        text = text[:limit].rstrip() + " … (full text in build-report.json)"
+    return text.replace("\\", "\\\\").replace("|", "\\|")

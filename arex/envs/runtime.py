@@ -220,7 +220,7 @@ class JudgeGrading(Grading):
             return self._box
 
     def checker_box(self) -> Sandbox | None:
-        if self.env.spec.checker.kind in ("exact", "token", "float"):
+        if self.env.spec.checker.kind in ("exact", "token", "float", "interactive"):  # an interactor runs in the grading box
             return None
         with self._lock:
             if self._checker is None:

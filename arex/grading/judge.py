@@ -10,6 +10,9 @@ Trust boundaries (docs/security.md has the whole threat model):
 - Its output reaches the host through the command server's stream, so it cannot be edited afterwards.
 - Checkers are trusted code: built-in ones run on the host; custom ones run in a separate checker
   sandbox that holds no submission code, with the private data mounted read-only.
+- Interactors (interactive problems) must run beside the submission: in the grading container, as
+  a uid of their own, with one test's data staged for one run in a folder the submission cannot
+  open (arex/grading/interactive.py).
 - Verdicts come from the kernel and the host: exit status, signal and the CPU time of the whole
   process tree from the runner's wait4 (a root process the program cannot reach), hard CPU limits
   (SIGXCPU, then SIGKILL), OOM events, the wall clock, the output cap. Nothing the program prints
@@ -24,6 +27,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+from arex.grading import interactive
 from arex.grading.checkers import Check, check_builtin, interpret_kattis, interpret_testlib
 from arex.grading.languages import language_named
 from arex.hashing import cache_dir, tree_sha256
@@ -32,6 +36,10 @@ from arex.sandbox.base import RunLimits, Sandbox, SandboxError
 from arex.specs import GradeResult, JudgeSpec, TestCase, TestResult
 
 COMPILE_TIMEOUT_S = 60.0
+# A checker is compiled once per content hash, and testlib-based ones are heavy (16 s natively on a
+# loaded machine): generous, and waiting for a CPU on a busy host extends both (RunLimits).
+CHECKER_COMPILE_TIMEOUT_S = 300.0
+STARVED_COMPILE_CAP_S = 600.0
 COMPILE_MEMORY = 2 << 30
 PRIVATE_MOUNT = "/judge/private"
 RUN = "/workspace/run"
@@ -49,8 +57,11 @@ class Judge:
         self.private = self.env_dir / "private"
         self.spec = spec
         self.sandbox_config = sandbox or SandboxConfig()
-        # A backstop only: verdicts come from CPU time, and a busy host stretches the wall clock.
+        # A backstop only, for programs that sleep or block: verdicts come from CPU time. Time a
+        # program waits for a CPU on a busy host extends it (up to the hard cap), so load alone
+        # never turns a run within its CPU limit into a timeout.
         self.wall_limit_s = max(3 * spec.time_limit_s, spec.time_limit_s + 2.0)
+        self.starved_cap_s = 10 * self.wall_limit_s
 
     # -- grading -----------------------------------------------------------------------------
     def open_box(self) -> Sandbox:
@@ -58,18 +69,22 @@ class Judge:
         each grading starts from emptied folders with no process of an earlier one alive."""
         limit = self.spec.output_limit_mb << 20
         config = self.sandbox_config.model_copy(
-            update={"memory": COMPILE_MEMORY, "pids_limit": 128, "output_limit": 2 * limit + 4096, "output_kill": limit, "mounts": (), "seed": None}
+            update={"memory": COMPILE_MEMORY, "pids_limit": 128, "output_limit": 2 * limit + 4096, "output_kill": limit, "mounts": (), "seed": None, "judge_area": self._judge_area()}
         )
         box = make_sandbox(config, f"judge-{self.spec.id}")
         box.start()
         return box
+
+    def _judge_area(self) -> int:
+        """An interactive problem's grading container gets a private area for its interactor."""
+        return interactive.area_bytes(self) if self.spec.checker.kind == "interactive" else 0
 
     def grade(
         self, source: str, language: str, samples_only: bool = False, stop_on_failure: bool = False, box: Sandbox | None = None, checker_box: Sandbox | None = None
     ) -> GradeResult:
         """Grade one submission, in `box` (from open_box) or in a fresh grading container.
         A broken submission is a low score; a broken env sets infra_error."""
-        lang = language_named(language)
+        lang = language_named(language).for_submission(source, self.spec.memory_mb)  # Java: its class, its heap
         tests = [t for t in self.spec.tests if t.sample or not samples_only]
         results: list[TestResult] = []
         outputs: dict[str, str] = {}
@@ -84,8 +99,9 @@ class Judge:
             if too_big is not None:
                 results = [self._result(t, "MLE", message=too_big) for t in tests]
                 return self._finish(results)
+            run_test = interactive.InteractiveRun(self, box, RUN).run if self.spec.checker.kind == "interactive" else self._run
             for test in tests:
-                result, output = self._run(box, lang.run, test)
+                result, output = run_test(box, lang.run, test)
                 if output is not None:
                     outputs[test.name] = output
                 results.append(result)
@@ -115,7 +131,10 @@ class Judge:
         box.write_file(f"{RUN}/{lang.source}", source)
         if not lang.compile:
             return None
-        compiled = box.exec(list(lang.compile), timeout=COMPILE_TIMEOUT_S, cwd=RUN, limits=RunLimits(isolated=True))
+        limits = RunLimits(isolated=True, starved_wall_s=STARVED_COMPILE_CAP_S)
+        compiled = box.exec(list(lang.compile), timeout=COMPILE_TIMEOUT_S, cwd=RUN, limits=limits)
+        if compiled.status == "timeout":
+            return f"compilation timeout: the compiler ran over {COMPILE_TIMEOUT_S:g} s"
         return None if compiled.ok else (compiled.stderr or compiled.stdout)[-3000:]
 
     def _limit_memory(self, box: Sandbox) -> str | None:
@@ -138,17 +157,25 @@ class Judge:
         """Run one test. Returns the result so far and the output to check (None if it did not finish).
         A hidden test's stderr is never kept: the program could print its input there."""
         limit = self.spec.time_limit_s
-        limits = RunLimits(cpu_s=max(1, math.ceil(limit)), stack=self.spec.memory_mb << 20, isolated=True)
+        limits = RunLimits(cpu_s=max(1, math.ceil(limit)), stack=self.spec.memory_mb << 20, starved_wall_s=self.starved_cap_s, isolated=True)
         stdin = (self.private / test.input).read_bytes()
         r = box.exec(list(run), timeout=self.wall_limit_s, cwd=RUN, stdin=stdin, limits=limits)
         evidence = {"time_s": r.cpu_s, "wall_s": r.duration_s, "memory_kb": r.memory_kb, "exit_code": r.exit_code}
         over_cpu = r.cpu_s is not None and r.cpu_s > limit
-        if r.status == "oom":
+        # The declared limit is judged from the program's own peak memory: the container's limit
+        # must leave room for the command server beside it, so it is only a backstop.
+        over_memory = r.memory_kb is not None and r.memory_kb > self.spec.memory_mb * 1024
+        if r.status == "oom" or over_memory:
             return self._result(test, "MLE", message=f"memory limit {self.spec.memory_mb} MB exceeded", **evidence), None
         if r.status == "output_limit":
             return self._result(test, "OLE", message=f"output over {self.spec.output_limit_mb} MB", **evidence), None
         if r.status == "timeout" or over_cpu or r.signal == SIGXCPU:
-            why = f"CPU time {r.cpu_s:.2f}s over the {limit:g}s limit" if over_cpu or r.signal == SIGXCPU else f"wall-clock limit {self.wall_limit_s:g}s exceeded"
+            if over_cpu:
+                why = f"CPU time {r.cpu_s:.2f}s over the {limit:g}s limit"
+            elif r.signal == SIGXCPU:  # the kernel's tick-based limit can fire a little before wait4's tally reaches it
+                why = f"stopped by the kernel at the {limit:g}s CPU time limit"
+            else:
+                why = f"wall-clock limit {self.wall_limit_s:g}s exceeded (the program was not using CPU: sleeping or waiting for input)"
             return self._result(test, "TLE", signal=r.signal, message=why, **evidence), None
         if r.exit_code != 0:
             what = f"killed by signal {r.signal}" if r.signal else f"exit code {r.exit_code}"
@@ -205,6 +232,8 @@ class Judge:
                 else:
                     r = box.exec(["./checker", inp, f"outs/{name}.out", ans])
                     checks[name] = interpret_testlib(r.exit_code, r.stdout, r.stderr)
+                if r.status == "timeout":  # the checker's own failure, named as such (not "exited -1")
+                    checks[name] = Check(False, 0.0, 0.0, f"checker timeout: no verdict within {box.config.timeout_s:g} s", judge_error=True)
         finally:
             if own:
                 box.stop()
@@ -229,9 +258,13 @@ class Judge:
         config = self.sandbox_config.model_copy(update={"memory": COMPILE_MEMORY, "mounts": ()})
         with make_sandbox(config, f"checker-build-{self.spec.id}") as box:
             box.copy_in(folder, "src")
-            built = box.exec(["g++", "-std=c++17", "-O2", "-pipe", "-I", "src", "-o", "checker", f"src/{source.name}"], timeout=COMPILE_TIMEOUT_S)
+            command = ["g++", "-std=c++17", "-O2", "-pipe", "-I", "src", "-o", "checker", f"src/{source.name}"]
+            built = box.exec(command, timeout=CHECKER_COMPILE_TIMEOUT_S, limits=RunLimits(starved_wall_s=STARVED_COMPILE_CAP_S))
+            if built.status == "timeout":
+                raise RuntimeError(f"Checker '{source.name}' of env '{self.spec.id}' does not compile: timeout after {CHECKER_COMPILE_TIMEOUT_S:g} s of compiling")
             if not built.ok:
-                raise RuntimeError(f"Checker '{source.name}' of env '{self.spec.id}' does not compile:\n{built.stderr[-2000:]}")
+                log = (built.stderr or built.stdout).strip()[-2000:] or f"g++ exited with code {built.exit_code} and printed nothing"
+                raise RuntimeError(f"Checker '{source.name}' of env '{self.spec.id}' does not compile:\n{log}")
             tmp.write_bytes(box.read_file("checker"))
         tmp.replace(binary)
         return binary
@@ -240,7 +273,7 @@ class Judge:
     def _finish(self, results: list[TestResult], compile_log: str | None = None) -> GradeResult:
         samples = [r for r in results if r.sample]
         hidden = [r for r in results if not r.sample]
-        public, _ = self._score(samples, by_groups=False)
+        public = self._score(samples, by_groups=False)[0] if samples else None  # no samples: undefined, not 0
         held, held_raw = self._score(hidden, by_groups=self.spec.scoring == "groups")
         judge_errors = [r for r in results if r.verdict == "JE"]
         details = {
@@ -257,7 +290,7 @@ class Judge:
             held_out_raw=held_raw,
             feedback=self._feedback(samples, hidden, public, compile_log),
             details=details,
-            infra_error=f"checker failed on {len(judge_errors)} test(s): {judge_errors[0].message}" if judge_errors else None,
+            infra_error=f"checker failed on {len(judge_errors)} test(s) (first: test {judge_errors[0].name}): {judge_errors[0].message}" if judge_errors else None,
         )
 
     def _score(self, results: list[TestResult], by_groups: bool) -> tuple[float, float]:
@@ -276,12 +309,15 @@ class Judge:
         passed = sum(r.verdict == "AC" for r in results)
         return passed / len(results), float(passed)
 
-    def _feedback(self, samples, hidden, public: float, compile_log: str | None) -> str:
+    def _feedback(self, samples, hidden, public: float | None, compile_log: str | None) -> str:
         lines = []
         if compile_log is not None:
             return "Compilation failed:\n" + compile_log[-2000:]
         passed = sum(r.verdict == "AC" and r.ratio >= 1.0 for r in samples)
-        lines.append(f"Sample tests: {passed}/{len(samples)} passed (public score {public:.3f}).")
+        if public is None:
+            lines.append("Sample tests: none: this problem has no sample tests, so there is no public score.")
+        else:
+            lines.append(f"Sample tests: {passed}/{len(samples)} passed (public score {public:.3f}).")
         tests = {t.name: t for t in self.spec.tests}
         for r in samples:
             timing = f"{r.time_s:.2f}s CPU, {(r.memory_kb or 0) // 1024} MB" if r.time_s is not None else ""

@@ -145,7 +145,8 @@ class Rollout:
         grade, snapshot, submission = await asyncio.to_thread(self.env.grade_round, self.box, self.grading, self.store)
         if grade.infra_error:
             raise SandboxError(f"grading failed: {grade.infra_error}")
-        feedback = clip(f"Public score: {grade.public_score:.6g}\n{grade.feedback}", self.config.feedback_chars)
+        public = "none (no sample tests)" if grade.public_score is None else f"{grade.public_score:.6g}"
+        feedback = clip(f"Public score: {public}\n{grade.feedback}", self.config.feedback_chars)
         reflect_prompt = self.prompts["reflect"].format(round=number, feedback=feedback)
         reflection = await self._reflect(messages, reflect_prompt)
         improved, m = self.memory.improves(grade), self.memory

@@ -42,7 +42,8 @@ class Memory:
             self.state = clip(state, self.config.state_chars)
         if self.improves(grade):
             self.best = Best(round=number, held_out=grade.held_out_score, public=grade.public_score)
-        if self.best_public is None or grade.public_score > self.best_public.public:
+        # No public score (a problem without sample tests): nothing to tell the agent about.
+        if grade.public_score is not None and (self.best_public is None or grade.public_score > self.best_public.public):
             self.best_public = BestPublic(round=number, public=grade.public_score)
         self.last_feedback = (number, feedback)
         if self.config.context == "full-history":

@@ -32,6 +32,9 @@ def parse_size(value: int | str) -> int:
 
 
 SHM_BYTES = 64 << 20  # Docker's default /dev/shm
+JUDGE_AREA = "/.arex-judge"
+"""The private folder of `SandboxConfig.judge_area`: mode 0700, owned by the judge's uid."""
+JUDGE_UID = 1001
 
 BACKENDS: dict[str, str] = {"docker": "arex.sandbox.docker:DockerSandbox"}
 """Sandbox backends by the short name `sandbox.backend` takes → "module:Class" implementing
@@ -100,6 +103,10 @@ class SandboxConfig(BaseModel):
     """Host folders to mount (read-only unless said otherwise)."""
     env: dict[str, str] = Field(default_factory=dict)
     """Environment variables set for every command."""
+    judge_area: int = Field(default=0, ge=0)
+    """Bytes of a private folder (JUDGE_AREA, a tmpfs) that only `judge_uid` can open; 0: none.
+    Grading containers of interactive problems hold an interactor and its test's data there,
+    beside a submission that must not read them."""
 
     @field_validator("memory", "max_file_size", "output_kill", "disk", "scratch", mode="before")
     @classmethod
@@ -125,12 +132,17 @@ class SandboxConfig(BaseModel):
     @property
     def files_bytes(self) -> int:
         """What the writable folders can hold in all: the workdir, home, /tmp and /dev/shm."""
-        return self.disk + 2 * self.scratch + SHM_BYTES
+        return self.disk + 2 * self.scratch + SHM_BYTES + self.judge_area
 
     @property
     def uid_gid(self) -> tuple[int, int]:
         uid, _, gid = self.user.partition(":")
         return int(uid), int(gid or uid)
+
+    @property
+    def judge_uid(self) -> int:
+        """The uid interactors run as: never the agent's (it must not reach their data)."""
+        return JUDGE_UID if self.uid_gid[0] != JUDGE_UID else JUDGE_UID + 1
 
 
 class RunLimits(BaseModel):
@@ -145,6 +157,10 @@ class RunLimits(BaseModel):
     """Stack size in bytes (RLIMIT_STACK)."""
     address_space: int | None = None
     """Virtual memory in bytes (RLIMIT_AS)."""
+    starved_wall_s: float | None = None
+    """Hard wall-clock cap, above the command's timeout: time the program waited runnable for a CPU
+    (another load on the host) extends its timeout up to this. The timeout then only stops programs
+    that sleep or block, and a busy host cannot turn a run within its CPU limit into a timeout."""
     isolated: bool = False
     """Nothing of the command outlives it, nor of anything before it: every process of the user
     is killed before it starts and after it ends (grading runs)."""
@@ -180,6 +196,25 @@ class ExecResult(BaseModel):
     @property
     def output(self) -> str:
         return self.stdout + self.stderr
+
+
+class InteractResult(BaseModel):
+    """What an interactive run did (Sandbox.interact): the program's own evidence, as for exec
+    (its stdout went to the interactor, so `program.stdout` is empty), and the interactor's."""
+
+    model_config = ConfigDict(frozen=True)
+
+    program: ExecResult
+    interactor_exit: int
+    """The interactor's exit code (128 + signal if a signal ended it; 137 if it was still running at the end)."""
+    interactor_signal: int | None = None
+    interactor_cpu_s: float | None = None
+    interactor_memory_kb: int | None = None
+    interactor_output: str = ""
+    """The interactor's stderr (after its staging step, anything it prints there)."""
+    first: Literal["program", "interactor"] | None = None
+    """Whose main process ended first. Neither side can see the other's end before the runner has
+    recorded it, so a program that fails because the interactor hung up is seen to end second."""
 
 
 def truncated_text(head: bytes, tail: bytes, total: int) -> tuple[str, bool]:
@@ -253,6 +288,20 @@ class Sandbox(ABC):
     def set_memory_limit(self, memory: int) -> None:
         """Set the whole sandbox's memory limit (bytes, files in its writable folders included),
         e.g. a graded program's limit after compiling."""
+
+    def interact(
+        self, program: list[str], interactor: list[str], *, stdin: bytes, timeout: float, cwd: str, limits: RunLimits, interactor_limits: RunLimits
+    ) -> InteractResult:
+        """Run `program` as the sandbox user and `interactor` as `config.judge_uid`, each under its
+        own limits, the program's stdout piped to the interactor's stdin and back; `stdin` reaches
+        the interactor on its fd 3 (to stage its files in JUDGE_AREA). Both are killed at the end,
+        and every process of both users before and after (the run is always isolated)."""
+        raise SandboxError(f"The '{self.config.backend}' sandbox backend cannot run interactive problems.")
+
+    def judge_exec(self, command: list[str], timeout: float = 60.0, stdin: bytes | None = None) -> ExecResult:
+        """Run a command as `config.judge_uid` in JUDGE_AREA (staging, collecting and wiping an
+        interactor's files, where the sandbox user cannot look)."""
+        raise SandboxError(f"The '{self.config.backend}' sandbox backend cannot run interactive problems.")
 
     @abstractmethod
     def stop(self) -> None:

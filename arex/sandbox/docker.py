@@ -31,7 +31,7 @@ import docker.errors
 import requests.exceptions
 
 from arex.sandbox import runtime
-from arex.sandbox.base import ArchiveTooLarge, ExecResult, RunLimits, Sandbox, SandboxConfig, SandboxError
+from arex.sandbox.base import JUDGE_AREA, ArchiveTooLarge, ExecResult, InteractResult, RunLimits, Sandbox, SandboxConfig, SandboxError
 from arex.sandbox.execd import ExecServer, ServerGone
 from arex.sandbox.execd import text as execd_text
 from arex.storage import STORE_ENV, boot_id, owner_alive, proc_start
@@ -157,7 +157,7 @@ class DockerSandbox(Sandbox):
             network_disabled=not cfg.network,
             log_config={"type": "none"},  # the server's replies go to us, not to a log file
             read_only=True,
-            tmpfs={cfg.workdir: area(cfg.disk, "0755"), cfg.home: area(cfg.scratch, "0755"), "/tmp": area(cfg.scratch, "1777")},
+            tmpfs={cfg.workdir: area(cfg.disk, "0755"), cfg.home: area(cfg.scratch, "0755"), "/tmp": area(cfg.scratch, "1777"), **_judge_area(cfg)},
             mem_limit=cfg.memory + cfg.files_bytes,
             memswap_limit=cfg.memory + cfg.files_bytes,
             nano_cpus=int(cfg.cpus * 1e9),
@@ -216,7 +216,7 @@ class DockerSandbox(Sandbox):
         uid, gid = self.config.uid_gid
         options = ["-u", str(uid), "-g", str(gid), "-d", cwd, "-t", f"{timeout:.3f}", "-f", str(self.config.max_file_size)]
         if limits is not None:
-            for flag, value in (("-c", limits.cpu_s), ("-s", limits.stack), ("-m", limits.address_space)):
+            for flag, value in (("-c", limits.cpu_s), ("-s", limits.stack), ("-m", limits.address_space), ("-T", limits.starved_wall_s)):
                 if value is not None:
                     options += [flag, str(value)]
             if limits.isolated:
@@ -251,7 +251,9 @@ class DockerSandbox(Sandbox):
         cwd = cwd or cfg.workdir
         started_ns = time.time_ns()
         try:
-            reply = self._request(argv, self._runner_options(cwd, timeout, limits), timeout=timeout, stdin=stdin, cwd=cwd, env=env)
+            runner = self._runner_options(cwd, timeout, limits)
+            longest = max(timeout, (limits.starved_wall_s or 0) if limits else 0)
+            reply = self._request(argv, runner, timeout=longest, stdin=stdin, cwd=cwd, env=env)
         except ServerGone as exc:  # the server died mid-command (the OOM killer): the command's failure
             self._sweep()
             return ExecResult(status="error", exit_code=137, stdout="", stderr=f"[arex: {exc}]", duration_s=round((time.time_ns() - started_ns) / 1e9, 4))
@@ -271,6 +273,53 @@ class DockerSandbox(Sandbox):
         return ExecResult(
             status=status, exit_code=code, stdout=stdout, stderr=stderr, duration_s=reply["seconds"], stdout_truncated=out_cut,
             stderr_truncated=err_cut, cpu_s=reply["cpu_s"], memory_kb=reply["maxrss_kb"], signal=reply["signal"],
+        )
+
+    def interact(self, program, interactor, *, stdin, timeout, cwd, limits, interactor_limits) -> InteractResult:
+        cfg = self.config
+        if not cfg.judge_area:
+            raise SandboxError(f"Sandbox '{self.name}' has no judge area (judge_area=0), so it cannot run an interactor.")
+        spec = f"{len(interactor)}:{cfg.judge_uid}:{interactor_limits.cpu_s or 0}:{interactor_limits.address_space or 0}"
+        runner = [*self._runner_options(cwd, timeout, limits), "-K", "-I", spec]  # always isolated
+        keep = max(cfg.output_limit, 1 << 16)
+        started_ns = time.time_ns()
+        try:
+            reply = self._request([*interactor, *program], runner, timeout=max(timeout, limits.starved_wall_s or 0), stdin=stdin, cwd=cwd, keep=keep)
+        except ServerGone as exc:  # the server died mid-run (the OOM killer): the program's failure
+            self._sweep()
+            seconds = round((time.time_ns() - started_ns) / 1e9, 4)
+            return InteractResult(program=ExecResult(status="error", exit_code=137, stdout="", stderr=f"[arex: {exc}]", duration_s=seconds), interactor_exit=137)
+        fields = reply.get("result") or {}
+        stderr, err_cut = execd_text(reply["err"])
+        code, killed = reply["exit_code"], reply["killed"]
+        if killed:
+            status, code = killed, (124 if killed == "timeout" else 137)
+        elif code == 0:
+            status = "ok"
+        elif reply["signal"] == 9 and self._oom_since(started_ns):
+            status = "oom"
+        else:
+            status = "error"
+        program = ExecResult(
+            status=status, exit_code=code, stdout="", stderr=stderr, duration_s=reply["seconds"], stderr_truncated=err_cut,
+            cpu_s=reply["cpu_s"], memory_kb=reply["maxrss_kb"], signal=reply["signal"],
+        )
+        first = {"command": "program", "interactor": "interactor"}.get(fields.get("first", ""))
+        return InteractResult(
+            program=program, interactor_exit=int(fields.get("ia_exit", 137)), interactor_signal=int(fields.get("ia_signal", 0)) or None,
+            interactor_cpu_s=int(fields.get("ia_cpu_us", 0)) / 1e6, interactor_memory_kb=int(fields.get("ia_maxrss_kb", 0)),
+            interactor_output=execd_text(reply["out"])[0], first=first,
+        )
+
+    def judge_exec(self, command, timeout=60.0, stdin=None) -> ExecResult:
+        uid = str(self.config.judge_uid)
+        reply = self._helper(list(command), ["-u", uid, "-g", uid], stdin=stdin, cwd=JUDGE_AREA, timeout=timeout)
+        stdout, out_cut = execd_text(reply["out"])
+        stderr, err_cut = execd_text(reply["err"])
+        code = 124 if reply["killed"] == "timeout" else reply["exit_code"]
+        return ExecResult(
+            status="ok" if code == 0 else ("timeout" if code == 124 else "error"), exit_code=code, stdout=stdout, stderr=stderr,
+            duration_s=reply["seconds"], stdout_truncated=out_cut, stderr_truncated=err_cut,
         )
 
     def _sweep(self) -> None:
@@ -393,6 +442,15 @@ class DockerSandbox(Sandbox):
         if reply["exit_code"] > 2 or size[0] == 0:
             raise SandboxError(f"Sandbox '{self.name}': archiving '{sandbox_dir}' failed: {err.strip()[-500:]}")
         return size[0]  # exit 1/2: some file unreadable or changing, the agent's doing; the rest is kept
+
+def _judge_area(cfg: SandboxConfig) -> dict[str, str]:
+    """The judge's private tmpfs, if asked for: only its uid may enter (mode 0700), and the sandbox
+    user can neither read it nor fill it."""
+    if not cfg.judge_area:
+        return {}
+    uid = cfg.judge_uid
+    return {JUDGE_AREA: f"size={cfg.judge_area},nr_inodes=4096,uid={uid},gid={uid},mode=0700,exec"}
+
 
 def _labels(name: str) -> dict[str, str]:
     """Who owns a sandbox container: this process (pid, start tick, boot id) and its store, if any."""

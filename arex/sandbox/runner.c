@@ -9,7 +9,10 @@
  *   - reaps every process of the tree with wait4 and sums their CPU time; evidence (exit status,
  *     signal, CPU, peak memory) comes from the kernel through a process the command cannot reach;
  *   - enforces the wall clock for the whole tree and kills it on timeout or on SIGTERM (the server
- *     sends one when the output floods).
+ *     sends one when the output floods). With -T the wall clock is a backstop that a busy host
+ *     cannot trip: time the tree spent runnable but waiting for a CPU (the kernel's run_delay)
+ *     extends the deadline, up to the hard cap -T. A program that sleeps or blocks is still
+ *     stopped at -t; one starved by other load gets its CPU time, and its CPU limit decides.
  * With -R / -W it reads or writes one file as the agent's user instead of running a command, so the
  * root server never opens a path the agent controls (a symlink would make it a confused deputy).
  *
@@ -38,7 +41,7 @@ struct opts {
     uid_t uid;
     gid_t gid;
     const char *dir, *read_path, *write_path;
-    double wall;
+    double wall, hard_wall;
     long cpu, fsize, stack, memory, read_cap;
     int mode, result_fd, kill_tree, sweep;
 };
@@ -48,6 +51,8 @@ struct tally {
     long maxrss_kb;
     int procs;
 };
+
+static const char *interactive_spec;  /* -I: see interactive_main */
 
 static void die(const char *what) {
     fprintf(stderr, "arex-run: %s: %s\n", what, strerror(errno));
@@ -115,6 +120,41 @@ static int collect(pid_t root, long uid, pid_t *out, int cap) {
         for (int i = 0; i < n && found < cap; i++)
             if (parents[i] == out[head]) out[found++] = pids[i];
     return found - 1 > 0 ? (memmove(out, out + 1, (found - 1) * sizeof *out), found - 1) : 0;
+}
+
+/* Nanoseconds `tid` of `pid` has waited runnable for a CPU (second field of schedstat; 0 if gone). */
+static long long run_delay(pid_t pid, const char *tid) {
+    char path[96], buf[128];
+    snprintf(path, sizeof path, "/proc/%d/task/%s/schedstat", pid, tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    long long on_cpu = 0, waited = 0;
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    return sscanf(buf, "%lld %lld", &on_cpu, &waited) == 2 ? waited : 0;
+}
+
+/* Seconds the live tree below `root` was starved: the longest run_delay of any of its threads.
+ * Every thread was born after the command started, so its whole run_delay falls in this run. */
+static double starved_seconds(pid_t root) {
+    static pid_t tree[65536];
+    int n = collect(root, -1, tree, 65536);
+    long long longest = 0;
+    for (int i = 0; i < n; i++) {
+        char dir[64];
+        snprintf(dir, sizeof dir, "/proc/%d/task", tree[i]);
+        DIR *tasks = opendir(dir);
+        if (!tasks) continue;
+        for (struct dirent *e; (e = readdir(tasks));) {
+            if (e->d_name[0] == '.') continue;
+            long long waited = run_delay(tree[i], e->d_name);
+            if (waited > longest) longest = waited;
+        }
+        closedir(tasks);
+    }
+    return longest / 1e9;
 }
 
 /* Kill the tree (or every process of a uid) until none is left, reaping what comes back to us. */
@@ -203,12 +243,13 @@ static void parse(int argc, char **argv, struct opts *o, int *first) {
     int c;
     memset(o, 0, sizeof *o);
     o->uid = 1000, o->gid = 1000, o->result_fd = -1, o->mode = 0644, o->read_cap = 1 << 30;
-    while ((c = getopt(argc, argv, "+u:g:d:t:c:f:s:m:r:R:W:n:o:kK")) != -1) {
+    while ((c = getopt(argc, argv, "+u:g:d:t:T:c:f:s:m:r:R:W:n:o:kKI:")) != -1) {
         switch (c) {
         case 'u': o->uid = (uid_t)atol(optarg); break;
         case 'g': o->gid = (gid_t)atol(optarg); break;
         case 'd': o->dir = optarg; break;
         case 't': o->wall = atof(optarg); break;
+        case 'T': o->hard_wall = atof(optarg); break;
         case 'c': o->cpu = atol(optarg); break;
         case 'f': o->fsize = atol(optarg); break;
         case 's': o->stack = atol(optarg); break;
@@ -220,6 +261,7 @@ static void parse(int argc, char **argv, struct opts *o, int *first) {
         case 'o': o->mode = (int)strtol(optarg, NULL, 8); break;
         case 'k': o->kill_tree = 1; break;
         case 'K': o->sweep = 1; break;
+        case 'I': interactive_spec = optarg; break;  /* interactive mode, below */
         default: fprintf(stderr, "arex-run: bad option\n"); _exit(125);
         }
     }
@@ -240,6 +282,170 @@ static void child(const struct opts *o, char **command, const sigset_t *mask) {
     _exit(errno == ENOENT ? 127 : 126);
 }
 
+/* ---- Interactive mode (-I N:UID:CPU:MEMORY) ------------------------------------------------
+ * Runs an interactor beside the command, connected by two pipes: the command's stdout is the
+ * interactor's stdin and the other way round. The interactor (the first N arguments of the command
+ * line) is trusted judge code holding the test's data, so it runs as its own uid (never the
+ * agent's: the command cannot signal, ptrace or open its files and /proc entries), under its own
+ * CPU and address-space limits, keeping the OOM score it inherited (the command's is raised, so
+ * under memory pressure the command dies first). The interactor's stderr is this runner's stdout
+ * and its fd 3 is this runner's stdin (the host's staging stream); the command holds neither,
+ * only its two pipes and this runner's stderr.
+ * The runner keeps every pipe end open until it has reaped a side's main process, so neither side
+ * sees the other's end (end of file, EPIPE) before the runner knows who ended first: a command
+ * that crashes because the interactor hung up after a wrong answer is seen to end second. When a
+ * main process ends, what is left of its side (by uid) is killed. Processes are counted on the
+ * side of the real uid the kernel reports when they are reaped. The result line adds
+ *   ia_exit=N ia_signal=N ia_cpu_us=N ia_maxrss_kb=N first=command|interactor|none
+ */
+struct side {
+    pid_t pid;
+    uid_t uid;
+    int done, status;
+    struct tally t;
+};
+
+/* In a child: descriptors 0-3 become fds[0..3] (-1: closed); every other one is closed. */
+static void place_fds(const int fds[4]) {
+    int high[4];
+    for (int i = 0; i < 4; i++) {
+        high[i] = fds[i] >= 0 ? fcntl(fds[i], F_DUPFD_CLOEXEC, 100) : -1;
+        if (fds[i] >= 0 && high[i] < 0) die("dup");
+    }
+    for (int i = 0; i < 4; i++) {
+        if (high[i] >= 0 && dup2(high[i], i) < 0) die("dup2");
+        if (high[i] < 0) close(i);
+    }
+    for (int fd = 4; fd < 1024; fd++) close(fd);  /* the result fd, the runner's pipe ends */
+}
+
+/* The interactor's identity: its own uid and limits, its OOM score left as inherited. */
+static void become_judge(uid_t uid, long cpu, long memory, long fsize) {
+    setsid();
+    if (cpu > 0) set_limit(RLIMIT_CPU, cpu, cpu + 1);
+    if (memory > 0) set_limit(RLIMIT_AS, memory, memory), set_limit(RLIMIT_STACK, memory, memory);
+    if (fsize > 0) set_limit(RLIMIT_FSIZE, fsize, fsize);
+    set_limit(RLIMIT_CORE, 0, 0);
+    if (setgroups(0, NULL) != 0 || setgid(uid) != 0 || setuid(uid) != 0) die("dropping to the judge's uid");
+    if (setuid(0) == 0 || getuid() != uid || geteuid() != uid) { errno = EPERM; die("dropping to the judge's uid"); }
+    if (chdir("/") != 0) die("/");
+}
+
+/* Start one side: the interactor when cpu >= 0 (its uid, limits), else the command as the agent. */
+static pid_t start_side(const struct opts *o, uid_t uid, long cpu, long memory, char **command, const int fds[4], const sigset_t *mask) {
+    pid_t pid = fork();
+    if (pid < 0) die("fork");
+    if (pid > 0) return pid;
+    sigprocmask(SIG_SETMASK, mask, NULL);
+    for (int s = 1; s < NSIG; s++) signal(s, SIG_DFL);
+    place_fds(fds);
+    if (cpu >= 0) become_judge(uid, cpu, memory, o->fsize);
+    else become_agent(o);
+    execvp(command[0], command);
+    fprintf(stderr, "arex-run: cannot run '%s': %s\n", command[0], strerror(errno));
+    _exit(errno == ENOENT ? 127 : 126);
+}
+
+/* Kill every process of `uid` without reaping (the caller reaps, counting each on its side). */
+static int kill_uid(uid_t uid) {
+    static pid_t victims[65536];
+    int n = collect(0, uid, victims, 65536);
+    for (int i = 0; i < n; i++) kill(victims[i], SIGKILL);
+    return n;
+}
+
+/* Reap what has ended. When a side's main process ends, the runner lets go of the pipe ends
+ * that kept the other side from seeing it (ends: to_ia read, to_ia write, to_cmd read, to_cmd
+ * write), and the rest of that side is killed. */
+static void reap_sides(struct side s[2], int *first, int ends[4]) {
+    static const int lets_go[2][2] = {{1, 2}, {3, 0}};  /* command ended: to_ia write, to_cmd read */
+    for (;;) {
+        siginfo_t info;
+        memset(&info, 0, sizeof info);
+        if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) return;
+        struct rusage ru;
+        int st;
+        if (wait4(info.si_pid, &st, 0, &ru) != info.si_pid) return;
+        int k = info.si_pid == s[1].pid || (info.si_pid != s[0].pid && info.si_uid == s[1].uid);
+        account(&s[k].t, &ru);
+        if (info.si_pid != s[k].pid) continue;
+        s[k].status = st, s[k].done = 1;
+        if (!*first) *first = k + 1;
+        for (int i = 0; i < 2; i++)
+            if (ends[lets_go[k][i]] >= 0) close(ends[lets_go[k][i]]), ends[lets_go[k][i]] = -1;
+        kill_uid(s[k].uid);
+    }
+}
+
+static int exit_code(const struct side *s) {
+    return s->done ? (WIFEXITED(s->status) ? WEXITSTATUS(s->status) : 128 + WTERMSIG(s->status)) : 137;
+}
+
+/* Wait for both sides (or the deadline, or SIGTERM); 1 timed out, 2 killed, 0 both ended. */
+static int wait_sides(const struct opts *o, struct side s[2], int *first, int ends[4], const sigset_t *watched) {
+    double started = now(), deadline = o->wall > 0 ? started + o->wall : 0;
+    double cap = o->hard_wall > o->wall ? started + o->hard_wall : deadline;
+    for (;;) {
+        reap_sides(s, first, ends);
+        int leftovers = 0;
+        for (int k = 0; k < 2; k++)
+            if (s[k].done) leftovers += kill_uid(s[k].uid);
+        if (s[0].done && s[1].done) return 0;
+        double left = deadline > 0 ? deadline - now() : 3600;
+        if (left <= 0 && deadline < cap) {  /* starved, not idle: move the deadline by the wait */
+            double moved = started + o->wall + starved_seconds(getpid());
+            deadline = moved < cap ? moved : cap;
+            left = deadline - now();
+        }
+        if (left <= 0) return 1;
+        if (leftovers && left > 0.005) left = 0.005;  /* poll while a finished side dies */
+        struct timespec ts = {(time_t)left, (long)((left - (time_t)left) * 1e9)};
+        int sig = sigtimedwait(watched, NULL, &ts);
+        if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) return 2;
+    }
+}
+
+static int interactive_main(const struct opts *o, char **command, int count, const sigset_t *watched, const sigset_t *old) {
+    int n = 0;
+    long uid = -1, cpu = 0, memory = 0;
+    if (sscanf(interactive_spec, "%d:%ld:%ld:%ld", &n, &uid, &cpu, &memory) != 4 || n < 1 || n >= count || uid <= 0 || uid == (long)o->uid || cpu < 0) {
+        fprintf(stderr, "arex-run: bad -I (want N:UID:CPU:MEMORY, N below the argument count, UID neither root nor the command's)\n");
+        _exit(125);
+    }
+    struct side s[2];
+    memset(s, 0, sizeof s);
+    s[0].uid = o->uid, s[1].uid = (uid_t)uid;
+    struct tally ignored = {0, 0, 0};
+    if (o->sweep) kill_all(0, s[0].uid, &ignored), kill_all(0, s[1].uid, &ignored);
+    int to_ia[2], to_cmd[2];
+    if (pipe2(to_ia, O_CLOEXEC) != 0 || pipe2(to_cmd, O_CLOEXEC) != 0) die("pipe");
+    int ends[4] = {to_ia[0], to_ia[1], to_cmd[0], to_cmd[1]};
+    int ia_fds[4] = {to_ia[0], to_cmd[1], 1, 0}, cmd_fds[4] = {to_cmd[0], to_ia[1], 2, -1};
+    char **ia_argv = calloc(n + 1, sizeof *ia_argv);
+    if (!ia_argv) die("calloc");
+    memcpy(ia_argv, command, n * sizeof *ia_argv);
+    s[1].pid = start_side(o, s[1].uid, cpu, memory, ia_argv, ia_fds, old);
+    s[0].pid = start_side(o, s[0].uid, -1, 0, command + n, cmd_fds, old);
+    int first = 0, how = wait_sides(o, s, &first, ends, watched);
+    for (int pass = 0; pass < 200; pass++) {  /* nothing of either side outlives the run */
+        int left = kill_uid(s[0].uid) + kill_uid(s[1].uid);
+        reap_sides(s, &first, ends);
+        if (!left) break;
+        usleep(2000);
+    }
+    for (int i = 0; i < 4; i++)
+        if (ends[i] >= 0) close(ends[i]);
+    if (o->result_fd >= 0) {
+        const char *who[] = {"none", "command", "interactor"};
+        dprintf(o->result_fd, "exit=%d signal=%d cpu_us=%lld maxrss_kb=%ld timed_out=%d killed=%d procs=%d "
+                "ia_exit=%d ia_signal=%d ia_cpu_us=%lld ia_maxrss_kb=%ld first=%s\n",
+                exit_code(&s[0]), s[0].done && WIFSIGNALED(s[0].status) ? WTERMSIG(s[0].status) : 0, s[0].t.cpu_us, s[0].t.maxrss_kb,
+                how == 1, how == 2, s[0].t.procs, exit_code(&s[1]), s[1].done && WIFSIGNALED(s[1].status) ? WTERMSIG(s[1].status) : 0,
+                s[1].t.cpu_us, s[1].t.maxrss_kb, who[first]);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     struct opts o;
     int first;
@@ -250,10 +456,12 @@ int main(int argc, char **argv) {
     int sigs[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP};
     for (unsigned i = 0; i < sizeof sigs / sizeof *sigs; i++) sigaddset(&watched, sigs[i]);
     sigprocmask(SIG_BLOCK, &watched, &old);  /* pending until sigtimedwait: no lost wake-up */
+    if (interactive_spec) return interactive_main(&o, argv + first, argc - first, &watched, &old);
     struct tally t = {0, 0, 0};
     struct tally ignored = {0, 0, 0};
     if (o.sweep) kill_all(0, o.uid, &ignored);  /* nothing of an earlier run lives on */
-    double deadline = o.wall > 0 ? now() + o.wall : 0;
+    double started = now(), deadline = o.wall > 0 ? started + o.wall : 0;
+    double cap = o.hard_wall > o.wall ? started + o.hard_wall : deadline;
     pid_t pid = fork();
     if (pid < 0) die("fork");
     if (pid == 0) child(&o, argv + first, &old);
@@ -268,6 +476,11 @@ int main(int argc, char **argv) {
         }
         if (main_done || (w < 0 && errno == ECHILD)) break;
         double left = deadline > 0 ? deadline - now() : 3600;
+        if (left <= 0 && deadline < cap) {  /* starved, not idle: move the deadline by the wait */
+            double moved = started + o.wall + starved_seconds(getpid());
+            deadline = moved < cap ? moved : cap;
+            left = deadline - now();
+        }
         if (left <= 0) { timed_out = 1; break; }
         struct timespec ts = {(time_t)left, (long)((left - (time_t)left) * 1e9)};
         int sig = sigtimedwait(&watched, NULL, &ts);

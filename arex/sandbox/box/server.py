@@ -168,6 +168,7 @@ def run(req):
             "id": req["id"], "exit_code": int(fields["exit"]), "signal": int(fields["signal"]) or None,
             "cpu_s": int(fields["cpu_us"]) / 1e6, "maxrss_kb": int(fields["maxrss_kb"]), "killed": state["killed"],
             "out": out.encoded(), "err": err.encoded(), "seconds": round(time.monotonic() - started, 4),
+            "result": fields,  # every field of the runner's line (interactive mode adds the interactor's)
         })
 
 

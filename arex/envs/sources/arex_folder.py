@@ -1,0 +1,44 @@
+"""arex's own problem folder: task.yaml, statement.md, private/tests/*.in|*.ans, private/checker/,
+solutions/, workspace/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from arex.envs.sources.common import Problem, SourceError, make_spec, pairs, read_text, read_yaml, tests_from_pairs
+from arex.grading.languages import language_for
+
+
+def load_arex(folder: Path) -> Problem:
+    task_path = folder / "task.yaml"
+    task = read_yaml(task_path)
+    statement_path = folder / task.get("statement", "statement.md")
+    if not statement_path.is_file():
+        raise SourceError(f"{task_path}: field 'statement': file {statement_path.name} is missing")
+    tests_dir = folder / "private" / "tests"
+    if not tests_dir.is_dir():
+        raise SourceError(f"{folder}: private/tests/ is missing (test files <group>-<n>.in and .ans)")
+    tests, files = tests_from_pairs(folder, pairs(tests_dir), group_of=lambda n: n.split("-")[0], sample_of=lambda n: n.startswith("sample"))
+    solutions = []
+    for i, entry in enumerate(task.get("solutions", [])):
+        if not (folder / entry.get("path", "")).is_file():
+            raise SourceError(f"{task_path}: field 'solutions.{i}.path': file '{entry.get('path')}' does not exist")
+        entry = {"language": language_for(entry["path"]).name, **entry}
+        solutions.append(entry)
+        files[entry["path"]] = folder / entry["path"]
+    checker = task.get("checker", {}) or {}
+    if checker.get("source"):
+        src = folder / "private" / checker["source"]
+        if not src.is_file():
+            raise SourceError(f"{task_path}: field 'checker.source': private/{checker['source']} does not exist")
+        for path in src.parent.rglob("*"):
+            if path.is_file():
+                files[f"private/{path.relative_to(folder / 'private').as_posix()}"] = path
+    for path in (folder / "workspace").rglob("*") if (folder / "workspace").is_dir() else []:
+        if path.is_file():
+            files[path.relative_to(folder).as_posix()] = path
+    if (folder / "private" / "canary.txt").is_file():
+        files["private/canary.txt"] = folder / "private" / "canary.txt"
+    known = {k: v for k, v in task.items() if k not in ("solutions", "statement")}
+    spec = make_spec(task_path, **{**known, "tests": tests, "solutions": solutions, "source_format": "arex"})
+    return Problem(spec=spec, statement=read_text(statement_path), files=files)

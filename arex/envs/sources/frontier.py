@@ -1,0 +1,157 @@
+"""Frontier-CS algorithmic problems (FrontierCS/Frontier-CS `algorithmic/problems/<id>/`), as shipped.
+
+A problem folder holds `statement.txt`, `config.yaml` and `testdata/`, plus a testlib checker
+(`type: default`, `checker:` default chk.cc) or interactor (`type: interactive`, `interactor:`
+default interactor.cc), as Frontier-CS's own judge reads them. config.yaml: `time` / `time_limit`
+("2s", "500ms"; a bare number is seconds), `memory` / `memory_limit` ("256m"; a bare number is
+bytes), `subtasks` each with `n_cases` (files <input_prefix><k><input_suffix>, numbered on across
+subtasks) or `cases: [{input, output}]`; `input_prefix`/`output_prefix`/`input_suffix`/
+`output_suffix` (defaults "", "", .in, .ans). testlib.h is looked up beside the problem and in its
+parents (the repository keeps it in algorithmic/judge/include/). Scores are the checker's ratios.
+
+Frontier-CS's test data is its public cases: with two or more, the first is the sample (shown in
+feedback, not scored) and the rest are hidden; a problem with one case has it hidden only, and no
+sample, so hidden data never shows in sample feedback.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from arex.envs.sources.common import TESTLIB_HEADER, Problem, SourceError, make_spec, read_text, read_yaml, slug, testlib_header
+from arex.envs.sources.programs import classify
+from arex.specs import CheckerSpec, SolutionRef, TestCase
+
+_LIMIT_LINE = re.compile(r"^(time|memory)\s*limit|^problem\s*$|^(input|output)\b", re.I)
+
+
+def seconds(value: Any, path: Path, key: str) -> float:
+    text = str(value).strip().lower()
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(ms|s)?", text)
+    if not match:
+        raise SourceError(f"{path}: field '{key}': cannot read a time from {value!r} (use e.g. '2s' or '500ms')")
+    number = float(match.group(1))
+    return number / 1000 if match.group(2) == "ms" else number
+
+
+def megabytes(value: Any, path: Path, key: str) -> int:
+    text = str(value).strip().lower()
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmg]?)b?", text)
+    if not match:
+        raise SourceError(f"{path}: field '{key}': cannot read a memory size from {value!r} (use e.g. '256m')")
+    number, unit = float(match.group(1)), match.group(2)
+    if not unit:  # Frontier-CS: a bare number is bytes
+        return max(1, int(number / (1 << 20)))
+    return max(1, int(number * {"k": 1 / 1024, "m": 1, "g": 1024}[unit]))
+
+
+def load_frontier(folder: Path) -> Problem:
+    config_path = folder / "config.yaml"
+    config = read_yaml(config_path)
+    kind = str(config.get("type", "default"))
+    if kind not in ("default", "interactive"):
+        raise SourceError(f"{config_path}: field 'type': only 'default' and 'interactive' problems are supported, got {kind!r}")
+    statement = read_text(folder / "statement.txt")
+    for key, alias in (("time", "time_limit"), ("memory", "memory_limit"), ("subtasks", "subtasks")):
+        if key not in config and alias not in config:
+            raise SourceError(f"{config_path}: field '{key}' is missing")
+    time_limit = seconds(config.get("time", config.get("time_limit")), config_path, "time")
+    memory = megabytes(config.get("memory", config.get("memory_limit")), config_path, "memory")
+    files: dict[str, Path | bytes] = {}
+    tests = _tests(folder, config, config_path, files)
+    checker = _checker(folder, config, config_path, kind, files)
+    solutions, skipped = _solutions(folder, files)
+    spec = make_spec(
+        config_path,
+        id=f"frontier-{slug(folder.name)}",
+        title=_title(statement, folder),
+        time_limit_s=time_limit,
+        memory_mb=memory,
+        checker=checker,
+        scoring="ratio",
+        tests=tests,
+        solutions=solutions,
+        source_format="frontier-cs",
+    )
+    return Problem(spec=spec, statement=statement, files=files, skipped=skipped)
+
+
+def _title(statement: str, folder: Path) -> str:
+    lines = [line.strip() for line in statement.splitlines() if line.strip()]
+    heading = next((line.lstrip("#").strip() for line in lines if line.startswith("#")), None)
+    plain = next((line for line in lines if not _LIMIT_LINE.search(line)), None)
+    return (heading or plain or f"Frontier-CS {folder.name}")[:120]
+
+
+def _case_files(config: dict, config_path: Path) -> list[tuple[int, str, str]]:
+    """(subtask index, input name, output name) of every case, in order."""
+    subtasks = config["subtasks"]
+    if not isinstance(subtasks, list) or not subtasks:
+        raise SourceError(f"{config_path}: field 'subtasks' must be a list of subtasks (each with n_cases or cases)")
+    in_prefix, out_prefix = str(config.get("input_prefix", "")), str(config.get("output_prefix", ""))
+    in_suffix, out_suffix = str(config.get("input_suffix", ".in")), str(config.get("output_suffix", ".ans"))
+    cases, number = [], 1
+    for s, subtask in enumerate(subtasks):
+        if isinstance(subtask, dict) and "n_cases" in subtask:
+            for k in range(number, number + int(subtask["n_cases"])):
+                cases.append((s, f"{in_prefix}{k}{in_suffix}", f"{out_prefix}{k}{out_suffix}"))
+            number += int(subtask["n_cases"])
+        elif isinstance(subtask, dict) and isinstance(subtask.get("cases"), list):
+            cases += [(s, str(c["input"]), str(c["output"])) for c in subtask["cases"]]
+        else:
+            raise SourceError(f"{config_path}: field 'subtasks.{s}' needs n_cases or a list of cases ({{input, output}})")
+    return cases
+
+
+def _tests(folder: Path, config: dict, config_path: Path, files: dict) -> list[TestCase]:
+    data = folder / "testdata"
+    cases = _case_files(config, config_path)
+    if not cases:
+        raise SourceError(f"{config_path}: field 'subtasks': no test cases (n_cases is 0 everywhere)")
+    tests = []
+    for index, (s, in_name, out_name) in enumerate(cases, start=1):
+        inp = data / in_name
+        # As Frontier-CS's judge: the answer is the output name with .out read as .ans, else the name itself.
+        ans = next((p for p in (data / re.sub(r"\.out$", ".ans", out_name), data / out_name) if p.is_file()), data / out_name)
+        for path, what in ((inp, "input"), (ans, "answer")):
+            if not path.is_file() or not path.resolve().is_relative_to(folder.resolve()):
+                raise SourceError(f"{config_path}: field 'subtasks.{s}': {what} file testdata/{path.name} is missing")
+        files[f"private/tests/{index}.in"], files[f"private/tests/{index}.ans"] = inp, ans
+        sample = index == 1 and len(cases) > 1  # one case: hidden only, never a sample too
+        tests.append(TestCase(name=str(index), input=f"tests/{index}.in", answer=f"tests/{index}.ans", group=f"subtask{s + 1}", sample=sample))
+    return tests
+
+
+def _checker(folder: Path, config: dict, config_path: Path, kind: str, files: dict) -> CheckerSpec:
+    key, default = ("interactor", "interactor.cc") if kind == "interactive" else ("checker", "chk.cc")
+    name = config.get(key) or default
+    path = folder / str(name)
+    if not isinstance(name, str) or not path.is_file() or not path.resolve().is_relative_to(folder.resolve()):
+        raise SourceError(f"{config_path}: field '{key}': {name} does not exist in the problem folder")
+    files[f"private/checker/{path.name}"] = path
+    header = testlib_header(path, folder)
+    if header is not None:
+        files[f"private/checker/{TESTLIB_HEADER}"] = header
+    if kind == "interactive":
+        return CheckerSpec(kind="interactive", protocol="testlib", source=f"checker/{path.name}")
+    return CheckerSpec(kind="testlib", source=f"checker/{path.name}")
+
+
+def _solutions(folder: Path, files: dict) -> tuple[list[SolutionRef], list[tuple[str, str, str]]]:
+    """arex's convention beside a Frontier-CS problem: solutions/<name> (accepted; "partial" in the
+    name: partially accepted; "wrong": wrong answer). Frontier-CS itself ships none."""
+    solutions, skipped = [], []
+    root = folder / "solutions"
+    for path in sorted(root.glob("*")) if root.is_dir() else []:
+        if not path.is_file():
+            continue
+        expected = "partially_accepted" if "partial" in path.stem else ("wrong_answer" if "wrong" in path.stem else "accepted")
+        language, reason = classify(path.name, path.read_text(encoding="utf-8", errors="replace"))
+        if language is None:
+            skipped.append((f"solutions/{path.name}", expected, reason))
+            continue
+        files[f"solutions/{path.name}"] = path
+        solutions.append(SolutionRef(path=f"solutions/{path.name}", language=language, expected=expected))
+    return solutions, skipped

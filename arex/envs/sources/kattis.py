@@ -1,0 +1,232 @@
+"""Kattis / ICPC problem packages: legacy (problem_statement/, `validation:`, `limits.time_multiplier`)
+and 2023-07 / 2025-09 (statement/, `type:` list, `limits.time_limit`, submissions.yaml).
+
+Rejected with the reason: multi-pass and submit-answer problems (the judge would grade a multi-pass
+problem as single pass and accept wrong answers), and packages whose tests must first be generated.
+Interactive problems load with their output validator as the interactor (`CheckerSpec(kind=
+"interactive", protocol="kattis")`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from arex.envs.sources.common import PROVISIONAL_TIME_LIMIT_S, Problem, SourceError, copy_program_folder, make_spec, pairs, read_text, read_yaml, slug, tests_from_pairs
+from arex.envs.sources.kattis_submissions import kattis_solutions
+from arex.envs.sources.latex import latex_to_markdown
+from arex.envs.sources.statement import Sample, with_samples, workspace_samples
+from arex.specs import CheckerSpec, TestGroup
+
+_STATEMENT_DIRS = ("statement", "problem_statement")
+_STATEMENT_NAMES = ("problem.en.md", "problem.en.tex", "problem.md", "problem.tex")
+_VALIDATOR_SUFFIXES = (".cpp", ".cc", ".cxx", ".py")
+
+
+def load_kattis(folder: Path) -> Problem:
+    meta_path = folder / "problem.yaml"
+    meta = read_yaml(meta_path)
+    interactive, scoring = _kattis_type(meta, meta_path)
+    limits = _mapping(meta.get("limits"), meta_path, "limits")
+    data = folder / "data"
+    _check_test_data(folder, data)
+    title = _title(meta.get("name"), folder)
+    samples = _samples(data / "sample", interactive)
+    statement = with_samples(_statement(folder, title, meta.get("constants")), samples)
+    found = [(n, i, a) for n, i, a in pairs(data) if n.split("/")[0] in ("sample", "secret")]
+    tests, files = tests_from_pairs(folder, found, group_of=_group, sample_of=lambda n: n.startswith("sample/"))
+    if not interactive:  # an interactive sample's .in is the interactor's, not the program's
+        files.update(workspace_samples(samples))
+    hidden_groups = sorted({t.group for t in tests if not t.sample})
+    groups = [_group_spec(data / "secret" / g, g) for g in hidden_groups]
+    validation = str(meta.get("validation", "default")).split()
+    checker = _checker(folder, meta_path, _validator_flags(meta, data), validation, interactive, files)
+    solutions, skipped = kattis_solutions(folder, files, _full_score(data / "secret") if scoring else None)
+    time_limit, multiplier, resolution = _time(limits, meta, meta_path)
+    spec = make_spec(
+        meta_path,
+        id=slug(str(meta.get("id") or folder.name)),
+        title=title,
+        time_limit_s=time_limit,
+        memory_mb=int(limits.get("memory", 1024)),
+        output_limit_mb=int(limits.get("output", 8)),
+        checker=checker,
+        scoring="groups" if scoring and len(hidden_groups) > 1 else ("ratio" if scoring else "fraction"),
+        groups=groups,
+        tests=tests,
+        solutions=solutions,
+        source_format="kattis",
+    )
+    return Problem(spec=spec, statement=statement, files=files, time_multiplier=multiplier, time_resolution=resolution, skipped=skipped)
+
+
+def _mapping(value: Any, path: Path, key: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SourceError(f"{path}: field '{key}' must be a mapping of fields, got {value!r}")
+    return value
+
+
+def _kattis_type(meta: dict, meta_path: Path) -> tuple[bool, bool]:
+    """(interactive, scoring) from `type` (2023-07+) or `validation` (legacy); rejects what arex cannot judge."""
+    raw = meta.get("type", "pass-fail")
+    types = {str(t) for t in raw} if isinstance(raw, list) else set(str(raw).split())
+    validation = str(meta.get("validation", "default")).split()
+    if "multi-pass" in types:
+        raise SourceError(f"{meta_path}: field 'type': multi-pass problems are not supported (arex would run one pass only, so its gates could accept wrong answers)")
+    if "submit-answer" in types:
+        raise SourceError(f"{meta_path}: field 'type': submit-answer problems are not supported (a submission is a set of answers, not a program)")
+    interactive = "interactive" in types or (validation[:1] == ["custom"] and "interactive" in validation)
+    scoring = "scoring" in types or "score" in validation
+    return interactive, scoring
+
+
+def _check_test_data(folder: Path, data: Path) -> None:
+    has_inputs = (data / "secret").is_dir() and any(p.is_file() for p in (data / "secret").rglob("*.in"))
+    if has_inputs:
+        return
+    generators = [p for p in (folder / "generators" / "generators.yaml", data / "generators.yaml", folder / "generators") if p.exists()]
+    if generators:
+        where = generators[0].relative_to(folder).as_posix()
+        raise SourceError(f"{folder}: tests are generated: run the package's generator first ({where}; for a BAPCtools package, `bt generate`), then build from the folder with data/secret/*.in")
+    if not (data / "secret").is_dir():
+        raise SourceError(f"{folder}: data/secret/ is missing")
+
+
+def _title(name: Any, folder: Path) -> str:
+    if isinstance(name, dict):
+        name = name.get("en") or next(iter(name.values()), None)
+    return str(name or folder.name).strip()[:120] or folder.name
+
+
+def _statement(folder: Path, title: str, constants: Any) -> str:
+    """The English statement if there is one (Markdown or LaTeX, 2023+ statement/ or legacy
+    problem_statement/), else any language's; LaTeX converted; headed by the title."""
+    candidates = [folder / d / n for d in _STATEMENT_DIRS for n in _STATEMENT_NAMES]
+    candidates += sorted(p for d in _STATEMENT_DIRS for p in (folder / d).glob("problem.*") if p.suffix in (".md", ".tex"))
+    path = next((p for p in candidates if p.is_file()), None)
+    if path is None:
+        pdf = next((p for d in _STATEMENT_DIRS for p in (folder / d).glob("problem*.pdf")), None)
+        if pdf is not None:
+            raise SourceError(f"{pdf}: only a PDF statement; add statement/problem.en.md or .tex (arex shows the agent text)")
+        raise SourceError(f"{folder}: no statement found (statement/problem.en.md or problem_statement/problem.en.tex)")
+    text = read_text(path)
+    values = constants if isinstance(constants, dict) else {}
+    if path.suffix == ".tex":
+        text = latex_to_markdown(text, values)
+    else:
+        for key, value in values.items():
+            text = text.replace("{{" + str(key) + "}}", str(value))
+    if not text.lstrip().startswith("# "):  # Markdown statements leave the name to the judge
+        text = f"# {title}\n\n{text.lstrip()}"
+    return text
+
+
+def _samples(folder: Path, interactive: bool) -> list[Sample]:
+    """The public samples as the statement shows them: input/output (with the package's .statement,
+    .download and .out overrides) or, for interactive problems, .interaction transcripts."""
+    if not folder.is_dir():
+        return []
+    if interactive:
+        return [Sample(interaction=read_text(p)) for p in sorted(folder.rglob("*.interaction"))]
+    samples = []
+    for inp in sorted(folder.rglob("*.in")):
+        stem = inp.with_suffix("")
+        ans = stem.with_suffix(".ans")
+        if not ans.is_file():
+            continue  # tests_from_pairs names it
+        shown_in = next(p for p in (Path(f"{stem}.in.statement"), inp) if p.is_file())
+        shown_out = next(p for p in (stem.with_suffix(".out"), Path(f"{stem}.ans.statement"), ans) if p.is_file())
+        down_in = next(p for p in (Path(f"{stem}.in.download"), inp) if p.is_file())
+        down_ans = next(p for p in (Path(f"{stem}.ans.download"), stem.with_suffix(".out"), ans) if p.is_file())
+        interaction = stem.with_suffix(".interaction")
+        samples.append(Sample(interaction=read_text(interaction)) if interaction.is_file() else Sample(read_text(shown_in), read_text(shown_out), download_input=down_in, download_answer=down_ans))
+    return samples
+
+
+def _group(name: str) -> str:
+    """Each direct subfolder of data/secret is a group; loose files form the group "secret"."""
+    parts = name.split("/")
+    return parts[1] if parts[0] == "secret" and len(parts) > 2 else parts[0]
+
+
+def _group_config(folder: Path) -> dict:
+    for candidate in (folder / "test_group.yaml", folder / "testdata.yaml"):
+        if candidate.is_file():
+            return read_yaml(candidate)
+    return {}
+
+
+def _group_spec(folder: Path, name: str) -> TestGroup:
+    cfg = _group_config(folder)
+    scoring = cfg.get("scoring") if isinstance(cfg.get("scoring"), dict) else {}
+    points = cfg.get("max_score", cfg.get("accept_score", scoring.get("score", 1.0)))
+    return TestGroup(name=name, points=float(points) if isinstance(points, (int, float)) and not isinstance(points, bool) else 1.0)
+
+
+def _full_score(secret: Path) -> float:
+    """A scoring problem's full score: data/secret's `max_score` (2023-07+ default 100)."""
+    value = _group_config(secret).get("max_score", 100)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 100.0
+
+
+def _validator_flags(meta: dict, data: Path) -> list[str]:
+    """Output validator arguments: legacy `validator_flags` plus the root test data config's
+    `output_validator_flags` (legacy) or `output_validator_args` (2023-07+)."""
+    flags = str(meta.get("validator_flags") or "").split()
+    for folder in (data, data / "secret"):
+        cfg = _group_config(folder)
+        value = cfg.get("output_validator_args", cfg.get("output_validator_flags"))
+        if value:
+            flags += [str(v) for v in value] if isinstance(value, list) else str(value).split()
+            break
+    return flags
+
+
+def _checker(folder: Path, meta_path: Path, flags: list[str], validation: list[str], interactive: bool, files: dict) -> CheckerSpec:
+    """The output validator (its folder copied to private/checker/), the interactor if interactive,
+    or the default validator's flags."""
+    vdirs = [d for d in (folder / "output_validators", folder / "output_validator") if d.is_dir()]
+    if "custom" not in validation and not vdirs and not interactive:
+        return _default_validator(flags)
+    sources = sorted((p for d in vdirs for p in d.rglob("*") if p.suffix in _VALIDATOR_SUFFIXES and p.is_file()), key=lambda p: (p.suffix == ".py", p.as_posix()))
+    if not sources:
+        what = "interactive problem" if interactive else "custom validation"
+        raise SourceError(f"{meta_path}: field '{'type' if interactive else 'validation'}': {what} but no validator source (.cpp/.cc/.py) in output_validator/ or output_validators/")
+    src = sources[0]
+    copy_program_folder(src, files)
+    return CheckerSpec(kind="interactive" if interactive else "kattis", protocol="kattis", source=f"checker/{src.name}", flags=tuple(flags))
+
+
+def _default_validator(flags: list[str]) -> CheckerSpec:
+    values: dict[str, Any] = {"kind": "token", "case_sensitive": "case_sensitive" in flags}
+    for i, flag in enumerate(flags):
+        if flag in ("float_tolerance", "float_absolute_tolerance", "float_relative_tolerance") and i + 1 < len(flags):
+            tol = float(flags[i + 1])
+            values["kind"] = "float"
+            if flag != "float_relative_tolerance":
+                values["abs_tol"] = tol
+            if flag != "float_absolute_tolerance":
+                values["rel_tol"] = tol
+    if values["kind"] == "float":
+        values.setdefault("abs_tol", 0.0)
+        values.setdefault("rel_tol", 0.0)
+    return CheckerSpec(**values)
+
+
+def _time(limits: dict, meta: dict, meta_path: Path) -> tuple[float, float | None, float]:
+    """(time limit or a provisional one, the multiplier to derive it with or None, the resolution).
+    A 2023-07+ `limits.time_limit` is used as given; otherwise the limit is derived from the slowest
+    accepted submission: legacy `limits.time_multiplier` (default 5), 2023-07+
+    `limits.time_multipliers.ac_to_time_limit` (default 2)."""
+    resolution = float(limits.get("time_resolution", 1.0))
+    if resolution <= 0:
+        raise SourceError(f"{meta_path}: field 'limits.time_resolution' must be above 0, got {resolution:g}")
+    if limits.get("time_limit") is not None:
+        return float(limits["time_limit"]), None, resolution
+    version = str(meta.get("problem_format_version", "legacy"))
+    if version.startswith("legacy"):
+        return PROVISIONAL_TIME_LIMIT_S, float(limits.get("time_multiplier", 5)), resolution
+    multipliers = _mapping(limits.get("time_multipliers"), meta_path, "limits.time_multipliers")
+    return PROVISIONAL_TIME_LIMIT_S, float(multipliers.get("ac_to_time_limit", 2.0)), resolution

@@ -1,0 +1,13 @@
+n = int(input())
+low, high = 1, n
+while True:
+    y = low + (high - low) // 5
+    print("?", y, flush=True)
+    answer = input()
+    if answer == "=":
+        break
+    if answer == "<":
+        high = y - 1
+    else:
+        low = y + 1
+print("!", y, flush=True)

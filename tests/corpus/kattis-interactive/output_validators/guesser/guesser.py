@@ -1,0 +1,26 @@
+"""Interactor for Higher or Lower (Kattis protocol: input, answer, feedback folder; 42 / 43)."""
+import sys
+
+n, q = map(int, open(sys.argv[1]).read().split())
+hidden = int(open(sys.argv[2]).read())
+
+
+def verdict(accepted, why):
+    with open(sys.argv[3] + "judgemessage.txt", "w") as out:
+        out.write(why + "\n")
+    sys.exit(42 if accepted else 43)
+
+
+print(n, q, flush=True)
+asked = 0
+while True:
+    line = sys.stdin.readline().split()
+    if len(line) != 2 or line[0] not in "?!" or not line[1].isdigit():
+        verdict(False, "expected '? y' or '! x', got %r" % " ".join(line)[:30])
+    y = int(line[1])
+    if line[0] == "!":
+        verdict(y == hidden, "correct" if y == hidden else "the number was not %d" % y)
+    asked += 1
+    if asked > q:
+        verdict(False, "too many questions")
+    print("<" if hidden < y else ">" if hidden > y else "=", flush=True)

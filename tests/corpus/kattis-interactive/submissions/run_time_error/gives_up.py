@@ -1,0 +1,2 @@
+n, q = map(int, input().split())
+raise RuntimeError("no idea")

@@ -1,0 +1,2 @@
+length, piece = map(int, input().split())
+print(length // piece, length % piece)

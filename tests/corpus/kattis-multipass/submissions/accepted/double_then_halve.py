@@ -1,0 +1,2 @@
+x = int(input())
+print(x * 2)

@@ -1,0 +1,2 @@
+word = raw_input().strip()
+print word, word
