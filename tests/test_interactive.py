@@ -204,6 +204,11 @@ def test_verdict_rules():
     assert _verdict(_outcome("program", "error", 139, signal=11), ok) == "RE"
     assert _verdict(_outcome("program", cpu=1.5), ok) == "TLE"
     assert _verdict(_outcome("program"), ok) == "AC"
+    # Accepted and hung up, then the program wrote into the closed pipe: not a crash. Any other
+    # death after an acceptance still is.
+    assert _verdict(_outcome("interactor", "error", 141, signal=13), ok) == "AC"
+    assert _verdict(_outcome("interactor", "error", 139, signal=11), ok) == "RE"
+    assert _verdict(_outcome("program", "error", 141, signal=13), ok) == "RE"
     # Over the memory limit is MLE even when it answered wrongly first; spinning after a rejection is WA.
     assert _verdict(_outcome("interactor", ia_exit=43, memory_kb=200_000), wrong) == "MLE"
     assert _verdict(_outcome("interactor", "error", 152, signal=24, ia_exit=43, cpu=2.0), wrong) == "WA"

@@ -343,6 +343,11 @@ def test_frontier_single_case_is_hidden_only(tmp_path):
     assert problem.files["private/checker/testlib.h"] == tmp_path / "algorithmic" / "judge" / "include" / "testlib.h"
     three = only(frontier(tmp_path / "three", "time: 1s\nmemory: 256m\nsubtasks: [{score: 100, n_cases: 3}]\n", 3, **{"chk.cc": "int main() {}\n"}))
     assert [(t.name, t.sample) for t in three.spec.tests] == [("1", True), ("2", False), ("3", False)]
+    # The case arex picks as a sample equals hidden cases (a real Frontier-CS problem does this):
+    # it is not the package's public data, so the sample goes and every hidden case stays.
+    same = frontier(tmp_path / "same", "time: 1s\nmemory: 256m\nsubtasks: [{score: 100, n_cases: 3}]\n", 3, **{"chk.cc": "int main() {}\n"})
+    (same / "testdata" / "2.in").write_text("1\n")
+    assert [(t.name, t.sample) for t in only(same).spec.tests] == [("2", False), ("3", False)]
 
 
 def test_frontier_interactive_and_explicit_cases(tmp_path):

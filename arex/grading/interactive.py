@@ -175,6 +175,8 @@ def decide(protocol: str, r: InteractResult, check: Check, failure: Failure | No
         return failure  # over a hard resource limit: the kernel would have stopped it there
     if not check.accepted and r.first == "interactor":
         return check  # it rejected first: what the program did after (crash, spin, hang) follows from that
+    if check.accepted and r.first == "interactor" and failure is not None and failure.verdict == "RE" and r.program.signal == SIGPIPE:
+        return check  # accepted, then the program wrote into the closed pipe: the judge hung up, not a crash
     return failure or check
 
 

@@ -40,6 +40,10 @@ class Problem:
     problemtools' rule (verifyproblem `_compute_time_limit`): `max(1, ceil(slowest accepted CPU time
     × time_multiplier / time_resolution)) × time_resolution`, i.e. rounded UP to a whole number of
     resolution steps, never below one step."""
+    samples_published: bool = True
+    """The package publishes its samples (Kattis data/sample, CodeContests public tests). False when
+    arex picked a test to show as a sample (Frontier-CS): such a sample that equals a hidden test is
+    not public data, so the sample goes, not the hidden test."""
     skipped: list[tuple[str, str, str]] = field(default_factory=list)
     """Submissions of the source left out: (path in the package, expected category, reason), the
     reason e.g. "python2", "language .kt", "multi-file submission"."""
@@ -124,6 +128,8 @@ def drop_samples_equal_to_hidden(problem: Problem) -> Problem:
     shows its samples), so it leaves the hidden set and the sample stays: sample feedback keeps
     working, and the held-out score counts only tests the agent cannot have seen. (Many Kattis
     packages repeat their samples in data/secret.) SourceError if nothing hidden would be left."""
+    if not problem.samples_published:
+        return _drop_sample_twins(problem)
     tests = problem.spec.tests
     sample_inputs = {_bytes_of(problem.files[f"private/{t.input}"]) for t in tests if t.sample and f"private/{t.input}" in problem.files}
     twins = [t for t in tests if not t.sample and f"private/{t.input}" in problem.files and _bytes_of(problem.files[f"private/{t.input}"]) in sample_inputs]
@@ -134,6 +140,18 @@ def drop_samples_equal_to_hidden(problem: Problem) -> Problem:
     names = {t.name for t in twins}
     files = {k: v for k, v in problem.files.items() if k not in {f"private/{p}" for t in twins for p in (t.input, t.answer)}}
     spec = problem.spec.model_copy(update={"tests": tuple(t for t in tests if t.name not in names)})
+    return dataclasses.replace(problem, spec=spec, files=files)
+
+
+def _drop_sample_twins(problem: Problem) -> Problem:
+    """A sample arex picked that equals a hidden test stops being shown: hidden data stays hidden."""
+    tests = problem.spec.tests
+    hidden_inputs = {_bytes_of(problem.files[f"private/{t.input}"]) for t in tests if not t.sample and f"private/{t.input}" in problem.files}
+    twins = {t.name for t in tests if t.sample and f"private/{t.input}" in problem.files and _bytes_of(problem.files[f"private/{t.input}"]) in hidden_inputs}
+    if not twins:
+        return problem
+    spec = problem.spec.model_copy(update={"tests": tuple(t for t in tests if t.name not in twins)})
+    files = {k: v for k, v in problem.files.items() if k not in {f"private/{p}" for t in tests if t.name in twins for p in (t.input, t.answer)}}
     return dataclasses.replace(problem, spec=spec, files=files)
 
 
