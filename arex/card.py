@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from arex import __version__
-from arex.export_config import ExportConfig
+from arex.export_config import ExportConfig, config_folder
 
 if TYPE_CHECKING:  # arex.export writes the card: no import of it at run time
     from arex.export import ExportStats
@@ -77,27 +77,40 @@ def write_card(out: Path, stats: ExportStats, config: ExportConfig, selection: d
     with naming(out / CURVE):
         has_curve = plot_curves(stats, out / CURVE)
     lines = ["---", yaml.safe_dump(_front_matter(stats, config), sort_keys=False).strip(), "---", ""]
-    lines += _contents(stats, config)
+    lines += _contents(stats, config) + _training(stats, config)
     lines += ["## Score improvement", "", *_stats_table(stats), ""]
     if has_curve:
         lines += [f"![Best held-out score so far, by round]({CURVE})", ""]
-    lines += _selection(selection) + _provenance(stats)
+    lines += _reflections(stats) + _token_lengths(stats) + _selection(selection) + _provenance(stats)
     path = out / "README.md"
     with naming(path):
         path.write_text("\n".join(lines), encoding="utf-8")
     return path
 
 
+def _config_bytes(stats: ExportStats) -> dict[str, int]:
+    """Bytes of each config's shards, by config name."""
+    sizes = {name: 0 for name in stats.rows}
+    for name in sizes:
+        prefix = config_folder(name) + "/"
+        sizes[name] = sum(s["bytes"] for rel, s in stats.shards.items() if rel.startswith(prefix) and "/" not in rel[len(prefix) :])
+    return sizes
+
+
 def _front_matter(stats: ExportStats, config: ExportConfig) -> dict:
-    """The Hub's YAML header: license, tags, size and one dataset config per granularity."""
+    """The Hub's YAML header: license, tags, size and one dataset config per row set. Each
+    config's `download_size` (its shards' bytes) also keys `datasets`' cache of a local folder
+    load, which otherwise goes by the folder's name alone and mixes up two exports named alike."""
+    names = list(stats.rows)
     return {
         "pretty_name": config.pretty_name,
         "license": config.license,
         "language": ["en"],
         "task_categories": ["text-generation"],
         "tags": ["agents", "self-improvement", "reflection", "sft", "arex"],
-        "size_categories": [_size_category(sum(stats.rows.values()))],
-        "configs": [{"config_name": g, "data_files": [{"split": "train", "path": f"{g}/*.parquet"}], **({"default": True} if i == 0 else {})} for i, g in enumerate(config.granularities)],
+        "size_categories": [_size_category(sum(stats.rows.get(g, 0) for g in config.granularities))],
+        "configs": [{"config_name": g, "data_files": [{"split": "train", "path": f"{config_folder(g)}/*.parquet"}], **({"default": True} if i == 0 else {})} for i, g in enumerate(names)],
+        "dataset_info": [{"config_name": g, "download_size": size} for g, size in _config_bytes(stats).items()],
     }
 
 
@@ -111,18 +124,24 @@ def _contents(stats: ExportStats, config: ExportConfig) -> list[str]:
         "",
         "Long-horizon self-improvement trajectories synthesized by arex "
         f"{__version__}: a teacher model worked on each task for many rounds of act → submit → feedback → "
-        "reflect (REVIEW, DIAGNOSE, PLAN, STATE) → revise. Whole trajectories were kept by re-checked "
-        "final score and rule adherence; failed rounds inside kept trajectories stay, since they teach recovery.",
+        "reflect → revise (it was asked to reflect under REVIEW, DIAGNOSE, PLAN and STATE headings; how often it "
+        "did is measured under Reflections). Whole trajectories were kept by re-checked final score and rule "
+        "adherence; failed rounds inside kept trajectories stay, since they teach recovery.",
         "",
         "## Contents",
         "",
         f"- {stats.trajectories} trajectories ({len(stats.duplicates)} near-duplicates removed); "
-        + "; ".join(f"{g}: {n} rows" for g, n in stats.rows.items()),
+        + "; ".join(f"{g}: {n} rows" for g, n in stats.rows.items())
+        + (f"; {stats.skipped_calls} unusable replies left out of calls" if "calls" in stats.rows else ""),
         "- by domain: " + (", ".join(f"{d} {n}" for d, n in sorted(domains.items())) or "none"),
         "",
         "Configs: `rounds` has one row per round holding exactly the messages the teacher saw in that round "
         "(context, commands and observations, the reflect prompt) and its reflection; `trajectories` has one "
-        "row per trajectory, the rounds joined. Columns: `messages` (list of `{role, content}`, as TRL's "
+        "row per trajectory, the rounds joined; `calls` (if present) one `prompt`/`completion` row per usable "
+        "teacher call; `<config>-tokens` (if present) the same rows pre-tokenized (`input_ids`, `labels` with "
+        "-100 where no loss, per-token `weights`). "
+        + ("Consecutive turns of one role are joined with a blank line. " if config.merge_consecutive else "")
+        + "Columns: `messages` (list of `{role, content}`, as TRL's "
         "SFTTrainer reads), `weights` (one per message: "
         f"{config.action_weight:g} on acting assistant turns, {config.reflection_weight:g} on reflections, "
         f"{config.invalid_weight:g} on unusable replies, 0 on system/user turns), and metadata "
@@ -132,8 +151,12 @@ def _contents(stats: ExportStats, config: ExportConfig) -> list[str]:
         "",
         "```python",
         "from datasets import load_dataset",
-        'rows = load_dataset("<this repo>", "rounds", split="train")',
+        f'rows = load_dataset("<this repo>", "{next(iter(stats.rows), "rounds")}", split="train")  # from the Hub',
+        f'rows = load_dataset("parquet", data_files="<export folder>/{config_folder(next(iter(stats.rows), "rounds"))}/*.parquet", split="train")  # a local copy',
         "```",
+        "",
+        "Load a local copy through `\"parquet\"` as above: `load_dataset(<folder>, <config>)` caches by the folder's "
+        "name, so two exports in folders named alike (both `dataset`) could return the first one's rows.",
         "",
     ]
 
@@ -170,4 +193,84 @@ def _provenance(stats: ExportStats) -> list[str]:
     lines += ["Data files (sha256):", "", "| file | rows | bytes | sha256 |", "|---|---:|---:|---|"]
     lines += [f"| {rel} | {s['rows']} | {s['bytes']} | `{s['sha256']}` |" for rel, s in sorted(stats.shards.items())]
     lines.append("")
+    return lines
+
+
+def _reflections(stats: ExportStats) -> list[str]:
+    """Measured reflection adherence: the share of reflections having each section."""
+    counts = stats.reflections
+    total = counts.get("total", 0)
+    if not total:
+        return []
+    share = " | ".join(f"{counts[part]}/{total} ({counts[part] / total:.0%})" for part in ("review", "diagnose", "plan", "state", "complete"))
+    return [
+        "## Reflections",
+        "",
+        f"Measured over the {total} reflections of the exported trajectories: how many had each section (non-empty).",
+        "",
+        "| REVIEW | DIAGNOSE | PLAN | STATE | all four |",
+        "|---:|---:|---:|---:|---:|",
+        f"| {share} |",
+        "",
+    ]
+
+
+def _token_lengths(stats: ExportStats) -> list[str]:
+    """Token lengths per row set (before any split) and what max_length did."""
+    if not stats.tokens:
+        return []
+    tok = stats.tokenizer or {}
+    limit = tok.get("max_length")
+    lines = [
+        "## Token lengths",
+        "",
+        f"Tokenizer `{tok.get('path')}` ({tok.get('template')}); max_length {limit if limit else 'none (no row was cut)'}. "
+        "Lengths are of whole rows, before any cut; the recommended max_length keeps 95% of rows whole (rounded up to 256).",
+        "",
+        "| rows of | rows | min | median | p90 | max | recommended max_length | written | split | dropped | rounds lost | no loss |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for granularity, t in stats.tokens.items():
+        s = t.summary()
+        cells = [s.get(k, "-") for k in ("min", "median", "p90", "max", "recommended_max_length")]
+        lines.append(f"| {granularity} | {len(t.lengths)} | " + " | ".join(map(str, cells)) + f" | {t.rows} | {t.split} | {t.dropped} | {t.dropped_rounds} | {t.unsupervised} |")
+    return lines + [""]
+
+
+def _training(stats: ExportStats, config: ExportConfig) -> list[str]:
+    """How to train on each config with TRL: the routes that put the loss on the right tokens."""
+    lines = ["## Training", ""]
+    binary = all(w in (0.0, 1.0) for w in (config.action_weight, config.reflection_weight, config.invalid_weight))
+    if "calls" in stats.rows:
+        lines += [
+            "`calls`: prompt/completion rows; TRL's SFTTrainer trains only the completions (its default for this format):",
+            "",
+            "```python",
+            'calls = load_dataset("parquet", data_files="<export folder>/calls/*.parquet", split="train")',
+            'SFTTrainer(model=model, train_dataset=calls, args=SFTConfig(output_dir="out"), processing_class=tokenizer).train()',
+            "```",
+            "",
+        ]
+    tokens = [g for g in stats.rows if g.endswith("-tokens")]
+    if tokens:
+        trainer = "SFTTrainer" if binary else "WeightedSFTTrainer"
+        lines += [
+            f"`{tokens[0]}` (and the other `-tokens` configs): pre-tokenized for `{(stats.tokenizer or {}).get('path')}`; "
+            "`labels` is -100 where the weight is 0, so SFTTrainer trains exactly the weighted tokens"
+            + ("." if binary else "; the weights here are not all 0/1, so use `arex.train.WeightedSFTTrainer`, which applies them:"),
+            "",
+            "```python",
+            *([] if binary else ["from arex.train import WeightedSFTTrainer"]),
+            f'rows = load_dataset("parquet", data_files="<export folder>/{config_folder(tokens[0])}/*.parquet", split="train")',
+            f'{trainer}(model=model, train_dataset=rows, args=SFTConfig(output_dir="out", max_length={(stats.tokenizer or {}).get("max_length") or 1024}), processing_class=tokenizer).train()',
+            "```",
+            "",
+        ]
+    lines += [
+        "`rounds` and `trajectories` hold conversations with one weight per message. Given to SFTTrainer as they are, "
+        "every token is trained (system prompt and observations included) and `weights` is dropped: train on "
+        "`calls` or on `-tokens` rows (`arex export -c export.tokenizer=<tokenizer> -c export.max_length=<n>`), "
+        "and check with `arex train-check <export folder> --tokenizer <tokenizer>` first.",
+        "",
+    ]
     return lines

@@ -1,14 +1,18 @@
 """`arex export`: kept trajectories → parquet shards TRL's SFT trainer reads, plus a dataset card.
 
-Rows, two granularities (each its own folder and Hub config):
+Rows (`arex/rows.py` builds them), each granularity its own folder and Hub config:
 - `rounds/`: one row per round, exactly what the teacher saw in that round: its context, every
   (reply, observation) pair, the reflect prompt and the reflection.
 - `trajectories/`: one row per trajectory, the rounds joined into one conversation.
+- `calls/` (opt-in): one prompt/completion row per usable teacher call.
+- `tokens/<granularity>/` (with `export.tokenizer`): those rows pre-tokenized, with labels and
+  per-token weights, cut to `export.max_length` (`arex/masks.py`).
 
-Every row has `messages` ([{role, content}]), `weights` (one per message: assistant turns carry the
-loss, everything else 0) and metadata. Streams: one trajectory in memory at a time, shards rolled by
-file size. Deterministic: same kept set and config → byte-identical files. Near-duplicate
-trajectories (same assistant turns after whitespace normalisation) are written once.
+`rounds` and `trajectories` rows have `messages` ([{role, content}]), `weights` (one per message:
+assistant turns carry the loss, everything else 0) and metadata. Streams: one trajectory in memory
+at a time, shards rolled by file size. Deterministic: same kept set and config → byte-identical
+files. Near-duplicate trajectories (same assistant turns after whitespace normalisation) are
+written once.
 
 Nothing is lost and nothing is trusted blindly: every record must still have the sha256 `arex
 select` judged it by; the whole export (shards, checksums, card, curve, the `.arex-export` marker)
@@ -39,6 +43,8 @@ from arex.canary import Canaries, scan_file
 from arex.card import CURVE, write_card
 from arex.errors import UserInputError
 from arex.hashing import file_sha256
+from arex.masks import Masker, Segment, TokenRows, TokenStats, load_tokenizer
+from arex.rows import RowBuilder, conversation, token_row  # noqa: F401 (RowBuilder re-exported)
 from arex.trajectory import Header, Round, Trajectory, load
 
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
@@ -66,11 +72,46 @@ SCHEMA = pa.schema(
     metadata={"arex.schema": "1", "arex.weights": "per message; assistant turns carry the loss"},
 )
 """The row schema, in one place. `round` is null on trajectory rows; `public_score` and
-`held_out_score` are that round's (the final round's on trajectory rows). Scores are
+`held_out_score` are that round's (the final round's on trajectory rows); `public_score` is null
+for an env with nothing public to score (a judge problem without sample tests). Scores are
 higher-is-better: metrics to minimise are negated."""
 
+_META = [f for f in SCHEMA if f.name not in ("messages", "weights", "round")]
+CALL_SCHEMA = pa.schema(
+    [
+        ("prompt", pa.list_(MESSAGE)),
+        ("completion", pa.list_(MESSAGE)),
+        ("weight", pa.float32()),
+        ("kind", pa.string()),
+        ("round", pa.int32()),
+        ("step", pa.int32()),
+        *_META,
+    ],
+    metadata={"arex.schema": "1", "arex.weights": "per row: the completion's weight"},
+)
+"""A `calls` row: `prompt` is the exact request of one teacher call, `completion` its reply (one
+assistant message); `kind` is `action` or `reflection`, `step` null for a reflection."""
+TOKEN_SCHEMA = pa.schema(
+    [
+        ("input_ids", pa.list_(pa.int32())),
+        ("labels", pa.list_(pa.int32())),
+        ("weights", pa.list_(pa.float32())),
+        ("round", pa.int32()),
+        ("first_round", pa.int32()),
+        ("last_round", pa.int32()),
+        ("step", pa.int32()),
+        *_META,
+    ],
+    metadata={"arex.schema": "1", "arex.weights": "per token; labels are -100 where the weight is 0"},
+)
+"""A token row (`tokens/<granularity>/`): `labels` is `input_ids` with -100 on tokens of weight 0,
+`weights` one per token; `first_round`..`last_round` are the rounds it holds (a trajectory row
+longer than `export.max_length` is cut into parts at round boundaries)."""
 
-from arex.export_config import GRANULARITIES, MARKER, MARKER_FORMAT, ExportConfig  # noqa: E402 (re-exported)
+
+from arex.export_config import GRANULARITIES, MARKER, MARKER_FORMAT, TOKENS_DIR, ExportConfig  # noqa: E402 (re-exported)
+
+REFLECTION_PARTS = ("review", "diagnose", "plan", "state")
 
 
 @dataclass
@@ -85,6 +126,14 @@ class ExportStats:
     configs: dict[str, dict] = field(default_factory=dict)
     shards: dict[str, dict] = field(default_factory=dict)
     """relative path → {rows, bytes, sha256}"""
+    skipped_calls: int = 0
+    """Unusable replies left out of the calls rows."""
+    reflections: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REFLECTION_PARTS + ("complete", "total"), 0))
+    """How many reflections had each section (and all four): measured, not promised."""
+    tokens: dict[str, TokenStats] = field(default_factory=dict)
+    """Per granularity, with `export.tokenizer`: token lengths and what max_length split or dropped."""
+    tokenizer: dict | None = None
+    """The tokenizer the token rows were made with: its path and chat template."""
 
     def add(self, header: Header, rounds: list[Round]) -> None:
         """Aggregates only (sums, counts, per-round min/mean/max): memory does not grow with the count."""
@@ -108,6 +157,12 @@ class ExportStats:
             point[0] += 1
             point[1] += running
             point[2], point[3] = min(point[2], running), max(point[3], running)
+        for round_ in rounds:
+            reflection = round_.end.reflection
+            self.reflections["total"] += 1
+            self.reflections["complete"] += reflection.complete
+            for part in REFLECTION_PARTS:
+                self.reflections[part] += bool(getattr(reflection, part).strip())
         teacher = header.teacher
         self.teachers.setdefault(f"{teacher.model} @ {teacher.base_url}", {**teacher.model_dump(), "sampling": header.sampling})
         self.configs.setdefault(header.config_hash, header.config)
@@ -127,67 +182,6 @@ def assistant_hash(t: Trajectory) -> str:
     return digest.hexdigest()
 
 
-class RowBuilder:
-    """Turns one loaded trajectory into rows of both granularities."""
-
-    def __init__(self, config: ExportConfig):
-        self.config = config
-
-    def _round_messages(self, round_: Round) -> tuple[list[dict], list[float]]:
-        """The round's last request (context, steps, reflect prompt) and the reflection reply.
-
-        The context carries no loss: in full-history mode it holds the earlier rounds, whose turns
-        are trained in their own rounds' rows (with their own weights)."""
-        c = self.config
-        messages = round_.messages(None)
-        weights = [0.0] * len(messages)
-        position = len(round_.start.context)
-        for step in round_.steps:
-            weights[position] = c.action_weight if step.usable else c.invalid_weight
-            position += 2 if step.observation is not None else 1
-        reflection = round_.end.reflection.call
-        messages.append({"role": "assistant", "content": reflection.content})
-        weights.append(c.reflection_weight if reflection.status == "ok" else c.invalid_weight)
-        return messages, weights
-
-    def _meta(self, t: Trajectory) -> dict:
-        header, held = t.header, t.held_out
-        return {
-            "trajectory_id": header.key,
-            "env_id": header.env_id,
-            "env_kind": header.env_kind,
-            "domain": header.domain or header.env_kind,
-            "rounds": len(held),
-            "first_held_out": held[0],
-            "best_held_out": max(held),
-            "final_held_out": held[-1],
-            "baseline_score": header.baseline_score,
-            "improvement": max(held) - held[0],
-            "teacher": header.teacher.model,
-            "config_hash": header.config_hash,
-            "arex_version": header.arex_version,
-        }
-
-    def rows(self, t: Trajectory) -> dict[str, list[dict]]:
-        meta = self._meta(t)
-        out: dict[str, list[dict]] = {"rounds": [], "trajectories": []}
-        joined: list[dict] = []
-        joined_weights: list[float] = []
-        for round_ in t.rounds:
-            messages, weights = self._round_messages(round_)
-            grade = round_.end.grade
-            out["rounds"].append({"messages": messages, "weights": weights, **meta, "round": round_.number, "public_score": grade.public_score, "held_out_score": grade.held_out_score})
-            if messages[: len(joined)] == joined:  # full-history: the round repeats what came before
-                start = len(joined)
-            else:  # bounded: a fresh context; the system prompt is said once
-                start = 1 if joined and messages and messages[0]["role"] == "system" and messages[0] == joined[0] else 0
-            joined += messages[start:]
-            joined_weights += weights[start:]
-        final = t.rounds[-1].end.grade
-        out["trajectories"].append({"messages": joined, "weights": joined_weights, **meta, "round": None, "public_score": final.public_score, "held_out_score": final.held_out_score})
-        return out
-
-
 @contextmanager
 def naming(path: Path) -> Iterator[None]:
     """Give an OSError raised while writing `path` the file's name (a failed write() carries none)."""
@@ -202,8 +196,8 @@ def naming(path: Path) -> Iterator[None]:
 class ShardWriter:
     """Parquet files of about `shard_mb`, named `train-NNNNN-of-MMMMM.parquet` when closed."""
 
-    def __init__(self, folder: Path, config: ExportConfig):
-        self.folder, self.config = folder, config
+    def __init__(self, folder: Path, config: ExportConfig, schema: pa.Schema = SCHEMA):
+        self.folder, self.config, self.schema = folder, config, schema
         self.folder.mkdir(parents=True, exist_ok=True)
         self.buffer: list[dict] = []
         self.paths: list[Path] = []
@@ -224,9 +218,9 @@ class ShardWriter:
             self.paths.append(path)
             self.counts.append(0)
             self._sink = path.open("wb")
-            self._writer = pq.ParquetWriter(self._sink, SCHEMA, compression=self.config.compression, write_statistics=True)
+            self._writer = pq.ParquetWriter(self._sink, self.schema, compression=self.config.compression, write_statistics=True)
         with naming(self.paths[-1]):
-            self._writer.write_table(pa.Table.from_pylist(self.buffer, schema=SCHEMA))
+            self._writer.write_table(pa.Table.from_pylist(self.buffer, schema=self.schema))
         self.counts[-1] += len(self.buffer)
         self.buffer = []
         if self._sink.tell() >= self.config.shard_mb * (1 << 20):
@@ -352,9 +346,11 @@ def export(records: Iterable[Path], out: Path, config: ExportConfig, envs_dir: P
 
 def _write(paths: list[Path], kept: KeptRecords | None, staging: Path, config: ExportConfig, canaries: Canaries) -> ExportStats:
     """The shards and checksums.json, one trajectory in memory at a time."""
-    writers = {g: ShardWriter(staging / g, config) for g in config.granularities}
+    schemas = {"calls": CALL_SCHEMA}
+    writers = {g: ShardWriter(staging / g, config, schemas.get(g, SCHEMA)) for g in config.granularities}
     builder = RowBuilder(config)
     stats = ExportStats(rows={g: 0 for g in config.granularities})
+    tokens = _TokenWriters(staging, config, stats) if config.tokenizer else None
     seen: set[str] = set()
     for path in paths:
         if not path.is_file():
@@ -371,20 +367,48 @@ def _write(paths: list[Path], kept: KeptRecords | None, staging: Path, config: E
                 stats.duplicates.append(record.header.key)
                 continue
             seen.add(digest)
-        rows = builder.rows(record)
+        built = builder.rows(record)
         for granularity, writer in writers.items():
-            for row in rows[granularity]:
+            for row in built.rows[granularity]:
                 writer.add(row)
-            stats.rows[granularity] += len(rows[granularity])
+            stats.rows[granularity] += len(built.rows[granularity])
+        if tokens is not None:
+            tokens.add(built)
+        stats.skipped_calls += built.skipped_calls
         stats.trajectories += 1
         stats.add(record.header, record.rounds)
-    for granularity, writer in writers.items():
+    for writer in [*writers.values(), *(tokens.writers.values() if tokens else [])]:
         for path, count in writer.close():
             rel = path.relative_to(staging).as_posix()
             stats.shards[rel] = {"rows": count, "bytes": path.stat().st_size, "sha256": file_sha256(path)}
     with naming(staging / "checksums.json"):
         (staging / "checksums.json").write_text(json.dumps({k: v["sha256"] for k, v in sorted(stats.shards.items())}, indent=2) + "\n")
     return stats
+
+
+class _TokenWriters:
+    """The token rows of every granularity (`tokens/<granularity>/`), with their statistics."""
+
+    def __init__(self, staging: Path, config: ExportConfig, stats: ExportStats):
+        masker = Masker(load_tokenizer(config.tokenizer))
+        self.rows = TokenRows(masker, config.max_length)
+        self.writers = {g: ShardWriter(staging / TOKENS_DIR / g, config, TOKEN_SCHEMA) for g in config.granularities}
+        self.stats = stats
+        for g in config.granularities:
+            stats.tokens[g] = TokenStats()
+            stats.rows[f"{g}-tokens"] = 0
+        stats.tokenizer = {"path": str(config.tokenizer), "template": masker.name, "max_length": config.max_length}
+
+    def add(self, built) -> None:
+        for granularity, writer in self.writers.items():
+            for row in built.rows[granularity]:
+                messages, weights = conversation(granularity, row)
+                segments = built.segments if granularity == "trajectories" else [Segment(0, row["round"], True)]
+                for encoded, first, last in self.rows.parts(messages, weights, segments, self.stats.tokens[granularity]):
+                    part = (segments[first], segments[last]) if granularity == "trajectories" else None
+                    writer.add(token_row(granularity, row, encoded, part, built.scores))
+                    self.stats.tokens[granularity].rows += 1
+                    self.stats.rows[f"{granularity}-tokens"] += 1
 
 
 # -- the output folder: checked, staged beside it, swapped in ---------------------------------------
@@ -587,21 +611,12 @@ class _Target:
 
 
 def token_weights(tokenizer, messages: list[dict], weights: list[float]) -> tuple[list[int], list[float]]:
-    """Per-token loss weights for one row under a tokenizer's chat template: each token takes the
-    weight of the message its text came from (template tokens around a message go with it).
+    """Per-token loss weights for one row under a tokenizer's chat template, in linear time: the
+    tokens of an assistant turn's text and of the special token closing it take its weight; headers
+    and every other message 0 (`arex.masks.Masker`, which also says where each message begins).
 
-    For trainers whose template lacks generation markers: pass the result as the loss mask."""
-    text = tokenizer.apply_chat_template(messages, tokenize=False)
-    ends = []  # where each message's rendering ends in `text`
-    for i in range(1, len(messages) + 1):
-        prefix = tokenizer.apply_chat_template(messages[:i], tokenize=False)
-        if not text.startswith(prefix):
-            raise ValueError("this chat template does not render a conversation as the concatenation of its turns")
-        ends.append(len(prefix))
-    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    out, index = [], 0
-    for start, _ in encoded["offset_mapping"]:
-        while index < len(ends) - 1 and start >= ends[index]:
-            index += 1
-        out.append(weights[index])
-    return list(encoded["input_ids"]), out
+    A template whose turns cannot be located raises `arex.masks.TemplateError`, naming it."""
+    from arex.masks import Masker
+
+    encoded = Masker(tokenizer).encode(messages, weights)
+    return encoded.input_ids, encoded.weights

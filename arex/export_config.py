@@ -4,9 +4,22 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-GRANULARITIES = ("rounds", "trajectories")
+GRANULARITIES = ("rounds", "trajectories", "calls")
+"""Every row set export can write; `calls` is opt-in (it repeats each call's context)."""
+DEFAULT_GRANULARITIES = ("rounds", "trajectories")
+TOKENS_DIR = "tokens"
+"""Pre-tokenized rows go to `tokens/<granularity>/`, Hub config `<granularity>-tokens`."""
+
+
+def config_folder(config_name: str) -> str:
+    """The folder of a Hub config: `rounds` → `rounds`, `rounds-tokens` → `tokens/rounds`."""
+    if config_name.endswith("-tokens"):
+        return f"{TOKENS_DIR}/{config_name[: -len('-tokens')]}"
+    return config_name
+
+
 MARKER = ".arex-export"
 """The file arex writes into every export folder (JSON: format, arex version, the files it wrote).
 Only a folder carrying it is replaced by a later `arex export`; `arex push` uploads it too."""
@@ -18,8 +31,9 @@ class ExportConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
 
-    granularities: tuple[Literal["rounds", "trajectories"], ...] = GRANULARITIES
-    """Which row sets to write: rounds (one row per round), trajectories (one per trajectory)."""
+    granularities: tuple[Literal["rounds", "trajectories", "calls"], ...] = DEFAULT_GRANULARITIES
+    """Which row sets to write: rounds (one row per round), trajectories (one per trajectory),
+    calls (one prompt/completion row per usable teacher call: TRL's completion-only loss, no glue)."""
     shard_mb: float = 256.0
     """Target size of one parquet file (a shard is closed once it reaches this)."""
     batch_rows: int = 64
@@ -30,6 +44,15 @@ class ExportConfig(BaseModel):
     """Training weight of the assistant's reflection at the end of a round (raise to stress it)."""
     invalid_weight: float = 0.0
     """Weight of assistant turns that could not be used (unparseable, empty or truncated replies)."""
+    merge_consecutive: bool = True
+    """Join consecutive turns of the same role into one (the last observation and the reflect prompt
+    are two user turns in a row, which templates such as gemma3's and cohere's reject)."""
+    tokenizer: str | None = None
+    """A local tokenizer folder or `.gguf` file (never downloaded): also write pre-tokenized rows
+    (`input_ids`, `labels`, per-token `weights`) under `tokens/`, and token lengths in the card."""
+    max_length: int | None = Field(default=None, gt=0)
+    """With `tokenizer`: the longest pre-tokenized row; longer trajectories are split at round
+    boundaries, longer rounds and calls are dropped (both counted in the card)."""
     dedupe: bool = True
     """Write near-duplicate trajectories (same assistant turns) once."""
     compression: str = "zstd"
@@ -38,3 +61,9 @@ class ExportConfig(BaseModel):
     """License named in the dataset card."""
     pretty_name: str = "arex self-improvement trajectories"
     """Title of the dataset card."""
+
+    @model_validator(mode="after")
+    def _length_needs_a_tokenizer(self) -> "ExportConfig":
+        if self.max_length is not None and self.tokenizer is None:
+            raise ValueError("max_length counts tokens, so it needs export.tokenizer (a local tokenizer folder or .gguf file)")
+        return self

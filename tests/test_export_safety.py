@@ -319,7 +319,7 @@ def test_an_export_made_before_markers_is_recognised_by_its_checksums_and_replac
     shutil.copytree(FIXTURE, root, ignore=shutil.ignore_patterns("golden"))
     select(root / "store", root / "envs", tmp_path / "sel", SelectConfig(regrade=False), SandboxConfig())
     old = tmp_path / "dataset"
-    shutil.copytree(FIXTURE / "golden" / "dataset-bounded", old)  # written by the version before markers
+    shutil.copytree(FIXTURE / "golden" / "dataset-bounded-unmerged", old)  # written by the version before markers
     (old / "README.md").write_text("old card\n")
     edited = tmp_path / "edited"
     shutil.copytree(old, edited)

@@ -189,9 +189,9 @@ def _outcome(first, program_status="ok", code=0, signal=None, ia_exit=42, ia_sig
 
 
 def _verdict(r: InteractResult, check: Check, protocol="kattis") -> str:
-    from arex.grading.interactive import program_failure
+    from arex.grading.verdicts import Limits, program_failure
 
-    decided = decide(protocol, r, check, program_failure(r, 1.0, 64, 1, 3.0))
+    decided = decide(protocol, r, check, program_failure(r.program, Limits(time_s=1.0, memory_mb=64, output_mb=1, wall_s=3.0)))
     return decided.verdict if isinstance(decided, Failure) else ("AC" if decided.accepted else "WA")
 
 

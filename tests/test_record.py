@@ -53,16 +53,27 @@ def test_v1_store_selects_byte_identically(v1, tmp_path):
     assert "".join(json.dumps(row) + "\n" for row in kept).encode() == golden("selected/kept.jsonl", v1)
 
 
-def test_v1_bounded_records_export_byte_identically(v1, tmp_path):
+@pytest.mark.parametrize(
+    "config, folder",
+    [
+        # With consecutive turns kept apart, the rows are byte for byte the ones the arex that wrote
+        # the store exported. The default joins a round's last observation and its reflect prompt
+        # (two user turns in a row) into one turn: only those rows differ, pinned in `dataset-bounded`.
+        (ExportConfig(merge_consecutive=False), "dataset-bounded-unmerged"),
+        (ExportConfig(), "dataset-bounded"),
+    ],
+    ids=["unmerged", "default"],
+)
+def test_v1_bounded_records_export_byte_identically(v1, tmp_path, config, folder):
     records = [p for p in sorted((v1 / "store").glob("*/*.jsonl")) if load(p).header.config["context"] == "bounded"]
     assert len(records) == 5
-    export(iter(records), tmp_path / "dataset", ExportConfig(), v1 / "envs")
-    expected = sorted(p.relative_to(FIXTURE / "golden" / "dataset-bounded") for p in (FIXTURE / "golden" / "dataset-bounded").rglob("*") if p.is_file())
+    export(iter(records), tmp_path / "dataset", config, v1 / "envs")
+    expected = sorted(p.relative_to(FIXTURE / "golden" / folder) for p in (FIXTURE / "golden" / folder).rglob("*") if p.is_file())
     extras = {".arex-export", "README.md", "score_curve.png"}  # the marker and the card: newer than the golden export
     made = sorted(p.relative_to(tmp_path / "dataset") for p in (tmp_path / "dataset").rglob("*") if p.is_file() and p.relative_to(tmp_path / "dataset").as_posix() not in extras)
     assert made == expected
     for rel in expected:
-        assert (tmp_path / "dataset" / rel).read_bytes() == (FIXTURE / "golden" / "dataset-bounded" / rel).read_bytes(), rel
+        assert (tmp_path / "dataset" / rel).read_bytes() == (FIXTURE / "golden" / folder / rel).read_bytes(), rel
 
 
 def test_kept_v1_records_export_from_a_selection(v1, tmp_path):

@@ -24,10 +24,10 @@ import base64
 import io
 import math
 import tarfile
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from arex.grading.checkers import Check, interpret_kattis, interpret_testlib
+from arex.grading.verdicts import Failure, program_failure
 from arex.sandbox.base import JUDGE_AREA, InteractResult, RunLimits, Sandbox
 from arex.specs import TestCase, TestResult
 
@@ -63,12 +63,6 @@ def area_bytes(judge: "Judge") -> int:
     answer, its feedback."""
     largest = max(((judge.private / t.input).stat().st_size + (judge.private / t.answer).stat().st_size for t in judge.spec.tests), default=0)
     return AREA_SLACK + judge.checker_binary().stat().st_size + 2 * largest
-
-
-@dataclass(frozen=True)
-class Failure:
-    verdict: str
-    message: str
 
 
 class InteractiveRun:
@@ -126,7 +120,7 @@ class InteractiveRun:
         p = r.program
         evidence = {"time_s": p.cpu_s, "wall_s": p.duration_s, "memory_kb": p.memory_kb, "exit_code": p.exit_code, "signal": p.signal}
         check = interactor_check(self.spec.checker.protocol, r, feedback)
-        failure = program_failure(r, self.spec.time_limit_s, self.spec.memory_mb, self.spec.output_limit_mb, self.judge.wall_limit_s)
+        failure = program_failure(r.program, self.judge.limits, idle="waiting for the interactor or idle")
         decided = decide(self.spec.checker.protocol, r, check, failure)
         if isinstance(decided, Failure):
             # Our own words (and a judge error's cause); the interactor's message and the program's
@@ -146,23 +140,6 @@ def interactor_check(protocol: str, r: InteractResult, feedback: dict[str, str])
         return interpret_testlib(r.interactor_exit, "", r.interactor_output)
     message = (feedback.get("judgemessage.txt") or feedback.get("judgeerror.txt") or r.interactor_output).strip()[:300]
     return interpret_kattis(r.interactor_exit, feedback.get("score.txt"), message)
-
-
-def program_failure(r: InteractResult, time_limit: float, memory_mb: int, output_limit_mb: int, wall_limit: float) -> Failure | None:
-    """The submission's own failure by its kernel evidence (as for batch runs), or None."""
-    p = r.program
-    if p.status == "oom" or (p.memory_kb is not None and p.memory_kb > memory_mb * 1024):
-        return Failure("MLE", f"memory limit {memory_mb} MB exceeded")
-    if p.status == "output_limit":
-        return Failure("OLE", f"output over {output_limit_mb} MB")
-    over_cpu = p.cpu_s is not None and p.cpu_s > time_limit
-    if over_cpu or p.signal == SIGXCPU:
-        return Failure("TLE", f"CPU time {p.cpu_s or 0:.2f}s over the {time_limit:g}s limit")
-    if p.status == "timeout":
-        return Failure("TLE", f"wall-clock limit {wall_limit:g}s exceeded (waiting for the interactor or idle)")
-    if p.exit_code != 0:
-        return Failure("RE", f"killed by signal {p.signal}" if p.signal else f"exit code {p.exit_code}")
-    return None
 
 
 def decide(protocol: str, r: InteractResult, check: Check, failure: Failure | None) -> Check | Failure:

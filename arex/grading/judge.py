@@ -30,6 +30,7 @@ from pathlib import Path
 from arex.grading import interactive
 from arex.grading.checkers import Check, check_builtin, interpret_kattis, interpret_testlib
 from arex.grading.languages import language_named
+from arex.grading.verdicts import Limits, program_failure
 from arex.hashing import cache_dir, tree_sha256
 from arex.sandbox import Mount, SandboxConfig, make_sandbox
 from arex.sandbox.base import RunLimits, Sandbox, SandboxError
@@ -62,6 +63,7 @@ class Judge:
         # never turns a run within its CPU limit into a timeout.
         self.wall_limit_s = max(3 * spec.time_limit_s, spec.time_limit_s + 2.0)
         self.starved_cap_s = 10 * self.wall_limit_s
+        self.limits = Limits(time_s=spec.time_limit_s, memory_mb=spec.memory_mb, output_mb=spec.output_limit_mb, wall_s=self.wall_limit_s)
 
     # -- grading -----------------------------------------------------------------------------
     def open_box(self) -> Sandbox:
@@ -161,27 +163,11 @@ class Judge:
         stdin = (self.private / test.input).read_bytes()
         r = box.exec(list(run), timeout=self.wall_limit_s, cwd=RUN, stdin=stdin, limits=limits)
         evidence = {"time_s": r.cpu_s, "wall_s": r.duration_s, "memory_kb": r.memory_kb, "exit_code": r.exit_code}
-        over_cpu = r.cpu_s is not None and r.cpu_s > limit
-        # The declared limit is judged from the program's own peak memory: the container's limit
-        # must leave room for the command server beside it, so it is only a backstop.
-        over_memory = r.memory_kb is not None and r.memory_kb > self.spec.memory_mb * 1024
-        if r.status == "oom" or over_memory:
-            return self._result(test, "MLE", message=f"memory limit {self.spec.memory_mb} MB exceeded", **evidence), None
-        if r.status == "output_limit":
-            return self._result(test, "OLE", message=f"output over {self.spec.output_limit_mb} MB", **evidence), None
-        if r.status == "timeout" or over_cpu or r.signal == SIGXCPU:
-            if over_cpu:
-                why = f"CPU time {r.cpu_s:.2f}s over the {limit:g}s limit"
-            elif r.signal == SIGXCPU:  # the kernel's tick-based limit can fire a little before wait4's tally reaches it
-                why = f"stopped by the kernel at the {limit:g}s CPU time limit"
-            else:
-                why = f"wall-clock limit {self.wall_limit_s:g}s exceeded (the program was not using CPU: sleeping or waiting for input)"
-            return self._result(test, "TLE", signal=r.signal, message=why, **evidence), None
-        if r.exit_code != 0:
-            what = f"killed by signal {r.signal}" if r.signal else f"exit code {r.exit_code}"
-            detail = f"{what}; stderr: {r.stderr[-500:]}" if test.sample else what
-            return self._result(test, "RE", signal=r.signal, message=detail, **evidence), None
-        return self._result(test, "AC", **evidence), r.stdout
+        failure = program_failure(r, self.limits)
+        if failure is None:
+            return self._result(test, "AC", **evidence), r.stdout
+        message = f"{failure.message}; stderr: {r.stderr[-500:]}" if failure.verdict == "RE" and test.sample else failure.message
+        return self._result(test, failure.verdict, signal=r.signal, message=message, **evidence), None
 
     @staticmethod
     def _result(test: TestCase, verdict: str, **fields) -> TestResult:

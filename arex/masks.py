@@ -1,0 +1,310 @@
+"""Per-token loss weights under a chat template, in linear time, and rows cut to a token budget.
+
+A conversation is rendered twice: once with every message's text replaced by a unique slot
+(`ArexSlot…`), which gives the template's frame (the headers and end-of-turn markers between
+messages), and once as it is. Walking both texts side by side finds where each message's text
+lies in the real rendering, however the template frames turns (a date header, a `<think>` block on
+the last turn, `<|return|>` instead of `<|end|>`), with no re-rendering per message (the old
+prefix method was quadratic and refused every template whose prefixes are not concatenations).
+The supervised text of an assistant turn is its text plus the special token that ends it (the
+model must learn to stop); headers and every other message carry no loss. A template that
+rewrites a message's text beyond trimming, drops or reorders messages, or ends a reply with no
+special token raises a `TemplateError` naming the template.
+
+The tokenizer is a local folder or a `.gguf` file, loaded with `local_files_only=True`: arex never
+downloads one. transformers is imported only here (and only when a tokenizer is given).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib.util import find_spec
+from pathlib import Path
+
+from arex.errors import UserInputError
+
+
+class TemplateError(UserInputError):
+    """A chat template whose turns arex cannot locate; the message names the template."""
+
+
+def load_tokenizer(spec: str | Path, key: str = "export.tokenizer"):
+    """A fast tokenizer with a chat template from a local folder or a `.gguf` file (never downloaded)."""
+    path = Path(spec).expanduser()
+    if not path.exists():
+        raise UserInputError(f"{key}: {path} does not exist; give a local tokenizer folder or a .gguf file (arex never downloads a tokenizer)")
+    if path.is_file() and path.suffix != ".gguf":
+        raise UserInputError(f"{key}: {path} is a file but not a .gguf file; give a tokenizer folder (with tokenizer.json) or a .gguf file")
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        raise UserInputError(f"{key} needs transformers (and gguf for a .gguf file): pip install transformers gguf") from None
+    try:
+        if path.is_file():
+            tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    except (OSError, ValueError, ImportError, KeyError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserInputError(f"{key}: could not load a tokenizer from {path} ({reason}); give a folder saved with save_pretrained or a .gguf file") from None
+    if not getattr(tokenizer, "is_fast", False):
+        raise UserInputError(f"{key}: the tokenizer in {path} is not a fast (Rust) tokenizer, which masks need for character offsets; save one with tokenizer.json")
+    if not tokenizer.chat_template:
+        raise UserInputError(f"{key}: the tokenizer in {path} has no chat template; set tokenizer.chat_template and save it again")
+    return tokenizer
+
+
+@lru_cache(maxsize=1)
+def _known_templates() -> dict[str, str]:
+    """The chat templates TRL ships, by text → name (TRL is not imported: its files are read)."""
+    spec = find_spec("trl")
+    folders = [Path(p) / "chat_templates" for p in (spec.submodule_search_locations or [])] if spec else []
+    return {path.read_text(encoding="utf-8").strip(): path.stem for folder in folders if folder.is_dir() for path in sorted(folder.glob("*.jinja"))}
+
+
+def template_name(tokenizer) -> str:
+    """'the qwen3 chat template' for a template TRL ships; else the tokenizer's own name."""
+    template = tokenizer.chat_template
+    if isinstance(template, dict):
+        template = template.get("default", "")
+    name = _known_templates().get((template or "").strip())
+    return f"the {name} chat template" if name else f"the chat template of {tokenizer.name_or_path or 'this tokenizer'}"
+
+
+def _candidates(content: str) -> list[str]:
+    """How templates may render a message's text: as is, trimmed, or (qwen3, deepseek) without
+    the reasoning before `</think>`."""
+    out: list[str] = []
+    variants = [content, content.strip(), content.lstrip("\n"), content.strip("\n"), content.rstrip(), content.lstrip()]
+    if "</think>" in content:
+        variants.append(content.split("</think>")[-1].lstrip("\n"))
+    for variant in variants:
+        if variant not in out:
+            out.append(variant)
+    return out
+
+
+@dataclass
+class Encoded:
+    """One conversation as tokens: ids, per-token loss weights, and where each message begins."""
+
+    input_ids: list[int]
+    weights: list[float]
+    starts: list[int]
+    """Token index where each message's rendering (its header included) begins."""
+
+    @property
+    def labels(self) -> list[int]:
+        """`input_ids` with -100 on tokens that carry no loss (what TRL's trainers read)."""
+        return [t if w > 0 else -100 for t, w in zip(self.input_ids, self.weights)]
+
+    @property
+    def supervised(self) -> bool:
+        return any(w > 0 for w in self.weights)
+
+
+class Masker:
+    """Tokenizes conversations and weights their tokens under one tokenizer's chat template."""
+
+    def __init__(self, tokenizer):
+        if not getattr(tokenizer, "is_fast", False):
+            raise UserInputError("token masks need a fast (Rust) tokenizer: character offsets locate the turns")
+        self.tokenizer = tokenizer
+        self.name = template_name(tokenizer)
+        specials = set(tokenizer.all_special_tokens)
+        specials |= {t.content for t in getattr(tokenizer, "added_tokens_decoder", {}).values() if getattr(t, "special", False)}
+        specials = sorted((s for s in specials if s), key=len, reverse=True)  # longest first: `<|end|>` before `<|e`
+        # The token closing a reply follows its text at once in every template TRL ships; allowing a
+        # gap would take the next turn's opening token (`\n<|im_start|>`) for a closing one.
+        self._end = re.compile("|".join(map(re.escape, specials))) if specials else None
+
+    def render(self, messages: list[dict], **kwargs) -> str:
+        from jinja2 import TemplateError as JinjaError
+
+        try:
+            return self.tokenizer.apply_chat_template(messages, tokenize=False, **kwargs)
+        except (JinjaError, ValueError, TypeError) as exc:
+            raise TemplateError(f"{self.name} refuses this conversation ({exc}); export with export.merge_consecutive: true, or use another tokenizer") from None
+
+    def _frames(self, messages: list[dict]) -> tuple[list[str], list[int]]:
+        """The template's text between messages (rendered with slots), and which messages appear."""
+        nonce = "7c1e"
+        while any(nonce in m["content"].lower() for m in messages):  # a slot must not occur in real text
+            nonce += "q"
+        skeleton = self.render([{**m, "content": f"ArexSlot{nonce}x{i}x" if m["content"] else ""} for i, m in enumerate(messages)])
+        frames, order, last = [], [], 0
+        for match in re.finditer(f"ArexSlot{nonce}x(\\d+)x", skeleton, re.IGNORECASE):  # a template may change case
+            frames.append(skeleton[last : match.start()])
+            order.append(int(match.group(1)))
+            last = match.end()
+        frames.append(skeleton[last:])
+        if order != sorted(set(order)):
+            raise TemplateError(f"{self.name} repeats or reorders messages, so their tokens cannot be located; use another tokenizer")
+        dropped = [i for i, m in enumerate(messages) if m["role"] == "assistant" and m["content"] and i not in set(order)]
+        if dropped:
+            raise TemplateError(f"{self.name} leaves out assistant message {dropped[0]}, so it cannot be trained; use another tokenizer")
+        return frames, order
+
+    def spans(self, messages: list[dict]) -> tuple[str, list[tuple[int, int] | None]]:
+        """The rendered text and, per message, where its text lies in it (None: not rendered)."""
+        frames, order = self._frames(messages)
+        text = self.render(messages)
+        spans: list[tuple[int, int] | None] = [None] * len(messages)
+        pos = 0
+        for k, index in enumerate(order):
+            if not text.startswith(frames[k], pos):
+                raise TemplateError(f"{self.name} frames message {index} differently for its real text than for a placeholder, so its tokens cannot be located; use another tokenizer")
+            pos += len(frames[k])
+            for text_form in _candidates(messages[index]["content"]):
+                if text.startswith(text_form, pos) and text.startswith(frames[k + 1], pos + len(text_form)):
+                    break
+            else:
+                raise TemplateError(f"{self.name} rewrites the text of message {index} ({messages[index]['role']}) beyond trimming, so its tokens cannot be located; use another tokenizer")
+            spans[index] = (pos, pos + len(text_form))
+            pos += len(text_form)
+        if text[pos:] != frames[-1]:
+            raise TemplateError(f"{self.name} ends this conversation differently for its real text than for a placeholder; use another tokenizer")
+        return text, spans
+
+    def _reply_end(self, text: str, end: int, index: int) -> int:
+        """Where an assistant turn ends: after the special token that closes it."""
+        match = self._end.match(text, end) if self._end else None
+        if match is None:
+            raise TemplateError(
+                f"{self.name} closes assistant message {index} with {text[end:end + 24]!r}, not a special token of this tokenizer, "
+                "so the model could not learn to stop; use the tokenizer made for this template"
+            )
+        return match.end()
+
+    def encode(self, messages: list[dict], weights: list[float]) -> Encoded:
+        """Tokens of the rendered conversation; each takes the weight of the assistant turn it
+        belongs to (text and closing special token), 0 elsewhere. Linear in the conversation."""
+        text, spans = self.spans(messages)
+        ranges, owned, previous = [], [], 0  # weighted (start, end, weight); where each message begins
+        for index, (message, span) in enumerate(zip(messages, spans)):
+            owned.append(previous)
+            if span is None:
+                continue
+            end = self._reply_end(text, span[1], index) if message["role"] == "assistant" else span[1]
+            if message["role"] == "assistant" and weights[index]:
+                ranges.append((span[0], end, float(weights[index])))
+            previous = end
+        encoded = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        ids, offsets = list(encoded["input_ids"]), encoded["offset_mapping"]
+        token_weights, r = [0.0] * len(ids), 0
+        for t, (s, e) in enumerate(offsets):
+            while r < len(ranges) and ranges[r][1] <= s:
+                r += 1
+            if r < len(ranges) and e > ranges[r][0] and s < ranges[r][1]:
+                token_weights[t] = ranges[r][2]
+        starts, t = [], 0
+        for begin in owned:
+            while t < len(offsets) and offsets[t][0] < begin:
+                t += 1
+            starts.append(t)
+        return Encoded(ids, token_weights, starts)
+
+
+@dataclass(frozen=True)
+class Segment:
+    """The messages one round adds to a trajectory row: from `start` on; `alone` if they hold
+    the round's whole context (bounded mode), so a row part may begin there."""
+
+    start: int
+    round: int
+    alone: bool
+
+
+@dataclass
+class TokenStats:
+    """Per granularity: token lengths of whole rows (before any split) and what the limit did."""
+
+    lengths: list[int] = field(default_factory=list)
+    rows: int = 0
+    split: int = 0
+    """Rows written as several parts (cut at round boundaries)."""
+    dropped: int = 0
+    """Rows left out whole: longer than max_length with no round boundary to cut at."""
+    dropped_rounds: int = 0
+    """Rounds of split rows that fit in no part (a round alone over max_length)."""
+    unsupervised: int = 0
+    """Rows left out because no token carries loss."""
+
+    def summary(self) -> dict:
+        values = sorted(self.lengths)
+        if not values:
+            return {}
+
+        def pick(q: float) -> int:
+            return values[min(len(values) - 1, int(q * (len(values) - 1) + 0.5))]
+
+        return {"min": values[0], "median": pick(0.5), "p90": pick(0.9), "max": values[-1], "recommended_max_length": -(-pick(0.95) // 256) * 256}
+
+
+class TokenRows:
+    """Tokenized rows of at most `max_length` tokens; counts what it splits and drops."""
+
+    def __init__(self, masker: Masker, max_length: int | None):
+        self.masker, self.max_length = masker, max_length
+
+    def parts(self, messages: list[dict], weights: list[float], segments: list[Segment], stats: TokenStats) -> list[tuple[Encoded, int, int]]:
+        """(encoded, first segment, last segment) per row part. Rounds and calls rows have one
+        segment: over the limit they are dropped. A trajectory row is cut at round boundaries."""
+        whole = self.masker.encode(messages, weights)
+        stats.lengths.append(len(whole.input_ids))
+        if not whole.supervised:
+            stats.unsupervised += 1
+            return []
+        if self.max_length is None or len(whole.input_ids) <= self.max_length:
+            return [(whole, 0, len(segments) - 1)]
+        if len(segments) < 2:
+            stats.dropped += 1
+            return []
+        parts = self._cut(messages, weights, segments, whole, stats)
+        parts = [p for p in parts if p[0].supervised]
+        if parts:
+            stats.split += 1
+        else:
+            stats.dropped += 1
+        return parts
+
+    def _cut(self, messages, weights, segments, whole: Encoded, stats: TokenStats) -> list[tuple[Encoded, int, int]]:
+        """Greedy: each part starts at a round that holds its own context and takes rounds while
+        the estimate (from the whole row's token positions) fits; then it is rendered exactly."""
+        bounds = [s.start for s in segments] + [len(messages)]
+        at = whole.starts + [len(whole.input_ids)]
+        size = [at[bounds[j + 1]] - at[bounds[j]] for j in range(len(segments))]
+        head = 1 if messages and messages[0]["role"] == "system" else 0
+        out, k = [], 0
+        while k < len(segments):
+            if k and not segments[k].alone:  # under full history a round's context is every round before it
+                stats.dropped_rounds += 1
+                k += 1
+                continue
+            lead = at[head] if k and messages[bounds[k]]["role"] != "system" else 0
+            m, total = k, lead + size[k]
+            while m + 1 < len(segments) and total + size[m + 1] <= self.max_length:
+                m += 1
+                total += size[m]
+            encoded = None
+            while m >= k:
+                part = self._part(messages, weights, bounds, k, m, head if lead else 0)
+                encoded = self.masker.encode(*part)
+                if len(encoded.input_ids) <= self.max_length:
+                    break
+                m -= 1
+            if m < k:
+                stats.dropped_rounds += 1
+                k += 1
+                continue
+            out.append((encoded, k, m))
+            k = m + 1
+        return out
+
+    @staticmethod
+    def _part(messages, weights, bounds, k: int, m: int, head: int) -> tuple[list[dict], list[float]]:
+        """Rounds k..m, after the system prompt when round k's messages do not start with one."""
+        lo, hi = bounds[k], bounds[m + 1]
+        return messages[:head] + messages[lo:hi], [0.0] * head + list(weights[lo:hi])
