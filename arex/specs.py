@@ -129,7 +129,10 @@ class SolutionRef(_Frozen):
     path: str
     """Relative to the env folder."""
     language: str
-    expected: Literal["accepted", "wrong_answer", "time_limit_exceeded", "run_time_error", "partially_accepted"]
+    expected: Literal["accepted", "wrong_answer", "time_limit_exceeded", "run_time_error", "partially_accepted", "candidate"]
+    """What grading it must give. `candidate`: a solution of unknown quality (e.g. a model-written
+    one shipped beside a Frontier-CS problem), used only as evidence that grading rewards better
+    answers when there is no accepted submission; never required to score 1.0, nor to fail."""
 
 
 class JudgeSpec(_Frozen):

@@ -202,3 +202,17 @@ def test_a_package_without_samples_is_accepted(tmp_path):
     assert report.status == "accepted", report.reason
     accepted = next(g for g in report.gates if g.name.startswith("accepted scores 1.0"))
     assert "public n/a (no sample tests)" in accepted.detail
+
+
+def test_gates_grade_a_spread_sample_of_many_solutions():
+    # A CodeContests row may carry hundreds of solutions: the gates grade MAX_GATED per outcome,
+    # spread over them (first and last included), and every one stays in the env.
+    from arex.envs.judge_build import MAX_GATED, gated
+    from arex.specs import SolutionRef
+
+    many = tuple(SolutionRef(path=f"solutions/accepted-{i:03d}.py", language="python3", expected="accepted") for i in range(40))
+    few = tuple(SolutionRef(path=f"solutions/wrong-{i}.py", language="python3", expected="wrong_answer") for i in range(2))
+    picked = gated(many + few, "accepted")
+    assert len(picked) == MAX_GATED and picked[0] == many[0] and picked[-1] == many[-1]
+    assert len({s.path for s in picked}) == MAX_GATED
+    assert gated(many + few, "wrong_answer") == list(few) and gated(many, "run_time_error") == []

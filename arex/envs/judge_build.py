@@ -18,6 +18,8 @@ from pathlib import Path
 from arex.canary import CANARY_FILE, make_canary
 from arex.envs.judge_sources import Problem, content_hash, load, source_files
 from arex.envs.report import EnvReport, GateLog, cached_rejection, finish, remember_rejection, skipped_report, write_task
+from arex.envs.sources.frontier import CANDIDATES_DIR
+from arex.grading.checkers import Check
 from arex.grading.judge import Judge
 from arex.grading.languages import language_for
 from arex.sandbox import SandboxConfig, SandboxError
@@ -38,7 +40,10 @@ NOOP = {"cpp17": "int main() { return 0; }\n", "python3": "\n", "pypy3": "\n", "
 # (Frontier-CS testlib checkers print "Ratio: 1.0" for the best known answer itself).
 ANSWER_RATIO_MIN = 0.99
 # What a failing submission must be caught with, by its expected outcome.
-CAUGHT_AS = {"wrong_answer": {"WA"}, "time_limit_exceeded": {"TLE"}, "run_time_error": {"RE"}}
+MAX_GATED = 4
+"""Solutions per expected outcome the gates grade (see `gated`)."""
+# Kattis has no memory verdict: a run over the memory limit is a run-time error there.
+CAUGHT_AS = {"wrong_answer": {"WA"}, "time_limit_exceeded": {"TLE"}, "run_time_error": {"RE", "MLE"}}
 
 Job = tuple[Problem, Path, str]  # a problem, its source, its content hash
 
@@ -73,7 +78,7 @@ def run_gates(env_dir: Path, spec: JudgeSpec, problem: Problem, sandbox: Sandbox
     """Run the gates in order, stopping at the first that fails; returns the gates with the scores
     seen, and the spec (time limit resolved)."""
     log = GateLog()
-    accepted = [s for s in spec.solutions if s.expected == "accepted"]
+    accepted = gated(spec.solutions, "accepted")
     if not _data_gates(log, Judge(env_dir, spec, sandbox)):
         return log, spec
     if not accepted and spec.scoring == "ratio" and problem.time_multiplier is None:
@@ -88,6 +93,16 @@ def run_gates(env_dir: Path, spec: JudgeSpec, problem: Problem, sandbox: Sandbox
     if reference is not None and _failing_gates(log, judge):
         _noop_gate(log, judge, accepted[0].language, reference)
     return log, spec
+
+
+def gated(solutions: tuple[SolutionRef, ...], expected: str) -> list[SolutionRef]:
+    """The solutions of one category the gates grade: all, up to MAX_GATED; beyond, MAX_GATED spread
+    evenly over them in path order (a CodeContests row may carry hundreds; each one graded costs a
+    full run of the tests, twice for accepted ones). Every solution stays in the env."""
+    mine = sorted((s for s in solutions if s.expected == expected), key=lambda s: s.path)
+    if len(mine) <= MAX_GATED:
+        return mine
+    return [mine[round(i * (len(mine) - 1) / (MAX_GATED - 1))] for i in range(MAX_GATED)]
 
 
 def _grade(judge: Judge, solution: SolutionRef, **kw) -> GradeResult:
@@ -176,15 +191,13 @@ def _accepted_gates(log: GateLog, judge: Judge, accepted: list[SolutionRef]) -> 
 
 def _failing_gates(log: GateLog, judge: Judge, checker_box=None) -> bool:
     """Wrong, slow and crashing submissions are caught; partial ones score strictly between."""
-    for solution in judge.spec.solutions:
-        if solution.expected not in CAUGHT_AS:
-            continue
+    for solution in [s for category in CAUGHT_AS for s in gated(judge.spec.solutions, category)]:
         result = _grade(judge, solution, stop_on_failure=True, checker_box=checker_box)
         seen = {t["verdict"] for t in result.details["tests"]}
         log.scores[f"{solution.expected}:{solution.path}"] = result.held_out_score
         if not log.check(f"{solution.expected} caught ({solution.path})", bool(seen & CAUGHT_AS[solution.expected]), f"verdicts seen: {sorted(seen)}"):
             return False
-    for solution in judge.spec.solutions:
+    for solution in gated(judge.spec.solutions, "partially_accepted"):
         if solution.expected == "partially_accepted":
             result = _grade(judge, solution, checker_box=checker_box)
             log.scores[f"partially_accepted:{solution.path}"] = result.held_out_score
@@ -209,70 +222,169 @@ def _noop_gate(log: GateLog, judge: Judge, language: str, reference: GradeResult
 
 
 # -- reference-free validation (scored problems without an accepted submission) ------------------
+# The rejection when nothing shows that grading rewards a better answer: what is missing, and the fix.
+NO_EVIDENCE = "no accepted submission, the answer files are not rated as answers (placeholder answers?), and no candidate solution scores above the no-op: add a solution (solutions/<name>.cpp)"
+NO_EVIDENCE_INTERACTIVE = "interactive problem with no solution: nothing shows the interactor accepts a good answer; add solutions/<name>.cpp"
+NO_EVIDENCE_INTERACTIVE_CANDIDATES = "interactive problem and no candidate solution scores above the no-op: nothing shows the interactor accepts a good answer; add solutions/<name>.cpp"
+
+
 def _reference_free_gates(log: GateLog, judge: Judge) -> None:
-    """No 1.0 reference to grade: the checker compiles; it rates the answer files (the best known
-    answers, offered as outputs) high; a no-op scores low, and on each test lower than the answer;
-    rating is deterministic. The gates that applied become the env's note in the report."""
+    """No 1.0 reference to grade: the checker (or interactor) compiles; something shows grading
+    rewards a better answer, either the answer files (the best known answers, offered as outputs)
+    rated high, or a candidate solution scoring above the no-op; a no-op scores low; grading is
+    deterministic. The gates that applied become the env's note in the report."""
+    program = "interactor" if judge.spec.checker.kind == "interactive" else "checker"
     try:
         judge.checker_binary()
     except RuntimeError as exc:
-        log.check("checker compiles", False, str(exc))
+        log.check(f"{program} compiles", False, str(exc))
         return
-    log.check("checker compiles", True, f"{judge.spec.checker.source} compiled")
-    box = judge.open_checker_box()
+    log.check(f"{program} compiles", True, f"{judge.spec.checker.source} compiled")
+    box = judge.open_checker_box() if program == "checker" else None  # an interactor checks no outputs
     try:
-        answers = _answer_gates(log, judge, box)
-        if answers is None:
-            return
-        noop = _noop_below_answers(log, judge, box, answers)
-        if noop is None or not _failing_gates(log, judge, checker_box=box):
+        applied = _better_answer_gates(log, judge, box)
+        if applied is None or not _failing_gates(log, judge, checker_box=box):
             return
         _starter_score(log, judge, checker_box=box)
     finally:
-        box.stop()
-    log.notes.append(f"reference-free: no accepted submission; gates: checker compiles, answers rated {min(answers.values()):.3f}, no-op {noop:.3f} (below the answer on every test), deterministic")
+        if box is not None:
+            box.stop()
+    log.notes.append(f"reference-free: no accepted submission; gates: {program} compiles, {applied}")
 
 
-def _answer_gates(log: GateLog, judge: Judge, box) -> dict[str, float] | None:
-    """Every answer file, checked as an output twice: rated ≥ ANSWER_RATIO_MIN, the same both
-    times. Returns each test's ratio, or None if a gate failed."""
-    private = judge.private
-    answers = {t.name: (private / t.answer).read_text(errors="replace") for t in judge.spec.tests}
-    first, second = judge.check_outputs(answers, box), judge.check_outputs(answers, box)
-    broken = [name for name, c in first.items() if c.judge_error]
+def _better_answer_gates(log: GateLog, judge: Judge, box) -> str | None:
+    """The evidence that grading rewards a better answer: the answer files rated high (and the
+    no-op below them on every test), else the best candidate above the no-op. Every candidate's
+    score is recorded either way. Returns the gates that applied, as the report says them, or None
+    if a gate failed."""
+    checks = _answer_ratios(log, judge, box)
+    noop = _grade_noop(log, judge, box) if checks is not None else None
+    candidates = _grade_candidates(log, judge, box) if noop is not None else None
+    if checks is None or noop is None or candidates is None:
+        return None
+    ratios = {name: c.ratio for name, c in checks.items()}
+    tried = f"{len(candidates)} candidate{'s' if len(candidates) != 1 else ''}"
+    if ratios and min(ratios.values()) >= ANSWER_RATIO_MIN:
+        if not _answer_gates(log, judge, box, checks) or not _noop_below_answers(log, judge, noop, ratios):
+            return None
+        best = f", best of {tried} {max(candidates.values()):.3f}" if candidates else ""
+        return f"answers rated {min(ratios.values()):.3f}, no-op {noop.held_out_score:.3f} (below the answer on every test), deterministic{best}"
+    return _candidate_gates(log, judge, box, noop.held_out_score, candidates, ratios)
+
+
+def _answers_as_outputs(judge: Judge) -> dict[str, str]:
+    return {t.name: (judge.private / t.answer).read_text(errors="replace") for t in judge.spec.tests}
+
+
+def _answer_ratios(log: GateLog, judge: Judge, box) -> dict[str, Check] | None:
+    """Each test's check of its answer file offered as the output; {} when there is nothing to
+    rate (an interactor) or the checker cannot rate the answers and candidates can be graded
+    instead (placeholder answers may make it fail); None if that failure is a failed gate."""
+    if box is None:
+        return {}
+    checks = judge.check_outputs(_answers_as_outputs(judge), box)
+    broken = [name for name, c in checks.items() if c.judge_error]
+    if broken and any(s.expected == "candidate" for s in judge.spec.solutions):
+        return {}
     if broken:
-        log.check("checker works", False, f"checker failed on test {broken[0]} ({len(broken)} of {len(first)} tests): {first[broken[0]].message[:300]}")
+        log.check("checker works", False, f"checker failed on test {broken[0]} ({len(broken)} of {len(checks)} tests): {checks[broken[0]].message[:300]}")
         return None
-    ratios = {name: c.ratio for name, c in first.items()}
-    low = min(ratios, key=lambda name: ratios[name])
-    log.scores["answers"] = sum(ratios.values()) / len(ratios)
-    detail = f"lowest {ratios[low]:.3f} (test {low}) over {len(ratios)} tests"
-    if ratios[low] < ANSWER_RATIO_MIN:
-        detail += f": the answer file, offered as the output, must be rated ≥ {ANSWER_RATIO_MIN} and there is no accepted submission ({first[low].message[:160]})"
-    if not log.check("answers rated high", ratios[low] >= ANSWER_RATIO_MIN, detail):
-        return None
-    changed = [name for name in first if (first[name].ratio, first[name].raw) != (second[name].ratio, second[name].raw)]
-    detail = "two ratings of every answer equal" if not changed else f"test {changed[0]} rated {first[changed[0]].ratio:.3f}, then {second[changed[0]].ratio:.3f}"
-    return ratios if log.check("deterministic", not changed, detail) else None
+    log.scores["answers"] = sum(c.ratio for c in checks.values()) / len(checks)
+    return checks
 
 
-def _noop_below_answers(log: GateLog, judge: Judge, box, answers: dict[str, float]) -> float | None:
-    """A program that prints nothing scores at most half the answers, and strictly less than the
-    answer on every test. Returns its held-out score, or None if a gate failed."""
+def _answer_gates(log: GateLog, judge: Judge, box, first: dict[str, Check]) -> bool:
+    """The answer files rated ≥ ANSWER_RATIO_MIN (checked by the caller), and rated the same again."""
+    low = min(first, key=lambda name: first[name].ratio)
+    log.check("answers rated high", True, f"lowest {first[low].ratio:.3f} (test {low}) over {len(first)} tests")
+    second = judge.check_outputs(_answers_as_outputs(judge), box)
+    changed = [name for name in first if name not in second or (first[name].ratio, first[name].raw) != (second[name].ratio, second[name].raw)]
+    detail = "two ratings of every answer equal" if not changed else f"test {changed[0]} rated {first[changed[0]].ratio:.3f}, then {second[changed[0]].ratio if changed[0] in second else 0.0:.3f}"
+    return log.check("deterministic", not changed, detail)
+
+
+def _noop_below_answers(log: GateLog, judge: Judge, noop: GradeResult, answers: dict[str, float]) -> bool:
+    """The no-op scores at most half the answers, and strictly less than the answer on every test."""
+    hidden = [t.name for t in judge.spec.tests if not t.sample] or list(answers)
+    best = sum(answers[name] for name in hidden) / len(hidden)
+    if not log.check("no-op scores clearly lower", noop.held_out_score == 0.0 or noop.held_out_score < 0.5 * best, f"no-op {noop.held_out_score:.3f} vs answers {best:.3f}"):
+        return False
+    ratios = {t["name"]: t["ratio"] for t in noop.details["tests"]}
+    not_better = [name for name in answers if answers[name] <= ratios.get(name, 0.0)]
+    detail = "on every test the answer is rated above the no-op" if not not_better else f"test {not_better[0]}: answer {answers[not_better[0]]:.3f}, no-op {ratios[not_better[0]]:.3f}"
+    return log.check("better answer scores higher", not not_better, detail)
+
+
+def _grade_noop(log: GateLog, judge: Judge, box) -> GradeResult | None:
+    """A program that prints nothing, graded; None (gate failed) if the grading itself broke."""
     language = language_for(judge.spec.starter).name if judge.spec.starter else "cpp17"
     noop = judge.grade(*_noop_source(language), checker_box=box)
     if noop.infra_error:
         log.check("checker works", False, noop.infra_error)
         return None
     log.scores["noop"] = noop.held_out_score
-    hidden = [t.name for t in judge.spec.tests if not t.sample] or list(answers)
-    best = sum(answers[name] for name in hidden) / len(hidden)
-    if not log.check("no-op scores clearly lower", noop.held_out_score == 0.0 or noop.held_out_score < 0.5 * best, f"no-op {noop.held_out_score:.3f} vs answers {best:.3f}"):
+    return noop
+
+
+def _grade_candidates(log: GateLog, judge: Judge, box) -> dict[str, float] | None:
+    """Each candidate's held-out score, by path; None (gate failed) if grading one broke the judge."""
+    scores = {}
+    for solution in judge.spec.solutions:
+        if solution.expected != "candidate":
+            continue
+        result = _grade(judge, solution, checker_box=box)
+        if result.infra_error:
+            log.check("checker works", False, f"grading {solution.path}: {result.infra_error}")
+            return None
+        scores[solution.path] = log.scores[f"candidate:{solution.path}"] = result.held_out_score
+    return scores
+
+
+def _candidate_gates(log: GateLog, judge: Judge, box, noop: float, candidates: dict[str, float], ratios: dict[str, float]) -> str | None:
+    """Without answers rated as answers: the best candidate scores above the no-op (and above 0),
+    the no-op at most half of it, and a candidate above the no-op grades the same twice."""
+    best = max(candidates, key=lambda path: candidates[path], default="")
+    score = candidates.get(best, 0.0)
+    if score <= max(noop, 0.0):
+        seen = ", ".join(f"{_short(path)} {value:.3f}" for path, value in candidates.items()) or "none"
+        rated = f"answers rated {min(ratios.values()):.3f} at lowest; " if ratios else ""
+        missing = NO_EVIDENCE
+        if judge.spec.checker.kind == "interactive":
+            missing = NO_EVIDENCE_INTERACTIVE_CANDIDATES if candidates else NO_EVIDENCE_INTERACTIVE
+        log.check("better answer scores higher", False, f"{missing} ({rated}candidates: {seen}; no-op {noop:.3f})")
         return None
-    ratios = {t["name"]: t["ratio"] for t in noop.details["tests"]}
-    not_better = [name for name in answers if answers[name] <= ratios.get(name, 0.0)]
-    detail = "on every test the answer is rated above the no-op" if not not_better else f"test {not_better[0]}: answer {answers[not_better[0]]:.3f}, no-op {ratios[not_better[0]]:.3f}"
-    return noop.held_out_score if log.check("better answer scores higher", not not_better, detail) else None
+    tried = f"{len(candidates)} candidate{'s' if len(candidates) != 1 else ''}"
+    log.check("better answer scores higher", True, f"best of {tried} {score:.3f} ({_short(best)}), above the no-op {noop:.3f}")
+    if not log.check("no-op scores clearly lower", noop == 0.0 or noop < 0.5 * score, f"no-op {noop:.3f} vs best candidate {score:.3f}"):
+        return None
+    stable = _stable_candidate(log, judge, box, {path: value for path, value in candidates.items() if value > noop})
+    if stable is None:
+        return None
+    shown = "deterministic" if stable == best else f"deterministic ({_short(stable)} graded twice; {_short(best)} varies)"
+    return f"no-op {noop:.3f}, best of {tried} {score:.3f} ({_short(best)}), {shown}"
+
+
+def _stable_candidate(log: GateLog, judge: Judge, box, above: dict[str, float]) -> str | None:
+    """Grading is deterministic: some candidate above the no-op, graded again, scores the same.
+    Candidates are tried best first, as many as needed: Frontier-CS's are often seeded by the clock
+    or search until a deadline, so one whose score varies says nothing of the grader. Returns that
+    candidate, or None (gate failed) if every one varied."""
+    varied = []
+    for path in sorted(above, key=lambda p: -above[p]):
+        solution = next(s for s in judge.spec.solutions if s.path == path)
+        again = _grade(judge, solution, checker_box=box).held_out_score
+        if again == above[path]:
+            log.check("deterministic", True, f"{_short(path)} graded twice: {again:.3f} both times" + (f" ({', '.join(varied)} varied)" if varied else ""))
+            return path
+        varied.append(f"{_short(path)} {above[path]:.6f} then {again:.6f}")
+    detail = f"every candidate above the no-op scored differently when graded again ({', '.join(varied)}): randomised or time-bound candidates, or a grader that is not deterministic"
+    log.check("deterministic", False, detail)
+    return None
+
+
+def _short(path: str) -> str:
+    """A candidate's name as the report shows it: relative to solutions/candidates/."""
+    return path.removeprefix(f"{CANDIDATES_DIR}/")
 
 
 # -- the build -----------------------------------------------------------------------------------
@@ -281,7 +393,14 @@ def judge_jobs(source: Path, digest_base: str | None = None) -> list[Job]:
     `digest_base`: the source's content hash, if the caller has it already."""
     problems = load(source)
     digest_base = digest_base or content_hash(source_files(source), BUILDER_VERSION.encode())
-    return [(problem, source, f"{digest_base}-{content_hash([], problem.spec.model_dump_json().encode())[:8]}") for problem in problems]
+    return [(problem, source, f"{digest_base}-{content_hash(_outside(problem, source), problem.spec.model_dump_json().encode())[:8]}") for problem in problems]
+
+
+def _outside(problem: Problem, source: Path) -> list[Path]:
+    """Files the env takes from outside the source (a testlib.h or Frontier-CS candidate solutions
+    from parent folders): the build depends on them too, so an edit to one rebuilds the env."""
+    inside = source.resolve() if source.is_dir() else source.resolve().parent
+    return [p for p in problem.files.values() if isinstance(p, Path) and not p.resolve().is_relative_to(inside)]
 
 
 def build_one(problem: Problem, source: Path, digest: str, out: Path, sandbox: SandboxConfig) -> EnvReport:

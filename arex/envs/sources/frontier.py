@@ -12,6 +12,12 @@ parents (the repository keeps it in algorithmic/judge/include/). Scores are the 
 Frontier-CS's test data is its public cases: with two or more, the first is the sample (shown in
 feedback, not scored) and the rest are hidden; a problem with one case has it hidden only, and no
 sample, so hidden data never shows in sample feedback.
+
+Solutions: `solutions/<name>` inside the problem folder is arex's convention (accepted, or partial /
+wrong by name). Frontier-CS itself ships model-written solutions of unknown score in
+`<root>/solutions/<id>/` (`<root>/problems/<id>` being the problem) and sometimes
+`examples/*.cpp` in the problem folder: a few of these become `candidate` solutions, the evidence
+the reference-free gates use that grading rewards a better answer (see `_candidates`).
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ from arex.envs.sources.programs import classify
 from arex.specs import CheckerSpec, SolutionRef, TestCase
 
 _LIMIT_LINE = re.compile(r"^(time|memory)\s*limit|^problem\s*$|^(input|output)\b", re.I)
+CANDIDATES_MAX = 3
+"""Candidate solutions taken per problem: the build grades each (the best twice), so few."""
+CANDIDATES_DIR = "solutions/candidates"
 
 
 def seconds(value: Any, path: Path, key: str) -> float:
@@ -47,7 +56,7 @@ def megabytes(value: Any, path: Path, key: str) -> int:
     return max(1, int(number * {"k": 1 / 1024, "m": 1, "g": 1024}[unit]))
 
 
-def load_frontier(folder: Path) -> Problem:
+def load_frontier(folder: Path, candidates: int = CANDIDATES_MAX) -> Problem:
     config_path = folder / "config.yaml"
     config = read_yaml(config_path)
     kind = str(config.get("type", "default"))
@@ -63,6 +72,7 @@ def load_frontier(folder: Path) -> Problem:
     tests = _tests(folder, config, config_path, files)
     checker = _checker(folder, config, config_path, kind, files)
     solutions, skipped = _solutions(folder, files)
+    solutions += _candidates(folder, files, candidates)
     spec = make_spec(
         config_path,
         id=f"frontier-{slug(folder.name)}",
@@ -75,7 +85,7 @@ def load_frontier(folder: Path) -> Problem:
         solutions=solutions,
         source_format="frontier-cs",
     )
-    return Problem(spec=spec, statement=statement, files=files, skipped=skipped)
+    return Problem(spec=spec, statement=statement, files=files, skipped=skipped, samples_published=False)
 
 
 def _title(statement: str, folder: Path) -> str:
@@ -141,7 +151,7 @@ def _checker(folder: Path, config: dict, config_path: Path, kind: str, files: di
 
 def _solutions(folder: Path, files: dict) -> tuple[list[SolutionRef], list[tuple[str, str, str]]]:
     """arex's convention beside a Frontier-CS problem: solutions/<name> (accepted; "partial" in the
-    name: partially accepted; "wrong": wrong answer). Frontier-CS itself ships none."""
+    name: partially accepted; "wrong": wrong answer). Frontier-CS's own solutions are candidates."""
     solutions, skipped = [], []
     root = folder / "solutions"
     for path in sorted(root.glob("*")) if root.is_dir() else []:
@@ -155,3 +165,63 @@ def _solutions(folder: Path, files: dict) -> tuple[list[SolutionRef], list[tuple
         files[f"solutions/{path.name}"] = path
         solutions.append(SolutionRef(path=f"solutions/{path.name}", language=language, expected=expected))
     return solutions, skipped
+
+
+def _candidates(folder: Path, files: dict, limit: int) -> list[SolutionRef]:
+    """Up to `limit` solutions of unknown quality, chosen by name alone (their scores are unknown):
+    the problem's examples/ first, then Frontier-CS's <root>/solutions/<id>/ in `_by_family` order.
+    In the env: solutions/candidates/<name> (examples: solutions/candidates/examples/<name>)."""
+    root = folder.parent.parent if folder.parent.name == "problems" else None
+    shipped = _runnable(root / "solutions" / folder.name) if root is not None else []
+    chosen = [(path, language, "examples/") for path, language in _runnable(folder / "examples")]
+    chosen += [(path, language, "") for path, language in _by_family(shipped)]
+    refs = []
+    for path, language, prefix in chosen[: max(0, limit)]:
+        rel = f"{CANDIDATES_DIR}/{prefix}{path.name}"
+        files[rel] = path
+        refs.append(SolutionRef(path=rel, language=language, expected="candidate"))
+    return refs
+
+
+def _runnable(directory: Path) -> list[tuple[Path, str]]:
+    """(file, language) of each file in `directory` arex can run, by name; others (Frontier-CS's
+    `<model>.FAILED` notes of generations that failed) are left out. A link out of the folder is
+    never followed: only the package's own files go into the env."""
+    if not directory.is_dir():
+        return []
+    found = []
+    for path in sorted(directory.iterdir()):
+        if not path.is_file() or not path.resolve().is_relative_to(directory.resolve()):
+            continue
+        language, _ = classify(path.name, path.read_text(encoding="utf-8", errors="replace"))
+        if language is not None:
+            found.append((path, language))
+    return found
+
+
+def _by_family(entries: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
+    """Diverse first: one solution per model family (the name's leading letters: claude, gemini,
+    gpt, ...; families in name order), then a second of each, and so on. Within a family the first
+    attempt comes before numbered repeats (`gpt5_2.cpp`), and a newer version before an older
+    (gpt5.2 before gpt5.1 before gpt5), as likelier to score."""
+    families: dict[str, list[tuple[Path, str]]] = {}
+    for entry in entries:
+        families.setdefault(_family(entry[0].stem), []).append(entry)
+    ranked = [_newest_first(group) for _, group in sorted(families.items())]
+    rounds = max((len(group) for group in ranked), default=0)
+    return [group[i] for i in range(rounds) for group in ranked if i < len(group)]
+
+
+def _family(stem: str) -> str:
+    match = re.match(r"[a-z]+", stem.lower())
+    return match.group(0) if match else stem.lower()
+
+
+def _newest_first(group: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
+    def split(stem: str) -> tuple[int, tuple[int, ...]]:
+        repeat = re.search(r"_(\d+)$", stem)
+        base = stem[: repeat.start()] if repeat else stem
+        return (int(repeat.group(1)) if repeat else 0), tuple(int(n) for n in re.findall(r"\d+", base))
+
+    by_version = sorted(group, key=lambda entry: (split(entry[0].stem)[1], entry[0].name), reverse=True)
+    return sorted(by_version, key=lambda entry: split(entry[0].stem)[0])  # stable: versions stay newest first
