@@ -10,6 +10,7 @@ import yaml
 
 from arex import __version__
 from arex.export_config import ExportConfig, config_folder
+from arex.storage import naming
 
 if TYPE_CHECKING:  # arex.export writes the card: no import of it at run time
     from arex.export import ExportStats
@@ -72,7 +73,6 @@ def _stats_table(stats: ExportStats) -> list[str]:
 def write_card(out: Path, stats: ExportStats, config: ExportConfig, selection: dict | None) -> Path:
     """Write `out/README.md` (and the curve image); returns the card's path. `arex.export.export`
     calls it on its staging folder, so the card is in place before the export is swapped in."""
-    from arex.export import naming  # a failed write names its file
 
     with naming(out / CURVE):
         has_curve = plot_curves(stats, out / CURVE)
@@ -157,6 +157,21 @@ def _contents(stats: ExportStats, config: ExportConfig) -> list[str]:
         "",
         "Load a local copy through `\"parquet\"` as above: `load_dataset(<folder>, <config>)` caches by the folder's "
         "name, so two exports in folders named alike (both `dataset`) could return the first one's rows.",
+        "",
+        *_tool_calls(stats),
+    ]
+
+
+def _tool_calls(stats: ExportStats) -> list[str]:
+    """How tool-call rows look, when the export has any."""
+    if not stats.tool_trajectories:
+        return []
+    return [
+        f"Tool calls: {stats.tool_trajectories} of {stats.trajectories} trajectories acted through tool calls. Their assistant "
+        "turns carry `tool_calls` (`[{id, type, function: {name, arguments}}]`, the arguments a JSON object), each "
+        "tool result is a `tool` message with its `tool_call_id`, and the `tools` column holds the tool definitions "
+        "(JSON text) that TRL's SFTTrainer passes to the chat template; train them under a tool-aware template "
+        "(e.g. Qwen2.5's or Qwen3's). Only the first tool call of a reply ran; any others were answered as not run.",
         "",
     ]
 

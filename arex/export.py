@@ -30,7 +30,6 @@ import json
 import os
 import re
 import shutil
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -44,7 +43,8 @@ from arex.card import CURVE, write_card
 from arex.errors import UserInputError
 from arex.hashing import file_sha256
 from arex.masks import Masker, Segment, TokenRows, TokenStats, load_tokenizer
-from arex.rows import RowBuilder, conversation, token_row  # noqa: F401 (RowBuilder re-exported)
+from arex.rows import RowBuilder, conversation, token_row, tools_of  # noqa: F401 (RowBuilder re-exported)
+from arex.storage import naming
 from arex.trajectory import Header, Round, Trajectory, load
 
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
@@ -109,6 +109,51 @@ TOKEN_SCHEMA = pa.schema(
 longer than `export.max_length` is cut into parts at round boundaries)."""
 
 
+
+def _tool_message(arguments: pa.DataType) -> pa.DataType:
+    function = pa.struct([("name", pa.string()), ("arguments", arguments)])
+    call = pa.struct([("id", pa.string()), ("type", pa.string()), ("function", function)])
+    return pa.struct([("role", pa.string()), ("content", pa.string()), ("tool_calls", pa.list_(call)), ("tool_call_id", pa.string())])
+
+
+def _with_tools(schema: pa.Schema, arguments: pa.DataType) -> pa.Schema:
+    """`schema` with tool-call messages and a `tools` column (after the conversation columns)."""
+    message = pa.list_(_tool_message(arguments))
+    fields = [pa.field(f.name, message) if f.type == pa.list_(MESSAGE) else f for f in schema]
+    at = max(i for i, f in enumerate(fields) if f.name in ("weights", "completion")) + 1
+    fields.insert(at, pa.field("tools", pa.string()))
+    metadata = {**schema.metadata, b"arex.tools": b"messages carry tool_calls / tool_call_id; tools: the tool definitions as JSON text"}
+    return pa.schema(fields, metadata=metadata)
+
+
+# Tool-call arguments are arrow.json (pyarrow 19+), which `datasets` loads as objects, the form chat
+# templates take; rows are built with them as JSON text and cast (`ShardWriter`).
+_ARGUMENTS = pa.json_() if hasattr(pa, "json_") else pa.string()
+TOOL_SCHEMA = _with_tools(SCHEMA, _ARGUMENTS)
+"""`SCHEMA` for an export holding `tools`-format trajectories: `messages` items also have
+`tool_calls` ([{id, type, function: {name, arguments}}]) and `tool_call_id`; `tools` is the tool
+definitions as JSON text (null for a `text` trajectory)."""
+TOOL_CALL_SCHEMA = _with_tools(CALL_SCHEMA, _ARGUMENTS)
+"""`CALL_SCHEMA` with tool-call messages and `tools`, as `TOOL_SCHEMA`."""
+
+
+def _as_text(type_: pa.DataType) -> pa.DataType:
+    """`type_` with every arrow.json part as plain text (what `pa.Table.from_pylist` can build)."""
+    if isinstance(type_, pa.BaseExtensionType):
+        return type_.storage_type
+    if pa.types.is_struct(type_):
+        return pa.struct([pa.field(f.name, _as_text(f.type)) for f in type_])
+    if pa.types.is_list(type_):
+        return pa.list_(_as_text(type_.value_type))
+    return type_
+
+
+def _storage(schema: pa.Schema) -> pa.Schema:
+    """The schema rows are built in (tool-call arguments as JSON text); `schema` itself if the same."""
+    storage = pa.schema([pa.field(f.name, _as_text(f.type)) for f in schema], metadata=schema.metadata)
+    return schema if storage.equals(schema) else storage
+
+
 from arex.export_config import GRANULARITIES, MARKER, MARKER_FORMAT, TOKENS_DIR, ExportConfig  # noqa: E402 (re-exported)
 
 REFLECTION_PARTS = ("review", "diagnose", "plan", "state")
@@ -134,6 +179,8 @@ class ExportStats:
     """Per granularity, with `export.tokenizer`: token lengths and what max_length split or dropped."""
     tokenizer: dict | None = None
     """The tokenizer the token rows were made with: its path and chat template."""
+    tool_trajectories: int = 0
+    """Trajectories in the `tools` action format (their rows carry tool calls and `tools`)."""
 
     def add(self, header: Header, rounds: list[Round]) -> None:
         """Aggregates only (sums, counts, per-round min/mean/max): memory does not grow with the count."""
@@ -144,6 +191,7 @@ class ExportStats:
         )
         env["trajectories"] += 1
         env["rounds"] += len(rounds)
+        self.tool_trajectories += header.action_format == "tools"
         env["sum_first"] += held[0]
         env["sum_best"] += max(held)
         env["sum_final"] += held[-1]
@@ -168,6 +216,17 @@ class ExportStats:
         self.configs.setdefault(header.config_hash, header.config)
 
 
+def action_format(path: Path) -> str:
+    """A record's action format, from its header line (`text` if it cannot be read: `load` names
+    the problem when the record's turn comes)."""
+    try:
+        with Path(path).open("rb") as f:
+            header = json.loads(f.readline())
+        return header.get("action_format", "text") if isinstance(header, dict) else "text"
+    except (OSError, ValueError, RecursionError):
+        return "text"
+
+
 def _normalise(text: str) -> str:
     return re.sub(r"\s+", " ", text or "").strip()
 
@@ -177,20 +236,10 @@ def assistant_hash(t: Trajectory) -> str:
     digest = hashlib.sha256()
     for r in t.rounds:
         for step in r.steps:
-            digest.update(_normalise(step.call.content).encode() + b"\0")
+            calls = step.call.turn().get("tool_calls")
+            digest.update(_normalise(step.call.content).encode() + (json.dumps(calls, sort_keys=True).encode() if calls else b"") + b"\0")
         digest.update(_normalise(r.end.reflection.call.content).encode() + b"\1")
     return digest.hexdigest()
-
-
-@contextmanager
-def naming(path: Path) -> Iterator[None]:
-    """Give an OSError raised while writing `path` the file's name (a failed write() carries none)."""
-    try:
-        yield
-    except OSError as exc:
-        if exc.filename is None and exc.errno is not None:
-            raise OSError(exc.errno, exc.strerror, str(path)) from exc
-        raise
 
 
 class ShardWriter:
@@ -198,6 +247,7 @@ class ShardWriter:
 
     def __init__(self, folder: Path, config: ExportConfig, schema: pa.Schema = SCHEMA):
         self.folder, self.config, self.schema = folder, config, schema
+        self.storage = _storage(schema)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.buffer: list[dict] = []
         self.paths: list[Path] = []
@@ -220,7 +270,8 @@ class ShardWriter:
             self._sink = path.open("wb")
             self._writer = pq.ParquetWriter(self._sink, self.schema, compression=self.config.compression, write_statistics=True)
         with naming(self.paths[-1]):
-            self._writer.write_table(pa.Table.from_pylist(self.buffer, schema=self.schema))
+            table = pa.Table.from_pylist(self.buffer, schema=self.storage)
+            self._writer.write_table(table if self.storage is self.schema else table.cast(self.schema))
         self.counts[-1] += len(self.buffer)
         self.buffer = []
         if self._sink.tell() >= self.config.shard_mb * (1 << 20):
@@ -346,8 +397,9 @@ def export(records: Iterable[Path], out: Path, config: ExportConfig, envs_dir: P
 
 def _write(paths: list[Path], kept: KeptRecords | None, staging: Path, config: ExportConfig, canaries: Canaries) -> ExportStats:
     """The shards and checksums.json, one trajectory in memory at a time."""
-    schemas = {"calls": CALL_SCHEMA}
-    writers = {g: ShardWriter(staging / g, config, schemas.get(g, SCHEMA)) for g in config.granularities}
+    tools = any(action_format(p) == "tools" for p in paths)
+    schemas = {"calls": TOOL_CALL_SCHEMA} if tools else {"calls": CALL_SCHEMA}
+    writers = {g: ShardWriter(staging / g, config, schemas.get(g, TOOL_SCHEMA if tools else SCHEMA)) for g in config.granularities}
     builder = RowBuilder(config)
     stats = ExportStats(rows={g: 0 for g in config.granularities})
     tokens = _TokenWriters(staging, config, stats) if config.tokenizer else None
@@ -404,7 +456,7 @@ class _TokenWriters:
             for row in built.rows[granularity]:
                 messages, weights = conversation(granularity, row)
                 segments = built.segments if granularity == "trajectories" else [Segment(0, row["round"], True)]
-                for encoded, first, last in self.rows.parts(messages, weights, segments, self.stats.tokens[granularity]):
+                for encoded, first, last in self.rows.parts(messages, weights, segments, self.stats.tokens[granularity], tools_of(row)):
                     part = (segments[first], segments[last]) if granularity == "trajectories" else None
                     writer.add(token_row(granularity, row, encoded, part, built.scores))
                     self.stats.tokens[granularity].rows += 1

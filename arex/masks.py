@@ -11,12 +11,19 @@ model must learn to stop); headers and every other message carry no loss. A temp
 rewrites a message's text beyond trimming, drops or reorders messages, or ends a reply with no
 special token raises a `TemplateError` naming the template.
 
+Tool calls (`tools` action format): an assistant turn with `tool_calls` is supervised from the end
+of its assistant header (the template's generation prompt, found once per tool list) or the start
+of its text, through its tool calls, to the special token that closes it; `tool` results carry no
+loss. The conversation is rendered with the row's `tools`. A template that does not render the
+calls inside that stretch (one without tool support) raises a `TemplateError` naming it.
+
 The tokenizer is a local folder or a `.gguf` file, loaded with `local_files_only=True`: arex never
 downloads one. transformers is imported only here (and only when a tokenizer is given).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -86,6 +93,27 @@ def _candidates(content: str) -> list[str]:
     return out
 
 
+def _templated(messages: list[dict]) -> list[dict]:
+    """Messages as chat templates take them: no null tool fields (rows loaded with `datasets` have
+    them on every message) and tool-call arguments as objects, not JSON text."""
+    out = []
+    for message in messages:
+        message = {**{k: v for k, v in message.items() if v is not None}, "content": message.get("content") or ""}
+        if message.get("tool_calls"):
+            message["tool_calls"] = [{**c, "function": {**c["function"], "arguments": _arguments(c["function"].get("arguments"))}} for c in message["tool_calls"]]
+        out.append(message)
+    return out
+
+
+def _arguments(value) -> dict:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
 @dataclass
 class Encoded:
     """One conversation as tokens: ids, per-token loss weights, and where each message begins."""
@@ -119,21 +147,22 @@ class Masker:
         # The token closing a reply follows its text at once in every template TRL ships; allowing a
         # gap would take the next turn's opening token (`\n<|im_start|>`) for a closing one.
         self._end = re.compile("|".join(map(re.escape, specials))) if specials else None
+        self._headers: dict[str, str] = {}
 
-    def render(self, messages: list[dict], **kwargs) -> str:
+    def render(self, messages: list[dict], tools: list[dict] | None = None, **kwargs) -> str:
         from jinja2 import TemplateError as JinjaError
 
         try:
-            return self.tokenizer.apply_chat_template(messages, tokenize=False, **kwargs)
+            return self.tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False, **kwargs)
         except (JinjaError, ValueError, TypeError) as exc:
             raise TemplateError(f"{self.name} refuses this conversation ({exc}); export with export.merge_consecutive: true, or use another tokenizer") from None
 
-    def _frames(self, messages: list[dict]) -> tuple[list[str], list[int]]:
+    def _frames(self, messages: list[dict], tools: list[dict] | None = None) -> tuple[list[str], list[int]]:
         """The template's text between messages (rendered with slots), and which messages appear."""
         nonce = "7c1e"
-        while any(nonce in m["content"].lower() for m in messages):  # a slot must not occur in real text
+        while any(nonce in (m["content"] + json.dumps(m.get("tool_calls") or "")).lower() for m in messages):  # a slot must not occur in real text
             nonce += "q"
-        skeleton = self.render([{**m, "content": f"ArexSlot{nonce}x{i}x" if m["content"] else ""} for i, m in enumerate(messages)])
+        skeleton = self.render([{**m, "content": f"ArexSlot{nonce}x{i}x" if m["content"] else ""} for i, m in enumerate(messages)], tools)
         frames, order, last = [], [], 0
         for match in re.finditer(f"ArexSlot{nonce}x(\\d+)x", skeleton, re.IGNORECASE):  # a template may change case
             frames.append(skeleton[last : match.start()])
@@ -147,10 +176,10 @@ class Masker:
             raise TemplateError(f"{self.name} leaves out assistant message {dropped[0]}, so it cannot be trained; use another tokenizer")
         return frames, order
 
-    def spans(self, messages: list[dict]) -> tuple[str, list[tuple[int, int] | None]]:
+    def spans(self, messages: list[dict], tools: list[dict] | None = None) -> tuple[str, list[tuple[int, int] | None]]:
         """The rendered text and, per message, where its text lies in it (None: not rendered)."""
-        frames, order = self._frames(messages)
-        text = self.render(messages)
+        frames, order = self._frames(messages, tools)
+        text = self.render(messages, tools)
         spans: list[tuple[int, int] | None] = [None] * len(messages)
         pos = 0
         for k, index in enumerate(order):
@@ -178,16 +207,52 @@ class Masker:
             )
         return match.end()
 
-    def encode(self, messages: list[dict], weights: list[float]) -> Encoded:
-        """Tokens of the rendered conversation; each takes the weight of the assistant turn it
-        belongs to (text and closing special token), 0 elsewhere. Linear in the conversation."""
-        text, spans = self.spans(messages)
+    def _assistant_header(self, tools: list[dict] | None) -> str:
+        """What the template puts before an assistant reply: its generation prompt."""
+        key = json.dumps(tools, sort_keys=True)
+        if key not in self._headers:
+            probe = [{"role": "user", "content": "x"}]
+            bare, prompted = self.render(probe, tools), self.render(probe, tools, add_generation_prompt=True)
+            if not prompted.startswith(bare) or len(prompted) == len(bare):
+                raise TemplateError(f"{self.name} has no generation prompt to find where a tool-call turn begins; use a tool-aware template such as qwen2.5's or qwen3's")
+            self._headers[key] = prompted[len(bare) :]
+        return self._headers[key]
+
+    def _tool_turn(self, text: str, spans: list, index: int, message: dict, begin: int, tools: list[dict] | None) -> tuple[int, int]:
+        """Where an assistant turn with tool calls lies: from its text (or the end of its header,
+        searched from `begin`) to the special token that closes it, its calls inside."""
+        limit = next((s[0] for s in spans[index + 1 :] if s is not None), len(text))
+        if spans[index] is not None:
+            start, after = spans[index]
+        else:
+            header = self._assistant_header(tools)
+            at = text.find(header, begin, limit)
+            start = after = at + len(header) if at >= 0 else -1
+        close = self._end.search(text, after, limit) if self._end and start >= 0 else None
+        names = [c["function"]["name"] for c in message["tool_calls"]]
+        if close is None or not all(name in text[start : close.start()] for name in names):
+            raise TemplateError(
+                f"{self.name} does not render the tool calls of assistant message {index} inside its turn, so they cannot be trained; "
+                "use a tool-aware template such as qwen2.5's or qwen3's"
+            )
+        return start, close.end()
+
+    def encode(self, messages: list[dict], weights: list[float], tools: list[dict] | None = None) -> Encoded:
+        """Tokens of the rendered conversation (with `tools`, the tool definitions); each takes the
+        weight of the assistant turn it belongs to (text, tool calls and closing special token), 0
+        elsewhere. Linear in the conversation."""
+        messages = _templated(messages)
+        text, spans = self.spans(messages, tools)
         ranges, owned, previous = [], [], 0  # weighted (start, end, weight); where each message begins
         for index, (message, span) in enumerate(zip(messages, spans)):
             owned.append(previous)
-            if span is None:
+            if message["role"] == "assistant" and message.get("tool_calls"):
+                span = self._tool_turn(text, spans, index, message, previous, tools)
+                end = span[1]
+            elif span is None:
                 continue
-            end = self._reply_end(text, span[1], index) if message["role"] == "assistant" else span[1]
+            else:
+                end = self._reply_end(text, span[1], index) if message["role"] == "assistant" else span[1]
             if message["role"] == "assistant" and weights[index]:
                 ranges.append((span[0], end, float(weights[index])))
             previous = end
@@ -249,10 +314,10 @@ class TokenRows:
     def __init__(self, masker: Masker, max_length: int | None):
         self.masker, self.max_length = masker, max_length
 
-    def parts(self, messages: list[dict], weights: list[float], segments: list[Segment], stats: TokenStats) -> list[tuple[Encoded, int, int]]:
+    def parts(self, messages: list[dict], weights: list[float], segments: list[Segment], stats: TokenStats, tools: list[dict] | None = None) -> list[tuple[Encoded, int, int]]:
         """(encoded, first segment, last segment) per row part. Rounds and calls rows have one
         segment: over the limit they are dropped. A trajectory row is cut at round boundaries."""
-        whole = self.masker.encode(messages, weights)
+        whole = self.masker.encode(messages, weights, tools)
         stats.lengths.append(len(whole.input_ids))
         if not whole.supervised:
             stats.unsupervised += 1
@@ -262,7 +327,7 @@ class TokenRows:
         if len(segments) < 2:
             stats.dropped += 1
             return []
-        parts = self._cut(messages, weights, segments, whole, stats)
+        parts = self._cut(messages, weights, segments, whole, stats, tools)
         parts = [p for p in parts if p[0].supervised]
         if parts:
             stats.split += 1
@@ -270,7 +335,7 @@ class TokenRows:
             stats.dropped += 1
         return parts
 
-    def _cut(self, messages, weights, segments, whole: Encoded, stats: TokenStats) -> list[tuple[Encoded, int, int]]:
+    def _cut(self, messages, weights, segments, whole: Encoded, stats: TokenStats, tools=None) -> list[tuple[Encoded, int, int]]:
         """Greedy: each part starts at a round that holds its own context and takes rounds while
         the estimate (from the whole row's token positions) fits; then it is rendered exactly."""
         bounds = [s.start for s in segments] + [len(messages)]
@@ -291,7 +356,7 @@ class TokenRows:
             encoded = None
             while m >= k:
                 part = self._part(messages, weights, bounds, k, m, head if lead else 0)
-                encoded = self.masker.encode(*part)
+                encoded = self.masker.encode(*part, tools)
                 if len(encoded.input_ids) <= self.max_length:
                     break
                 m -= 1

@@ -18,10 +18,16 @@ weight of the round it came from.
 With `merge_consecutive` (the default), consecutive turns of one role and weight are joined with a
 blank line: a round that ends on a step limit or on format errors has its last observation and the
 reflect prompt as two user turns in a row, which strict templates (gemma3, cohere) refuse.
+
+`tools` action format: assistant turns keep their `tool_calls` (as sent back to the teacher, the
+arguments JSON text), each tool result is a `tool` message with its `tool_call_id`, and every row
+has a `tools` column (the tool definitions, JSON text). Turns with tool calls and tool results are
+never merged.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from arex.export_config import ExportConfig
@@ -29,15 +35,20 @@ from arex.masks import Encoded, Segment
 from arex.trajectory import Round, Trajectory
 
 
+def _plain(message: dict) -> bool:
+    """A turn that is text alone (no tool calls, not a tool result), which may be joined to another."""
+    return message["role"] != "tool" and not message.get("tool_calls")
+
+
 def merge_turns(messages: list[dict], weights: list[float]) -> tuple[list[dict], list[float], list[int]]:
-    """Consecutive turns of one role and weight joined by a blank line; and, per input message,
-    the index of the turn it went into."""
+    """Consecutive text turns of one role and weight joined by a blank line; and, per input
+    message, the index of the turn it went into. Tool calls and tool results stay as they are."""
     out, out_weights, where = [], [], []
     for message, weight in zip(messages, weights):
-        if out and out[-1]["role"] == message["role"] and out_weights[-1] == weight:
+        if out and out[-1]["role"] == message["role"] and out_weights[-1] == weight and _plain(out[-1]) and _plain(message):
             out[-1] = {"role": message["role"], "content": out[-1]["content"] + "\n\n" + message["content"]}
         else:
-            out.append({"role": message["role"], "content": message["content"]})
+            out.append(dict(message))
             out_weights.append(weight)
         where.append(len(out) - 1)
     return out, out_weights, where
@@ -76,7 +87,7 @@ class RowBuilder:
         position = len(round_.start.context)
         for step in round_.steps:
             weights[position] = c.action_weight if step.usable else c.invalid_weight
-            position += 2 if step.observation is not None else 1
+            position += len(step.turns())  # the reply, then its tool results and/or observation
         reflection = round_.end.reflection.call
         messages.append({"role": "assistant", "content": reflection.content})
         weights.append(c.reflection_weight if reflection.status == "ok" else c.invalid_weight)
@@ -98,6 +109,8 @@ class RowBuilder:
             "teacher": header.teacher.model,
             "config_hash": header.config_hash,
             "arex_version": header.arex_version,
+            # `tools` format: the tool definitions, as JSON text (what TRL's trainers take as `tools`)
+            **({"tools": json.dumps(header.tools, ensure_ascii=False)} if header.tools else {}),
         }
 
     def _calls(self, round_: Round, meta: dict) -> tuple[list[dict], int]:
@@ -105,16 +118,16 @@ class RowBuilder:
         c, grade = self.config, round_.end.grade
         scores = {"round": round_.number, "public_score": grade.public_score, "held_out_score": grade.held_out_score}
         rows, skipped = [], 0
-        replies = [(i, step.call.content, step.usable, "action", c.action_weight) for i, step in enumerate(round_.steps)]
+        replies = [(i, step.call.turn(), step.usable, "action", c.action_weight) for i, step in enumerate(round_.steps)]
         reflection = round_.end.reflection.call
-        replies.append((None, reflection.content, reflection.status == "ok", "reflection", c.reflection_weight))
-        for index, content, usable, kind, weight in replies:
+        replies.append((None, {"role": "assistant", "content": reflection.content}, reflection.status == "ok", "reflection", c.reflection_weight))
+        for index, reply, usable, kind, weight in replies:
             if not usable:
                 skipped += 1
                 continue
             prompt = round_.messages(index)
             prompt = self._merged(prompt, [0.0] * len(prompt))[0]
-            completion = [{"role": "assistant", "content": content}]
+            completion = [reply]
             rows.append({"prompt": prompt, "completion": completion, "weight": weight, "kind": kind, **meta, **scores, "step": index})
         return rows, skipped
 
@@ -152,6 +165,12 @@ class RowBuilder:
         return built
 
 
+def tools_of(row: dict) -> list[dict] | None:
+    """A row's tool definitions (its `tools` column, JSON text), or None."""
+    tools = row.get("tools")
+    return json.loads(tools) if isinstance(tools, str) else tools
+
+
 def conversation(granularity: str, row: dict) -> tuple[list[dict], list[float]]:
     """A row as one conversation with a weight per message (a calls row: prompt, then reply)."""
     if granularity == "calls":
@@ -162,7 +181,7 @@ def conversation(granularity: str, row: dict) -> tuple[list[dict], list[float]]:
 def token_row(granularity: str, row: dict, encoded: Encoded, part: tuple[Segment, Segment] | None, scores: dict[int, tuple]) -> dict:
     """A token row: the source row's metadata, the rounds it covers (a trajectory part takes its
     last round's scores), and its tokens."""
-    keep = {k: v for k, v in row.items() if k not in ("messages", "weights", "prompt", "completion", "weight", "kind")}
+    keep = {k: v for k, v in row.items() if k not in ("messages", "weights", "prompt", "completion", "weight", "kind", "tools")}
     keep.setdefault("step", None)
     if granularity == "trajectories" and part is not None:
         keep["first_round"], keep["last_round"] = part[0].round, part[1].round

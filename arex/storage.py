@@ -23,9 +23,10 @@ import os
 import socket
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from arex.errors import ArexError, UserInputError
 
@@ -250,3 +251,14 @@ def _read(fd: int) -> str:
         return os.pread(fd, 4096, 0).decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+@contextmanager
+def naming(path: Path) -> Iterator[None]:
+    """Give an OSError raised while writing `path` the file's name (a failed write() carries none)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None and exc.errno is not None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise

@@ -44,6 +44,8 @@ class CheckReport:
     rows: list[CheckedRow]
     problems: list[str] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
+    features: dict | None = None
+    """The loaded rows' `datasets` features (the calls route rebuilds its rows with them)."""
 
     def lengths(self) -> dict[str, int]:
         values = sorted(len(r.input_ids) for r in self.rows)
@@ -102,7 +104,7 @@ def load_rows(folder: Path, config: str, limit: int):
 def encode_rows(rows, config: str, tokenizer) -> list[CheckedRow]:
     """Tokens and weights per row: as stored for token rows, else through the chat template."""
     from arex.masks import Masker
-    from arex.rows import conversation
+    from arex.rows import conversation, tools_of
 
     if config.endswith("-tokens"):
         out = [CheckedRow(list(r["input_ids"]), list(r["weights"]), r) for r in rows]
@@ -113,7 +115,7 @@ def encode_rows(rows, config: str, tokenizer) -> list[CheckedRow]:
     masker = Masker(tokenizer)
     out = []
     for row in rows:
-        encoded = masker.encode(*conversation(config, row))
+        encoded = masker.encode(*conversation(config, row), tools_of(row))
         out.append(CheckedRow(encoded.input_ids, encoded.weights, row))
     return out
 
@@ -122,7 +124,7 @@ def check(folder: Path, tokenizer, config: str | None = None, limit: int = 200) 
     """Load, encode and check up to `limit` rows of one config."""
     name = pick_config(Path(folder), config)
     rows = load_rows(Path(folder), name, limit)
-    report = CheckReport(name, encode_rows(rows, name, tokenizer))
+    report = CheckReport(name, encode_rows(rows, name, tokenizer), features=dict(rows.features))
     for index, checked in enumerate(report.rows):
         report.problems += [f"row {index}: {p}" for p in mask_problems(checked.input_ids, checked.weights)]
     return report
@@ -156,14 +158,17 @@ def highlight(tokenizer, input_ids: list[int], weights: list[float], keep: int =
 def train_steps(report: CheckReport, tokenizer, steps: int, model_path: Path | None, rows: int = 1) -> list[float]:
     """N SFT steps on the `rows` shortest rows (one by default: a CPU step stays in seconds), by
     the route a user takes; the logged losses."""
-    from datasets import Dataset
+    from datasets import Dataset, Features
 
     from arex.train import SFTConfig, SFTTrainer, WeightedSFTTrainer, load_model
 
     chosen = sorted(report.rows, key=lambda r: len(r.input_ids))[:rows]
     binary = all(w in (0.0, 1.0) for r in chosen for w in r.weights)
     if report.config == "calls":
-        data, trainer_class = Dataset.from_list([{"prompt": r.row["prompt"], "completion": r.row["completion"]} for r in chosen]), SFTTrainer
+        # The loaded features: tool-call arguments stay objects (arrow.json), the tools JSON text.
+        keys = [k for k in ("prompt", "completion", "tools") if k in chosen[0].row]
+        features = Features({k: report.features[k] for k in keys}) if report.features else None
+        data, trainer_class = Dataset.from_list([{k: r.row[k] for k in keys} for r in chosen], features=features), SFTTrainer
     else:
         data = Dataset.from_list([{"input_ids": r.input_ids, "labels": [t if w > 0 else -100 for t, w in zip(r.input_ids, r.weights)], "weights": r.weights} for r in chosen])
         trainer_class = SFTTrainer if binary and report.config.endswith("-tokens") else WeightedSFTTrainer

@@ -8,13 +8,17 @@ when written, so a killed process loses at most the line in flight; `load` drops
 round (its calls become a `Spent` line) so a resumed rollout replays it whole.
 
 Every call's exact messages are reconstructable (`Round.messages`): a step's request is the round's
-context followed by the earlier steps' (assistant reply, user observation) pairs; the reflection's
+context followed by the earlier steps' turns (`Step.turns`: the assistant reply, then the user
+observation, or in the `tools` action format one `tool` message per tool call); the reflection's
 request adds the reflect prompt. A test checks this byte for byte against what the server received.
 
 Version 2 is version 1 validated: the same lines and fields, with the endings and statuses below
 as closed vocabularies, and one more line type (`Spent`: paid calls outside any complete round).
 Version-1 files are read as they are (a field added during version 1, such
-as `snapshot`, takes its default); a file of a newer version is refused.
+as `snapshot`, takes its default); a file of a newer version is refused. The fields of the `tools`
+action format (`Header.action_format`/`tools`, `Call.tool_calls`, `Message.tool_calls`/
+`tool_call_id`, `Step.tool_results`) were added during version 2: they default, and a line leaves
+them out while they hold their default, so a `text` record is written as before.
 """
 
 from __future__ import annotations
@@ -22,15 +26,18 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 
 from arex.errors import UserInputError
 from arex.specs import Attempt, GradeResult, TeacherIdentity
 
 SCHEMA_VERSION = 2
-READS = (1, 2)
+TOOLS_SCHEMA_VERSION = 3
+"""Version of records in the `tools` action format: version 2 plus tool calls, so an arex that
+predates them says "upgrade arex" instead of failing on unknown fields. Text records stay 2."""
+READS = (1, 2, 3)
 """Schema versions `load` reads."""
 
 Ending = Literal["submitted", "step_limit", "format_errors", "budget"]
@@ -42,31 +49,98 @@ EndStatus = Literal["done", "budget", "infra_failed", "teacher_error", "context_
 
 ActionKind = Literal["command", "submit", "invalid"]
 
+ActionFormat = Literal["text", "tools"]
+"""How the agent acts: one fenced bash block per reply, or OpenAI tool calls."""
+
 
 class RecordError(UserInputError):
     """A trajectory file holds a line that is not a record of a known version (raised by `load`)."""
 
 
-class _Part(BaseModel):
+class _Optional(BaseModel):
+    """Leaves the fields named in `_OPTIONAL` out of a dump while they hold their default: fields
+    added during version 2 then change no byte of records that do not use them."""
+
+    _OPTIONAL: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _drop_defaults(self, handler):
+        data = handler(self)
+        for name in self._OPTIONAL:
+            if name in data and data[name] == type(self).model_fields[name].get_default(call_default_factory=True):
+                del data[name]
+        return data
+
+
+class _Part(_Optional):
     """A nested value. Unknown keys are ignored: they are data, not structure."""
 
     model_config = ConfigDict(frozen=True)
 
 
-class _Line(BaseModel):
+class _Line(_Optional):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class ToolFunction(_Part):
+    name: str = ""
+    arguments: str = ""
+    """As the server sent them: JSON text, which may be malformed."""
+
+
+class ToolCall(_Part):
+    """One tool call of a reply, in OpenAI's format."""
+
+    id: str = ""
+    type: str = "function"
+    function: ToolFunction = Field(default_factory=ToolFunction)
+
+    def sent(self, index: int) -> dict[str, Any]:
+        """The call as the next request repeats it: an id (`call_<index>` if the server gave none)
+        and arguments that are a JSON object (`{}` if they were not): servers parse the arguments
+        of earlier turns, and one malformed call must not make every later request fail."""
+        arguments = self.function.arguments if json_object(self.function.arguments) is not None else "{}"
+        return {"id": self.id or f"call_{index}", "type": "function", "function": {"name": self.function.name, "arguments": arguments}}
+
+
+def json_object(text: str) -> dict | None:
+    """`text` parsed, if it is a JSON object; else None."""
+    try:
+        value = json.loads(text)
+    except (ValueError, TypeError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
 class Message(_Part):
+    _OPTIONAL = ("tool_calls", "tool_call_id")
+
     role: str
     content: str
+    tool_calls: list[ToolCall] | None = None
+    """An assistant turn's tool calls (`tools` action format), as they were sent back."""
+    tool_call_id: str | None = None
+    """A `tool` message: the call it answers."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The message as it was sent."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls is not None:
+            out["tool_calls"] = [c.model_dump() for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        return out
 
 
 class Call(_Part):
     """One teacher call as recorded: a `TeacherCall` without its messages (they are reconstructable)."""
 
+    _OPTIONAL = ("tool_calls",)
+
     sampling: dict[str, Any]
     content: str
+    tool_calls: list[ToolCall] | None = None
+    """The reply's tool calls as the server sent them (`tools` action format); null when it made none."""
     reasoning_content: str | None = None
     finish_reason: str | None = None
     status: str
@@ -84,6 +158,13 @@ class Call(_Part):
     @property
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    def turn(self) -> dict[str, Any]:
+        """The reply as the next request repeats it (an assistant message)."""
+        out: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = [c.sent(i) for i, c in enumerate(self.tool_calls)]
+        return out
 
 
 class Action(_Part):
@@ -125,6 +206,8 @@ class Reflection(_Part):
 
 
 class Header(_Line):
+    _OPTIONAL = ("action_format", "tools")
+
     type: Literal["header"] = "header"
     schema_version: int
     key: str
@@ -142,6 +225,10 @@ class Header(_Line):
     baseline_score: float | None = None
     protected: list[str] = Field(default_factory=list)
     started_at: float
+    action_format: ActionFormat = "text"
+    """How the agent acted: `text` (one fenced bash block per reply) or `tools` (OpenAI tool calls)."""
+    tools: list[dict[str, Any]] | None = None
+    """The tool definitions sent with every call (`tools` format), as OpenAI JSON schemas."""
 
 
 class RoundStart(_Line):
@@ -151,18 +238,39 @@ class RoundStart(_Line):
 
 
 class Step(_Line):
+    _OPTIONAL = ("tool_results",)
+
     type: Literal["step"] = "step"
     round: int
     step: int
     call: Call
     action: Action
     observation: str | None = None
-    """What the agent was shown next (command output, or the format-error prompt); none after `submit`."""
+    """What the agent was shown next as a user message (command output, or the format-error
+    prompt); none after `submit`, and none when the reply made tool calls (see `tool_results`)."""
     exec: Exec | None = None
+    tool_results: list[str] | None = None
+    """`tools` format: the `tool` message answering each of the reply's tool calls, in order."""
 
     @property
     def usable(self) -> bool:
         return self.call.status == "ok" and self.action.usable
+
+    @property
+    def shown(self) -> str | None:
+        """What the agent was shown after this reply: the observation, or the first tool result."""
+        return self.observation if self.observation is not None else (self.tool_results or [None])[0]
+
+    def turns(self) -> list[dict[str, Any]]:
+        """The messages this step adds to the next request: the reply, then a `tool` message per
+        tool call (with its call's id) and/or the user observation."""
+        reply = self.call.turn()
+        out = [reply]
+        ids = [c["id"] for c in reply.get("tool_calls", [])]
+        out += [{"role": "tool", "content": text, "tool_call_id": i} for i, text in zip(ids, self.tool_results or [])]  # key order as Message.as_dict
+        if self.observation is not None:
+            out.append({"role": "user", "content": self.observation})
+        return out
 
 
 class RoundEnd(_Line):
@@ -232,13 +340,11 @@ class Round(BaseModel):
     def held_out(self) -> float:
         return self.end.grade.held_out_score
 
-    def messages(self, step_index: int | None = None) -> list[dict[str, str]]:
+    def messages(self, step_index: int | None = None) -> list[dict[str, Any]]:
         """The exact request messages of step `step_index`, or of the reflection call (None)."""
-        messages = [{"role": m.role, "content": m.content} for m in self.start.context]
+        messages = [m.as_dict() for m in self.start.context]
         for step in self.steps if step_index is None else self.steps[:step_index]:
-            messages.append({"role": "assistant", "content": step.call.content})
-            if step.observation is not None:
-                messages.append({"role": "user", "content": step.observation})
+            messages += step.turns()
         if step_index is None:
             messages.append({"role": "user", "content": self.end.reflect_prompt})
         return messages

@@ -103,8 +103,8 @@ def test_a_line_of_a_newer_version_or_another_shape_is_named(tmp_path):
     source = (FIXTURE / "store" / "subset-fill" / "d9aca56721dc2283.jsonl").read_text().splitlines()
     newer = tmp_path / "newer.jsonl"
     header = json.loads(source[0])
-    newer.write_text(json.dumps({**header, "schema_version": 3}) + "\n")
-    with pytest.raises(RecordError, match=r"newer\.jsonl: schema version 3 .*upgrade arex"):
+    newer.write_text(json.dumps({**header, "schema_version": 4}) + "\n")
+    with pytest.raises(RecordError, match=r"newer\.jsonl: schema version 4 .*upgrade arex"):
         load(newer)
     bad = tmp_path / "bad.jsonl"
     end = json.loads(next(line for line in source if '"type":"round_end"' in line))

@@ -18,13 +18,15 @@ from arex.envs.runtime import Env
 from arex.rollout.config import RolloutConfig
 from arex.rollout.keep import Keeper
 from arex.rollout.memory import Memory
+from arex.rollout.parse import Action as ParsedAction
 from arex.rollout.parse import clip, parse_action, parse_reflection
-from arex.rollout.skills import catalogue
+from arex.rollout.skills import catalogue, load_skills
+from arex.rollout.tools import parse_tool_calls, tool_schema
 from arex.sandbox import SandboxConfig, SandboxError, make_sandbox
 from arex.snapshots import SnapshotStore
-from arex.specs import TeacherCall, TeacherIdentity
-from arex.teacher.client import TeacherClient, TeacherError
-from arex.trajectory import SCHEMA_VERSION, Action, Call, End, Exec, Header, RecordWriter, Reflection, RoundEnd, RoundStart, Spent, Step, Trajectory, load
+from arex.specs import TeacherIdentity
+from arex.teacher.client import Reply, TeacherClient, TeacherError
+from arex.trajectory import SCHEMA_VERSION, TOOLS_SCHEMA_VERSION, Action, Call, End, Exec, Header, RecordWriter, Reflection, RoundEnd, RoundStart, Spent, Step, Trajectory, load
 
 INFRA = "infra_failed"
 # The store cannot take more (full, read-only): every rollout would fail alike, so this one stops
@@ -35,8 +37,9 @@ _STORE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 _starting = [0]
 
 
-def _call(call: TeacherCall) -> Call:
-    return Call.model_validate(call.model_dump(exclude={"messages"}))
+def _call(call: Reply, tools: bool) -> Call:
+    """The call as recorded. Tool calls only in the `tools` format: in `text` they are no action."""
+    return Call.model_validate(call.model_dump(exclude={"messages"} if tools else {"messages", "tool_calls"}))
 
 
 def _ending_of(exc: BaseException) -> tuple[str, str]:
@@ -60,6 +63,9 @@ class Rollout:
         self.store = SnapshotStore(path.with_suffix("") / "snapshots")
         self.keeper = Keeper(self.store)
         self.prompts = config.load_prompts()
+        self.tools = config.action_format == "tools"
+        self.skills = [skill.name for skill in load_skills(config.skills_path())]
+        self.schema = tool_schema(self.prompts, self.sandbox_config.workdir, f"{config.command_timeout_s:g}", config.skills_target, self.skills) if self.tools else None
         self.memory = Memory(self.prompts, config, self._system(catalogue(config.skills_path()) or "(none)"))
         self.grading = env.open_grading(sandbox)
         self.box, self.writer, self._warming = None, None, None  # set by run()
@@ -168,37 +174,56 @@ class Rollout:
         for index in range(self.config.steps_per_round):
             if self._over_budget():
                 return "budget"
-            call = await self.teacher.chat(messages)
-            self._count(call)
-            action = parse_action(call.content if call.status == "ok" else "")
-            messages.append({"role": "assistant", "content": call.content})
-            step = {"round": number, "step": index, "call": _call(call), "action": Action(**action.__dict__)}
-            if action.kind == "submit":
-                self.writer.write(Step(**step))
+            reply = await self.teacher.chat(messages, tools=self.schema) if self.tools else await self.teacher.chat(messages)
+            self._count(reply)
+            step = await self._step(number, index, _call(reply, self.tools))
+            self.writer.write(step)
+            messages += step.turns()  # what the record rebuilds (Round.messages), by construction
+            if step.action.kind == "submit":
                 return "submitted"
-            streak = streak + 1 if action.kind == "invalid" else 0
-            observation, exec_ = self.prompts["format_error"], None
-            if action.kind != "invalid":
-                result = await asyncio.to_thread(self.box.exec, action.command, self.config.command_timeout_s)
-                exec_ = Exec(status=result.status, exit_code=result.exit_code, seconds=result.duration_s)
-                output = clip(result.stdout + result.stderr, self.config.observation_chars)
-                observation = self.prompts["observation"].format(exit_code=result.exit_code, status=result.status, seconds=f"{result.duration_s:.1f}", output=output)
-            messages.append({"role": "user", "content": observation})
-            self.writer.write(Step(**step, observation=observation, exec=exec_))
+            streak = streak + 1 if step.action.kind == "invalid" else 0
             if streak >= self.config.format_error_streak:
                 return "format_errors"
         return "step_limit"
 
+    def _action(self, call: Call) -> ParsedAction:
+        """What the reply asks for (a reply the teacher did not finish is read as empty)."""
+        if self.tools:
+            if call.status != "ok":
+                return ParsedAction("invalid", error=f"the reply was {call.status}")
+            return parse_tool_calls(call.tool_calls, self.config.skills_target, self.skills)
+        return parse_action(call.content if call.status == "ok" else "")
+
+    async def _step(self, number: int, index: int, call: Call) -> Step:
+        """Run the reply's action; the step line, with what the agent is shown next."""
+        action = self._action(call)
+        shown, exec_ = None, None
+        if action.kind == "command":
+            result = await asyncio.to_thread(self.box.exec, action.command, self.config.command_timeout_s)
+            exec_ = Exec(status=result.status, exit_code=result.exit_code, seconds=result.duration_s)
+            output = clip(result.stdout + result.stderr, self.config.observation_chars)
+            shown = self.prompts["observation"].format(exit_code=result.exit_code, status=result.status, seconds=f"{result.duration_s:.1f}", output=output)
+        elif action.kind == "invalid":
+            shown = self.prompts["format_error_tools"].format(error=action.error) if self.tools else self.prompts["format_error"]
+        step = {"round": number, "step": index, "call": call, "action": Action(**action.__dict__), "exec": exec_}
+        calls = (call.tool_calls or []) if self.tools else []
+        if not calls:  # text format, or a reply with no tool call to answer: a user message
+            return Step(**step, observation=shown)
+        # Every call is answered (OpenAI-format conversations require it); only the first ran.
+        first = self.prompts["tool_submitted"] if action.kind == "submit" else shown
+        return Step(**step, tool_results=[first] + [self.prompts["tool_not_run"]] * (len(calls) - 1))
+
     async def _reflect(self, messages: list[dict], reflect_prompt: str) -> Reflection:
         messages.append({"role": "user", "content": reflect_prompt})
-        call = await self.teacher.chat(messages)
+        # The tools stay offered (the conversation holds tool calls) but may not be called.
+        call = await self.teacher.chat(messages, tools=self.schema, tool_choice="none") if self.tools else await self.teacher.chat(messages)
         self._count(call)
         parsed = parse_reflection(call.content if call.status == "ok" else "")
         messages.append({"role": "assistant", "content": call.content})
-        return Reflection(call=_call(call), **parsed.__dict__)
+        return Reflection(call=_call(call, self.tools), **parsed.__dict__)
 
     def _system(self, skills: str) -> str:
-        return self.prompts["system"].format(
+        return self.prompts["system_tools" if self.tools else "system"].format(
             workdir=self.sandbox_config.workdir, timeout=f"{self.config.command_timeout_s:g}", steps=self.config.steps_per_round,
             skills_dir=self.config.skills_target, skills=skills, title=self.env.title, statement=self.env.statement.strip(),
         )  # fmt: skip
@@ -214,7 +239,7 @@ class Rollout:
             return f"wall-time budget {c.max_wall_s:g}s reached"
         return None
 
-    def _count(self, call: TeacherCall | Call | Spent) -> None:
+    def _count(self, call: Reply | Call | Spent) -> None:
         self.tokens, self.cost = self.tokens + call.prompt_tokens + call.completion_tokens, self.cost + call.cost_usd
 
     def _spend(self, exc: TeacherError) -> None:
@@ -241,8 +266,9 @@ class Rollout:
 
     def _header(self) -> Header:
         return Header(
-            schema_version=SCHEMA_VERSION, key=self.key, env_id=self.env.id, env_kind=self.env.kind, domain=self.env.spec.domain,
+            schema_version=TOOLS_SCHEMA_VERSION if self.tools else SCHEMA_VERSION, key=self.key, env_id=self.env.id, env_kind=self.env.kind, domain=self.env.spec.domain,
             spec_hash=self.env.spec_hash, sample=self.sample, teacher=self.identity, sampling=self.teacher.sampling(),
             config_hash=self.config_hash, config=self.config.model_dump(), arex_version=__version__,
             baseline_score=self.env.baseline_score, protected=list(self.env.protected), started_at=time.time(),
+            action_format=self.config.action_format, tools=self.schema,
         )  # fmt: skip

@@ -50,7 +50,8 @@ def _hash(obj) -> str:
 
 def config_hash(teacher: TeacherConfig, rollout: RolloutConfig) -> str:
     sampling = teacher.model_dump(include={"model", "temperature", "top_p", "max_tokens", "seed", "stop", "extra_body"})
-    return _hash({"teacher": sampling, "rollout": rollout.model_dump()})
+    # The default action format is left out, so the keys of rollouts made before it existed hold.
+    return _hash({"teacher": sampling, "rollout": rollout.model_dump(exclude={"action_format"} if rollout.action_format == "text" else set())})
 
 
 def rollout_key(env: Env, chash: str, sample: int) -> str:

@@ -18,6 +18,8 @@ BUNDLED = Path(str(resources.files("arex").joinpath("data")))
 
 PROMPTS = frozenset({"system", "round", "state", "no_state", "best", "no_best", "feedback", "no_feedback", "observation", "format_error", "reflect"})
 """The prompts a prompts file must define."""
+TOOL_PROMPTS = frozenset({"system_tools", "format_error_tools", "tool_not_run", "tool_submitted", "tool_bash", "tool_submit", "tool_read_skill"})
+"""The prompts the `tools` action format needs as well (tool descriptions and tool messages)."""
 
 
 class RolloutConfig(BaseModel):
@@ -39,6 +41,10 @@ class RolloutConfig(BaseModel):
     """Grading feedback shown to the teacher."""
     state_chars: int = Field(default=1500, ge=0)
     """State update carried to the next round."""
+    action_format: Literal["text", "tools"] = "text"
+    """text: the agent acts with one fenced ```bash block per reply; tools: through OpenAI tool
+    calls (`bash`, `submit`, `read_skill`), each answered by a `tool` message. Only the first tool
+    call of a reply runs; any others are answered as not run."""
     context: Literal["bounded", "full-history"] = "bounded"
     """bounded: each round's context is rebuilt from task, state, best and last feedback;
     full-history: every earlier message stays (for comparison)."""
@@ -70,10 +76,12 @@ class RolloutConfig(BaseModel):
             raise UserInputError(f"rollout.prompts: prompts file {path} is not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
         if not isinstance(data, dict):
             raise UserInputError(f"rollout.prompts: prompts file {path} must be a mapping of prompt names to texts (system: ..., round: ...)")
-        missing = PROMPTS - set(data)
+        needed = PROMPTS | (TOOL_PROMPTS if self.action_format == "tools" else frozenset())
+        missing = needed - set(data)
         if missing:
-            raise UserInputError(f"prompts file {path} lacks: {', '.join(sorted(missing))}")
-        not_text = sorted(name for name in PROMPTS if not isinstance(data[name], str))
+            why = " (rollout.action_format: tools needs the tool prompts of the bundled file)" if missing & TOOL_PROMPTS else ""
+            raise UserInputError(f"prompts file {path} lacks: {', '.join(sorted(missing))}{why}")
+        not_text = sorted(name for name in needed if not isinstance(data[name], str))
         if not_text:
             raise UserInputError(f"prompts file {path}: {', '.join(not_text)} must be text, not {type(data[not_text[0]]).__name__}")
         return data

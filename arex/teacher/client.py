@@ -24,6 +24,30 @@ from arex.specs import Attempt, TeacherCall, TeacherIdentity, Usage
 from arex.teacher.config import LOCAL_MODEL, LocalServerConfig, Price, TeacherConfig  # noqa: F401 (re-exported)
 
 
+class Reply(TeacherCall):
+    """A TeacherCall with the reply's tool calls, when the request offered tools."""
+
+    tool_calls: list[dict[str, Any]] | None = None
+    """OpenAI format: `{id, type, function: {name, arguments}}`, `arguments` the JSON text as sent."""
+
+
+def _tool_calls(message) -> list[dict[str, Any]] | None:
+    """The message's tool calls as plain dicts (a field the server left out is empty, never an error)."""
+    calls = getattr(message, "tool_calls", None) if message is not None else None
+    if not calls:
+        return None
+    out = []
+    for call in calls:
+        function = getattr(call, "function", None)
+        arguments = getattr(function, "arguments", None)
+        if arguments is not None and not isinstance(arguments, str):  # a server that sent an object
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        name = getattr(function, "name", None)
+        function = {"name": name if isinstance(name, str) else "", "arguments": arguments or ""}
+        out.append({"id": getattr(call, "id", None) or "", "type": getattr(call, "type", None) or "function", "function": function})
+    return out
+
+
 class TeacherError(ArexError, RuntimeError):
     """A call that cannot succeed. `kind` says which: auth, context_length, model_not_found,
     bad_request (all abort at once) or unreachable (retries exhausted: an infrastructure failure)."""
@@ -39,7 +63,7 @@ class TeacherError(ArexError, RuntimeError):
 class _BadReply(Exception):
     """A reply that arrived but is unusable (empty, truncated): retried like a fault."""
 
-    def __init__(self, call: TeacherCall):
+    def __init__(self, call: Reply):
         super().__init__(call.status)
         self.call = call
 
@@ -127,8 +151,9 @@ class TeacherClient:
         cached_price = self.price.cached_input if self.price.cached_input is not None else self.price.input
         return ((prompt - cached) * self.price.input + cached * cached_price + completion * self.price.output) / 1e6
 
-    async def chat(self, messages: list[dict[str, Any]], **overrides: Any) -> TeacherCall:
-        """One call with retries. Returns a TeacherCall (status ok, empty or truncated); raises TeacherError."""
+    async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **overrides: Any) -> Reply:
+        """One call with retries, offering `tools` (OpenAI tool definitions) if given. Returns a
+        Reply (status ok, empty or truncated); raises TeacherError."""
         cfg = self.config
         sampling = self.sampling(**overrides)
         attempts: list[Attempt] = []
@@ -142,7 +167,7 @@ class TeacherClient:
         try:
             async for attempt in retrying:
                 with attempt:
-                    call = await self._attempt(messages, sampling, attempts)
+                    call = await self._attempt(messages, sampling, attempts, tools)
         except _BadReply as bad:
             call = bad.call  # retries ran out: keep the last reply, marked empty/truncated
         except _RETRYABLE as exc:
@@ -162,7 +187,7 @@ class TeacherClient:
         self._account(attempts, final=call)
         return call
 
-    def _account(self, attempts: list[Attempt], final: TeacherCall | None) -> None:
+    def _account(self, attempts: list[Attempt], final: Reply | None) -> None:
         prompt = sum(a.prompt_tokens for a in attempts)
         cached = sum(a.cached_tokens for a in attempts)
         completion = sum(a.completion_tokens for a in attempts)
@@ -184,7 +209,7 @@ class TeacherClient:
             return min(hinted, self.config.backoff_max_s)
         return wait_random_exponential(multiplier=self.config.backoff_base_s, max=self.config.backoff_max_s)(retry_state)
 
-    async def _attempt(self, messages, sampling, attempts: list[Attempt]) -> TeacherCall:
+    async def _attempt(self, messages, sampling, attempts: list[Attempt], tools=None) -> Reply:
         record = Attempt()
         attempts.append(record)
         t0 = time.monotonic()
@@ -194,6 +219,7 @@ class TeacherClient:
                     model=self.config.model,
                     messages=messages,
                     extra_body=self.config.extra_body or None,
+                    **({"tools": tools} if tools else {}),
                     **sampling,
                 )
         except Exception as exc:
@@ -214,12 +240,15 @@ class TeacherClient:
         if message is not None:
             reasoning = getattr(message, "reasoning_content", None) or (message.model_extra or {}).get("reasoning_content")
         finish = choice.finish_reason if choice else None
-        status = "truncated" if finish == "length" else ("empty" if not content.strip() else "ok")
+        tool_calls = _tool_calls(message)
+        acted = bool(tool_calls) and sampling.get("tool_choice") != "none"  # a call it was told not to make is no reply
+        status = "truncated" if finish == "length" else ("empty" if not content.strip() and not acted else "ok")
         record.status = status
-        call = TeacherCall(
+        call = Reply(
             messages=messages,
             sampling=sampling,
             content=content,
+            tool_calls=tool_calls,
             reasoning_content=reasoning,
             finish_reason=finish,
             status=status,

@@ -2,7 +2,10 @@
 
 It answers /v1/chat/completions from a script (a list of replies consumed in order, or a function
 of the request) with configurable latency and injectable faults, and keeps its own counts (tokens
-reported, requests, peak concurrency) so the real client can be checked against them.
+reported, requests, peak concurrency) so the real client can be checked against them. A reply may
+carry tool calls (`Reply(tool_calls=(tool_call("bash", {"command": "ls"}),))`), sent as OpenAI's
+`tool_calls` with `finish_reason: tool_calls`; `RoundScript` acts through tool calls whenever the
+request offers tools.
 
     with ScriptedServer(["hello", Fault.rate_limit(retry_after=1), "again"]) as server:
         client = TeacherClient(config, base_url=server.base_url)
@@ -34,6 +37,14 @@ class Reply:
     finish_reason: str = "stop"
     latency_s: float | None = None
     """Overrides the server's latency for this reply."""
+    tool_calls: tuple[dict, ...] | None = None
+    """OpenAI tool calls (see `tool_call`); a call without an id gets one from the server."""
+
+
+def tool_call(name: str, arguments: dict | str, id: str | None = None) -> dict:
+    """One tool call of a scripted reply; `arguments` as a dict, or as raw (maybe malformed) text."""
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return {"id": id, "type": "function", "function": {"name": name, "arguments": text}}
 
 
 @dataclass(frozen=True)
@@ -141,7 +152,7 @@ class ScriptedServer:
         return self.script[index]
 
     def _prompt_usage(self, messages: list[dict]) -> tuple[int, int]:
-        per_message = [count_tokens(_text(m.get("content"))) + 4 for m in messages]
+        per_message = [count_tokens(_text(m.get("content"))) + count_tokens(json.dumps(m["tool_calls"]) if m.get("tool_calls") else "") + 4 for m in messages]
         with self._lock:
             shared = 0
             for ours, theirs in zip(messages, self._previous_messages):
@@ -153,22 +164,28 @@ class ScriptedServer:
 
     def _completion(self, request: dict, reply: Reply) -> dict:
         prompt, cached = self._prompt_usage(request.get("messages", []))
-        completion = count_tokens(reply.content) + count_tokens(reply.reasoning)
+        calls = [dict(call) for call in reply.tool_calls or ()]
+        completion = count_tokens(reply.content) + count_tokens(reply.reasoning) + count_tokens(json.dumps(calls) if calls else "")
         with self._lock:
             self.stats["replies"] += 1
             self.stats["prompt_tokens"] += prompt
             self.stats["completion_tokens"] += completion
             self.stats["cached_tokens"] += cached
-        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+            number = self.stats["replies"]
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content or (None if calls else "")}
         if reply.reasoning is not None:
             message["reasoning_content"] = reply.reasoning
+        finish = reply.finish_reason
+        if calls:
+            message["tool_calls"] = [{**call, "id": call.get("id") or f"call_{number}_{k}"} for k, call in enumerate(calls)]
+            finish = "tool_calls" if finish == "stop" else finish
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": self.model,
             "system_fingerprint": "fp_scripted",
-            "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {
                 "prompt_tokens": prompt,
                 "completion_tokens": completion,
@@ -280,9 +297,10 @@ class RoundScript:
     """A scripted agent for the reflective loop: per round, some commands, then `submit`, then a
     reflection. Use as the `script` of a ScriptedServer.
 
-    `commands(round_number)` gives the commands of a round. The round is read from the last
-    "Round N of M" header in the request; the position inside the round from the assistant
-    replies after it.
+    `commands(round_number)` gives the commands of a round (a command may also be a whole `Reply`
+    or `Fault`, sent as it is). The round is read from the last "Round N of M" header in the
+    request; the position inside the round from the assistant replies after it. When the request
+    offers tools, commands go out as `bash` tool calls and `submit` as a `submit` call.
     """
 
     _ROUND = re.compile(r"Round (\d+) of \d+")
@@ -306,6 +324,10 @@ class RoundScript:
             return self.reflection(number)
         done = sum(1 for m in messages[header_at:] if m.get("role") == "assistant")
         commands = self.commands(number)
+        tools = bool(request.get("tools"))
         if done < len(commands):
-            return f"Next step.\n```bash\n{commands[done]}\n```"
-        return "Ready.\n```bash\nsubmit\n```"
+            command = commands[done]
+            if not isinstance(command, str):
+                return command
+            return Reply(tool_calls=(tool_call("bash", {"command": command}),)) if tools else f"Next step.\n```bash\n{command}\n```"
+        return Reply(tool_calls=(tool_call("submit", {}),)) if tools else "Ready.\n```bash\nsubmit\n```"
