@@ -495,3 +495,18 @@ def test_testlib_protocol_verdicts_and_ratios(scored, scored_box, name):
         assert 0.2 < result.held_out_score < 1.0 and all(0 < t["ratio"] < 1 for t in _hidden(result))
     else:
         assert result.held_out_score == 0.0
+
+
+@pytest.mark.docker
+def test_an_interactor_that_talks_from_a_thread_works(tmp_path_factory):
+    # Real validators start threads (one writes the test while the main thread reads the answer).
+    # glibc sizes a thread's stack by RLIMIT_STACK: at the interactor's address-space size, no
+    # thread could start and every test was a judge error.
+    threaded = KATTIS_INTERACTOR.replace(
+        'print(n, k, flush=True)\n', 'import threading\nt = threading.Thread(target=lambda: print(n, k, flush=True))\nt.start()\nt.join()\n'
+    )
+    assert threaded != KATTIS_INTERACTOR
+    judge = _judge(tmp_path_factory, "guess-threaded", GUESS_TASK, GUESS_TESTS, {"interactor.py": threaded})
+    result = judge.grade(PY_BINARY_SEARCH, "python3")
+    assert result.infra_error is None, result.infra_error
+    assert {t["verdict"] for t in result.details["tests"]} == {"AC"}

@@ -319,11 +319,15 @@ static void place_fds(const int fds[4]) {
     for (int fd = 4; fd < 1024; fd++) close(fd);  /* the result fd, the runner's pipe ends */
 }
 
+#define JUDGE_STACK (64L << 20)  /* the interactor's stack, and each of its threads' */
+
 /* The interactor's identity: its own uid and limits, its OOM score left as inherited. */
 static void become_judge(uid_t uid, long cpu, long memory, long fsize) {
     setsid();
     if (cpu > 0) set_limit(RLIMIT_CPU, cpu, cpu + 1);
-    if (memory > 0) set_limit(RLIMIT_AS, memory, memory), set_limit(RLIMIT_STACK, memory, memory);
+    /* Not the stack at the address-space size: glibc sizes every thread's stack by RLIMIT_STACK, so
+     * an interactor starting one thread (a real Kattis validator does) could not map it. */
+    if (memory > 0) set_limit(RLIMIT_AS, memory, memory), set_limit(RLIMIT_STACK, JUDGE_STACK, JUDGE_STACK);
     if (fsize > 0) set_limit(RLIMIT_FSIZE, fsize, fsize);
     set_limit(RLIMIT_CORE, 0, 0);
     if (setgroups(0, NULL) != 0 || setgid(uid) != 0 || setuid(uid) != 0) die("dropping to the judge's uid");
