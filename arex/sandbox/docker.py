@@ -259,21 +259,24 @@ class DockerSandbox(Sandbox):
             return ExecResult(status="error", exit_code=137, stdout="", stderr=f"[arex: {exc}]", duration_s=round((time.time_ns() - started_ns) / 1e9, 4))
         stdout, out_cut = execd_text(reply["out"])
         stderr, err_cut = execd_text(reply["err"])
-        code, killed = reply["exit_code"], reply["killed"]
-        if killed:
-            status, code = killed, (124 if killed == "timeout" else 137)
-        elif code == 0:
-            status = "ok"
-        elif reply["signal"] == 9 and self._oom_since(started_ns):
-            status = "oom"
-        else:
-            status = "error"
+        status, code = self._status(reply, started_ns)
         if _FORK_FAILED in stderr:
             self._sweep()  # it ran into the pids limit and may have left a process storm behind
         return ExecResult(
             status=status, exit_code=code, stdout=stdout, stderr=stderr, duration_s=reply["seconds"], stdout_truncated=out_cut,
             stderr_truncated=err_cut, cpu_s=reply["cpu_s"], memory_kb=reply["maxrss_kb"], signal=reply["signal"],
         )
+
+    def _status(self, reply: dict, started_ns: int) -> tuple[str, int]:
+        """A command's status and exit code from the server's reply (killed, ok, oom or error)."""
+        code, killed = reply["exit_code"], reply["killed"]
+        if killed:
+            return killed, (124 if killed == "timeout" else 137)
+        if code == 0:
+            return "ok", code
+        if reply["signal"] == 9 and self._oom_since(started_ns):
+            return "oom", code
+        return "error", code
 
     def interact(self, program, interactor, *, stdin, timeout, cwd, limits, interactor_limits) -> InteractResult:
         cfg = self.config
@@ -291,15 +294,7 @@ class DockerSandbox(Sandbox):
             return InteractResult(program=ExecResult(status="error", exit_code=137, stdout="", stderr=f"[arex: {exc}]", duration_s=seconds), interactor_exit=137)
         fields = reply.get("result") or {}
         stderr, err_cut = execd_text(reply["err"])
-        code, killed = reply["exit_code"], reply["killed"]
-        if killed:
-            status, code = killed, (124 if killed == "timeout" else 137)
-        elif code == 0:
-            status = "ok"
-        elif reply["signal"] == 9 and self._oom_since(started_ns):
-            status = "oom"
-        else:
-            status = "error"
+        status, code = self._status(reply, started_ns)
         program = ExecResult(
             status=status, exit_code=code, stdout="", stderr=stderr, duration_s=reply["seconds"], stderr_truncated=err_cut,
             cpu_s=reply["cpu_s"], memory_kb=reply["maxrss_kb"], signal=reply["signal"],
