@@ -1,0 +1,126 @@
+"""The gates an ML env must pass: the baseline runs and is deterministic, a constant prediction
+scores clearly worse, a mutation changes the score, and the held-out labels are unreachable."""
+
+from __future__ import annotations
+
+import random
+import time
+from functools import partial
+from pathlib import Path
+from typing import Callable
+
+from arex.envs.judge_sources import SourceError
+from arex.envs.layout import IMAGE_WORKSPACE
+from arex.envs.ml_data import csv_bytes
+from arex.envs.report import GateLog
+from arex.grading.ml import MLGrader
+from arex.sandbox import SandboxConfig, make_sandbox
+from arex.sandbox.base import Sandbox
+from arex.specs import GradeResult, MLSpec
+
+
+# -- gates -----------------------------------------------------------------------------------
+def constant_prediction(spec: MLSpec, train: list[dict]) -> str:
+    values = [r[spec.data.target] for r in train]
+    if spec.metric.name in ("accuracy", "f1"):
+        return max(sorted(set(values)), key=values.count)
+    numbers = [float(v) for v in values]
+    return repr(sum(numbers) / len(numbers))
+
+
+def run_ml_gates(env_dir: Path, spec: MLSpec, train: list[dict], sandbox: SandboxConfig, needles: list[str]) -> GateLog:
+    """The gates in order, stopping at the first that fails; `needles` are full labelled lines of
+    private rows that must appear nowhere."""
+    log = GateLog()
+    grader = MLGrader(env_dir, spec)
+    config = sandbox.model_copy(update={"image": spec.image, "seed": IMAGE_WORKSPACE, "mounts": (), "memory": max(sandbox.memory, 2 << 30)})
+    run = partial(_graded_run, config, grader)
+    baseline = _baseline_gates(log, spec, run)
+    if baseline is not None and _noop_gate(log, grader, train, baseline) and _mutation_gate(log, spec, train, run, baseline):
+        _leak_gate(log, spec, config, needles)
+    return log
+
+
+def _graded_run(config: SandboxConfig, grader: MLGrader, prepare: Callable[[Sandbox], None] | None = None) -> tuple[GradeResult, float]:
+    """The env's own run and grading in a fresh sandbox, after `prepare(box)`; with its seconds."""
+    with make_sandbox(config, f"gate-{grader.spec.id}") as box:
+        if prepare:
+            prepare(box)
+        started = time.monotonic()
+        result = grader.grade(box)
+        return result, time.monotonic() - started
+
+
+def _baseline_gates(log: GateLog, spec: MLSpec, run: Callable[..., tuple[GradeResult, float]]) -> GradeResult | None:
+    """The repository's own solution runs within the limit and scores the same twice."""
+    baseline, seconds = run()
+    invalid = baseline.details.get("invalid")
+    detail = f"{spec.run} in {seconds:.1f}s (limit {spec.time_limit_s:g}s)" if invalid is None else f"{invalid}; {baseline.details.get('log_tail', '')[-300:]}"
+    if not log.check("baseline runs", invalid is None, detail):
+        return None
+    log.scores["baseline"] = baseline.held_out_raw
+    log.scores["baseline_public"] = baseline.details["public"]
+    again, _ = run()
+    gap = abs(again.held_out_raw - baseline.held_out_raw)
+    if not log.check("baseline deterministic", gap <= spec.tolerance, f"two runs: {baseline.held_out_raw:.6f} and {again.held_out_raw:.6f} (tolerance {spec.tolerance:g})"):
+        return None
+    return baseline
+
+
+def _noop_gate(log: GateLog, grader: MLGrader, train: list[dict], baseline: GradeResult) -> bool:
+    """Predicting a constant (the majority class, or the mean) scores clearly below the baseline."""
+    spec = grader.spec
+    ids = [r[spec.data.id_column] for r in grader.labels]
+    constant = constant_prediction(spec, train)
+    noop_csv = csv_bytes([spec.submission.id_column, spec.submission.prediction_column], [{spec.submission.id_column: i, spec.submission.prediction_column: constant} for i in ids])
+    noop = grader.score(noop_csv)
+    log.scores["noop"] = noop.held_out_raw
+    margin = max(1e-3, 0.02 * abs(baseline.held_out_score))
+    return log.check("no-op clearly worse", noop.held_out_score < baseline.held_out_score - margin, f"constant {constant[:12]} scores {noop.held_out_raw:.6f} vs baseline {baseline.held_out_raw:.6f}")
+
+
+def _mutator(spec: MLSpec, train: list[dict]) -> tuple[Callable[[Sandbox], None], str]:
+    """How to break the baseline (the spec's mutation, else shuffled training labels), and how to say it."""
+    if spec.mutation:
+        mutation = spec.mutation
+
+        def mutate(box: Sandbox) -> None:
+            text = box.read_file(mutation.file).decode()
+            if mutation.find not in text:
+                raise SourceError(f"mutation.find not found in {mutation.file}")
+            box.write_file(mutation.file, text.replace(mutation.find, mutation.replace))
+
+        return mutate, f"{mutation.file}: {mutation.find!r} → {mutation.replace!r}"
+
+    def shuffle_labels(box: Sandbox) -> None:
+        rows = [dict(r) for r in train]
+        labels = [r[spec.data.target] for r in rows]
+        random.Random(1).shuffle(labels)
+        for row, label in zip(rows, labels):
+            row[spec.data.target] = label
+        box.write_file(spec.data.train_file, csv_bytes(list(train[0].keys()), rows))
+
+    return shuffle_labels, "training labels shuffled"
+
+
+def _mutation_gate(log: GateLog, spec: MLSpec, train: list[dict], run: Callable[..., tuple[GradeResult, float]], baseline: GradeResult) -> bool:
+    mutate, what = _mutator(spec, train)
+    mutated, _ = run(mutate)
+    log.scores["mutated"] = mutated.held_out_raw
+    return log.check("mutation changes the score", abs(mutated.held_out_raw - baseline.held_out_raw) > spec.tolerance, f"{what}: {mutated.held_out_raw:.6f} vs baseline {baseline.held_out_raw:.6f}")
+
+
+def _leak_gate(log: GateLog, spec: MLSpec, config: SandboxConfig, needles: list[str]) -> None:
+    with make_sandbox(config, f"leak-{spec.id}") as box:
+        table_name = Path(spec.data.table).name
+        found = box.exec(f"find / -xdev \\( -name labels.csv -o -name {table_name} \\) 2>/dev/null | head -5", timeout=120).stdout.strip()
+        probe_failures = [p for p in spec.leak_probes if box.exec(p, timeout=120).ok]
+        # Whole labelled private rows in any text file the agent can reach.
+        hits = box.exec(["grep", "-rlxF", *sum([["-e", n] for n in needles], []), "/workspace", "/tmp", "/home", "/opt", "/usr/local/share"], timeout=120).stdout.strip()
+    problems = [
+        f"files named like the labels: {found}" if found else "",
+        f"probes that should fail succeeded: {probe_failures}" if probe_failures else "",
+        f"labelled private rows found in {hits[:200]}" if hits else "",
+    ]
+    problems = [p for p in problems if p]
+    log.check("private labels unreachable", not problems, "; ".join(problems) or f"no label files, no labelled private rows, {len(spec.leak_probes)} probe(s) fail as they should")
