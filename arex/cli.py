@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, List, Optional
@@ -69,6 +70,7 @@ app.add_typer(teacher_app, name="teacher")
 app.add_typer(config_app, name="config")
 
 ConfigOpt = typer.Option(None, "-c", "--config", help="YAML file or key=value override; repeat to stack (later wins).")
+JsonOpt = typer.Option(False, "--json", help="Print only the summary, as JSON, on stdout (progress goes to stderr); same exit code.")
 
 
 def main() -> None:
@@ -152,13 +154,24 @@ def sandbox_check(
 
 @app.command("build-envs")
 def build_envs_command(
-    sources: List[Path] = typer.Argument(..., help="Problem folders (arex, Kattis, Frontier-CS) or CodeContests .json/.jsonl files."),
+    sources: List[Path] = typer.Argument(
+        ..., help="Problem folders (arex, Kattis, Frontier-CS), CodeContests .json/.jsonl files, ML repository folders with arex.yaml, or ML source YAMLs."
+    ),
     out: Path = typer.Option(..., "--out", help="Folder the built envs and build-report.{json,md} go into."),
     concurrency: int = typer.Option(2, help="Sources built at once."),
     config: Optional[List[str]] = ConfigOpt,
+    as_json: bool = JsonOpt,
+    draft_skills: bool = typer.Option(False, "--draft-skills", help="Then the teacher writes task skills for each accepted env (teacher: config), each checked before it is kept."),
 ) -> None:
-    """Turn problem sources into validated envs; every rejection is reported with its reason."""
+    """Turn problem sources into validated envs; every rejection is reported with its reason.
+
+    An ML source is a repository folder with arex.yaml, or a YAML naming a repository, e.g.
+    `arex build-envs house.yaml --out envs` where house.yaml holds `repo: https://github.com/you/house-prices.git`,
+    `commit: main` and `spec: house.arex.yaml` (id, run, metric, data, requirements, ...).
+    Every spec key, including requirements_relax and build_from_source, is described in docs/ml-spec.md.
+    """
     from arex.envs.build import build_envs
+    from arex.summary import build_summary, print_summary
 
     if concurrency < 1:
         raise UserInputError(f"--concurrency expects an integer of at least 1, got {concurrency}")
@@ -167,15 +180,60 @@ def build_envs_command(
     # on. If none exists, it is surely a mistyped command: say so at once.
     if all(not s.exists() for s in sources):
         raise UserInputError(f"Source(s) not found: {', '.join(str(s) for s in sources)}")
-    reports = build_envs(sources, out, cfg.sandbox, concurrency)
-    table = Table("env", "source", "status", "scores", "reason", "s")
-    colors = {"accepted": "green", "skipped": "cyan", "rejected": "red", "error": "red"}
-    for r in reports:
-        scores = ", ".join(f"{k.split(':')[0]} {v:.2f}" for k, v in r.scores.items())
-        table.add_row(escape(r.env_id or "-"), escape(r.source), f"[{colors[r.status]}]{r.status}[/]", escape(scores), escape(r.reason), f"{r.seconds:.1f}")
+    started = time.monotonic()
+    with (err if as_json else console).status(f"building {len(sources)} source(s) into {out} ..."):
+        reports = build_envs(sources, out, cfg.sandbox, concurrency)
+    if draft_skills:  # resumes: an env with drafted skills is not drafted again
+        from arex.envs.skills_draft import draft_skills as draft
+
+        draft(reports, out, cfg.teacher, cfg.sandbox.workdir, lambda line: (err if as_json else console).print(f"arex: {line}", soft_wrap=True, markup=False))
+    summary = build_summary(reports, out, time.monotonic() - started)
+    if not as_json:
+        table = Table("env", "source", "status", "scores", "reason", "s")
+        colors = {"accepted": "green", "skipped": "cyan", "rejected": "red", "error": "red"}
+        for r in reports:
+            scores = ", ".join(f"{k.split(':')[0]} {v:.2f}" for k, v in r.scores.items())
+            table.add_row(escape(r.env_id or "-"), escape(r.source), f"[{colors[r.status]}]{r.status}[/]", escape(scores), escape(r.reason), f"{r.seconds:.1f}")
+        console.print(table)
+    print_summary(summary, console, as_json, show_items=False)
+    if not summary.ok:
+        raise typer.Exit(1)
+
+
+@app.command("draft-env")
+def draft_env_command(
+    source: str = typer.Argument(..., help="A git repository URL or a local folder (a git working tree is built as it is)."),
+    out: Path = typer.Option(Path("drafts"), "--out", help="Folder the drafted <id>.yaml, its added files and <id>.draft.{md,json} go into."),
+    envs_out: Path = typer.Option(Path("built-envs"), "--envs-out", help="Folder the env is built into (as build-envs --out)."),
+    drafter: str = typer.Option("heuristic", "--drafter", help="Who drafts: heuristic (rules, no model) or model (the teacher in a sandbox)."),
+    budget: int = typer.Option(3, "--budget", help="Builds at most: a rejected draft is revised from the gate's reason."),
+    config: Optional[List[str]] = ConfigOpt,
+) -> None:
+    """Draft an ML env source for a repository, build it, and revise it from the gates' reasons."""
+    from arex.envs.draft import DraftError, make_drafter
+    from arex.envs.draft.run import draft_env
+
+    if budget < 1:
+        raise UserInputError(f"--budget expects an integer of at least 1, got {budget}")
+    cfg = _config(config)
+
+    def show(number: int, attempt, report) -> None:
+        outcome = "[green]accepted[/]" if attempt.reason is None else f"[red]rejected[/]: {escape(attempt.reason[:400])}"
+        console.print(f"attempt {number}: {outcome} ({report.seconds:.0f}s)", soft_wrap=True)
+
+    try:
+        result = draft_env(source, out, envs_out, make_drafter(drafter, cfg), budget, cfg.sandbox, on_attempt=show)
+    except DraftError as exc:
+        raise UserInputError(f"cannot draft {source}: {exc}") from None
+    if result.stopped:
+        console.print(f"the drafter stopped: {escape(result.stopped)}", soft_wrap=True)
+    table = Table("field", "value", "confidence", "why")
+    for g in result.attempts[-1].draft.guesses if result.attempts else ():
+        table.add_row(escape(g.field), escape(g.value[:80]), g.confidence, escape(g.why))
     console.print(table)
-    console.print(f"report: {out / 'build-report.json'} and {out / 'build-report.md'}")
-    if any(r.status in ("rejected", "error") for r in reports):
+    status = "[green]accepted[/]" if result.accepted else "[red]not accepted[/]"
+    console.print(f"{status} after {len(result.attempts)} attempt(s) in {result.seconds:.0f}s; source: {result.source_yaml}; report: {result.report}")
+    if not result.accepted:
         raise typer.Exit(1)
 
 
@@ -185,53 +243,90 @@ def rollout(
     out: Path = typer.Option(Path("rollouts"), "--out", help="Trajectory store (one JSONL per rollout)."),
     samples: int = typer.Option(1, "--samples", help="Rollouts per env."),
     rounds: Optional[int] = typer.Option(None, "--rounds", help="Rounds per rollout (default: rollout.rounds)."),
-    concurrency: int = typer.Option(4, "--concurrency", help="Rollouts at once."),
+    concurrency: int = typer.Option(4, "--concurrency", help="Rollouts at once (with --variants: in all variants together)."),
+    variants: Optional[Path] = typer.Option(
+        None, "--variants", help="YAML mapping variant names to overrides (-c syntax); each runs into its own store <out>/<name>/ (see configs/variants/ablation.yaml)."
+    ),
     config: Optional[List[str]] = ConfigOpt,
+    as_json: bool = JsonOpt,
 ) -> None:
     """Run the teacher for many rounds against each env; resumable (re-run to continue)."""
     import asyncio
 
     from arex.config import load_config
-    from arex.envs.runtime import list_envs
-    from arex.rollout.batch import UNREADABLE, run_batch
+    from arex.rollout.batch import run_batch
+    from arex.summary import rollout_summary
+    from arex.variants import check_unchanged, guard_store, load_variants, run_variants
 
     for name, value in (("--samples", samples), ("--concurrency", concurrency)):
         if value < 1:
             raise UserInputError(f"{name} expects an integer of at least 1, got {value}")
     cfg = load_config(config or [], options=[("rollout.rounds", rounds, "--rounds")] if rounds is not None else [])
+    plan = load_variants(variants, config or [], rounds) if variants is not None else None
+    found = _built_envs(envs)
+    guard_store(out, plan is not None)
+    if plan is not None:
+        check_unchanged(out, plan, variants)
+    shown = err if as_json else console  # with --json, stdout carries the summary only
+    started = time.monotonic()
+    try:
+        with _teacher_url([v.config for v in plan] if plan else [cfg], shown) as base_url:
+            if plan is None:
+                batches = {None: asyncio.run(run_batch(found, cfg.teacher, cfg.rollout, cfg.sandbox, out, samples, concurrency, base_url, shown))}
+            else:
+                batches = asyncio.run(run_variants(found, plan, out, samples, concurrency, base_url, shown, variants))
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted: finished rounds are kept in {out}; re-run the same command to resume") from None
+    _print_rollout(rollout_summary(batches, out, time.monotonic() - started), as_json)
+
+
+def _built_envs(envs: Path) -> list:
+    """The built envs in `envs`; UserInputError saying how to build them if there are none."""
+    from arex.envs.runtime import list_envs
+
     if not envs.is_dir():
         raise UserInputError(f"--envs {envs} is not a folder; build envs first: arex build-envs envs/* --out {envs}")
     found = list_envs(envs)
     if not found:
         raise UserInputError(f"No built envs in {envs} (folders with task.yaml); run: arex build-envs envs/* --out {envs}")
-    local = None
-    base_url = cfg.teacher.base_url
-    if base_url is None:
-        from arex.teacher.local import LocalTeacher
+    return found
 
-        console.print("no teacher.base_url configured: starting the bundled local teacher ...")
-        local = LocalTeacher(cfg.teacher.local, model_alias=cfg.teacher.model).start()
-        base_url = local.base_url
+
+@contextmanager
+def _teacher_url(configs: list[ArexConfig], shown: Console) -> Iterator[Optional[str]]:
+    """The teacher's base_url for the configs that run without one (the first's, if all have one);
+    if one has none, the bundled local teacher, started for the block and stopped after it."""
+    without = [c for c in configs if c.teacher.base_url is None]
+    if not without:
+        yield configs[0].teacher.base_url
+        return
+    from arex.teacher.local import LocalTeacher
+
+    shown.print("no teacher.base_url configured: starting the bundled local teacher ...")
+    local = LocalTeacher(without[0].teacher.local, model_alias=without[0].teacher.model).start()
     try:
-        summary = asyncio.run(run_batch(found, cfg.teacher, cfg.rollout, cfg.sandbox, out, samples, concurrency, base_url, console))
-    except KeyboardInterrupt:
-        raise Interrupted(f"interrupted: finished rounds are kept in {out}; re-run the same command to resume") from None
+        yield local.base_url
     finally:
-        if local is not None:
-            local.stop()
-    table = Table("env", "rollouts", "first", "best", "final", "improvement")
-    for env_id, stats in summary["envs"].items():
-        table.add_row(env_id, str(stats["rollouts"]), f"{stats['mean_first']:.4g}", f"{stats['mean_best']:.4g}", f"{stats['mean_final']:.4g}", f"{stats['mean_improvement']:+.4g}")
-    console.print(table)
-    endings = ", ".join(f"{k} {v}" for k, v in summary["endings"].items())
-    console.print(f"endings: {endings}; tokens {summary['tokens']}; cost ${summary['cost_usd']:.4f}; {summary['seconds']:.0f}s")
-    console.print(f"trajectories: {out}/<env>/<key>.jsonl; summary: {out / 'summary.json'}")
-    unreadable = summary.get("unreadable_records", [])
+        local.stop()
+
+
+def _print_rollout(summary, as_json: bool) -> None:
+    """The rollout's end: per-env means (per variant), the summary; RecordError for unreadable records."""
+    from arex.rollout.batch import UNREADABLE
+    from arex.summary import print_summary
+
+    if not as_json:
+        table = Table("env", "rollouts", "first", "best", "final", "improvement")
+        for env_id, stats in summary.extra["envs"].items():
+            table.add_row(escape(env_id), str(stats["rollouts"]), f"{stats['mean_first']:.4g}", f"{stats['mean_best']:.4g}", f"{stats['mean_final']:.4g}", f"{stats['mean_improvement']:+.4g}")
+        console.print(table)
+    print_summary(summary, console, as_json, show_items=False)
+    unreadable = summary.extra["unreadable_records"]
     if unreadable:
         from arex.trajectory import RecordError
 
         for problem in unreadable:
-            console.print(f"[red]{UNREADABLE}[/red]: {escape(problem['reason'])}", soft_wrap=True)
+            (err if as_json else console).print(f"[red]{UNREADABLE}[/red]: {escape(problem['reason'])}", soft_wrap=True)
         raise RecordError(f"{len(unreadable)} record(s) could not be read and were left as they are (reasons above); the other rollouts ran. Repair or move them away, then re-run to redo them.")
 
 
@@ -263,30 +358,41 @@ def select_command(
     out: Path = typer.Option(Path("selected"), "--out", help="Where selection.json, kept.jsonl, drops.md go."),
     concurrency: int = typer.Option(2, "--concurrency", help="Trajectories checked (re-graded) at once."),
     config: Optional[List[str]] = ConfigOpt,
+    as_json: bool = JsonOpt,
 ) -> None:
     """Keep or drop whole trajectories; scores are re-checked by re-grading. Resumable."""
     from arex.select import select
     from arex.storage import write_error
+    from arex.summary import print_summary, select_summary
 
     if concurrency < 1:
         raise UserInputError(f"--concurrency expects an integer of at least 1, got {concurrency}")
+    from arex.variants import read_record
+
+    if read_record(store):
+        names = ", ".join(str(store / v.name) for v in read_record(store))
+        raise UserInputError(f"{store} holds variants (variants.json); select each variant's store on its own: {names}")
     cfg = _config(config)
     if cfg.select.llm_judge.enabled and not cfg.teacher.base_url:
         raise UserInputError("select.llm_judge.enabled needs teacher.base_url (start one with `arex teacher serve`)")
 
+    shown = err if as_json else console  # with --json, stdout carries the summary only
+
     def show(verdict) -> None:
         mark = "[green]kept[/green]" if verdict.kept else f"[yellow]dropped[/yellow] {escape(', '.join(verdict.reasons))}"
-        console.print(f"{verdict.env_id}/{verdict.key}: {mark}")
+        shown.print(f"{verdict.env_id}/{verdict.key}: {mark}")
 
+    started = time.monotonic()
     try:
         selection = select(store, envs, out, cfg.select, cfg.sandbox, cfg.teacher, on_verdict=show, concurrency=concurrency)
     except OSError as exc:  # disk full, a read-only --out: verdicts already judged stay cached
         raise write_error(exc, out, f"verdicts judged so far are kept in {out / 'verdicts.jsonl'}; re-run the same command to continue") from None
-    table = Table("drop reason", "trajectories", "ids")
-    for reason, row in selection.drop_table().items():
-        table.add_row(reason, str(row["count"]), escape(", ".join(row["ids"][:4]) + (" ..." if row["count"] > 4 else "")))
-    console.print(table)
-    console.print(f"kept {len(selection.kept)} of {len(selection.kept) + len(selection.dropped)}; report: {out / 'selection.json'}, kept set: {out / 'kept.jsonl'}")
+    if not as_json:
+        table = Table("drop reason", "trajectories", "ids")
+        for reason, row in selection.drop_table().items():
+            table.add_row(reason, str(row["count"]), escape(", ".join(row["ids"][:4]) + (" ..." if row["count"] > 4 else "")))
+        console.print(table)
+    print_summary(select_summary(selection, out, time.monotonic() - started), console, as_json, show_items=False)
 
 
 @app.command("export")
@@ -295,10 +401,12 @@ def export_command(
     out: Path = typer.Option(Path("dataset"), "--out", help="Dataset folder: parquet shards, checksums.json, README.md (card)."),
     envs: Optional[Path] = typer.Option(None, "--envs", help="Built envs, for the canary leak check (default: the ones `arex select` used)."),
     config: Optional[List[str]] = ConfigOpt,
+    as_json: bool = JsonOpt,
 ) -> None:
     """Write the kept trajectories as SFT parquet shards and a dataset card (replaces only an earlier export)."""
     from arex.export import export, kept_records
     from arex.export_config import config_folder
+    from arex.summary import export_summary, print_summary
 
     cfg = _config(config)
     kept = kept_records(selection)  # kept.jsonl and selection.json, checked
@@ -306,10 +414,28 @@ def export_command(
     envs = envs or (Path(chosen["envs"]) if chosen and isinstance(chosen.get("envs"), str) else None)
     if envs is None or not envs.is_dir():
         raise UserInputError(f"no built envs to check the trajectories against (canaries): pass --envs DIR (got {envs})")
-    stats = export(kept, out, cfg.export, envs, chosen)  # the card is written before the swap
-    rows = ", ".join(f"{g} {n}" for g, n in stats.rows.items())
-    console.print(f"exported {stats.trajectories} trajectories ({len(stats.duplicates)} duplicates skipped): {rows} rows in {len(stats.shards)} shard(s)")
-    console.print(f"shards: {out}/<{'|'.join(config_folder(g) for g in stats.rows)}>/*.parquet; card: {out / 'README.md'}")
+    started = time.monotonic()
+    with (err if as_json else console).status(f"exporting to {out} ..."):
+        stats = export(kept, out, cfg.export, envs, chosen)  # the card is written before the swap
+    summary = export_summary(stats, out, time.monotonic() - started)
+    summary.paths["shards"] = f"{out}/<{'|'.join(config_folder(g) for g in stats.rows)}>/*.parquet"
+    print_summary(summary, console, as_json, show_items=False)
+
+
+@app.command("report")
+def report_command(
+    store: Path = typer.Argument(..., help="Trajectory store from `arex rollout --out` (with variants.json: one store per variant in <store>/<variant>/)."),
+    selection: Optional[Path] = typer.Option(None, "--selection", help="Folder written by `arex select` (or one holding <variant>/selection.json), for the drops table."),
+    out: Path = typer.Option(Path("report"), "--out", help="Folder for report.html, report.json and the trajectory pages (trajectories/)."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Write a self-contained HTML run report (curves, stage-wise table, endings, drops) and a page per trajectory."""
+    from arex.report import report_summary, write_report
+    from arex.summary import print_summary
+
+    started = time.monotonic()
+    result = write_report(store, out, selection)
+    print_summary(report_summary(result, time.monotonic() - started), console, as_json, show_items=False)
 
 
 @app.command("train-check")
@@ -334,12 +460,16 @@ def push_command(
     token: Optional[str] = typer.Option(None, "--token", help="Hub token (default: $HF_TOKEN or the stored login)."),
     endpoint: Optional[str] = typer.Option(None, "--endpoint", help="Hub URL (default: $HF_ENDPOINT or huggingface.co)."),
     private: bool = typer.Option(False, "--private", help="Create the repo private."),
+    as_json: bool = JsonOpt,
 ) -> None:
     """Upload the shards and the card to a Hugging Face dataset repo, in one commit."""
     from arex.push import push
+    from arex.summary import print_summary, push_summary
 
-    result = push(dataset, repo_id, token=token, endpoint=endpoint, private=private)
-    console.print(f"pushed {len(result.files)} files to {result.repo_url}")
+    started = time.monotonic()
+    with (err if as_json else console).status(f"uploading {dataset} to {repo_id} ..."):
+        result = push(dataset, repo_id, token=token, endpoint=endpoint, private=private)
+    print_summary(push_summary(result, dataset, time.monotonic() - started), console, as_json, show_items=False)
 
 
 @teacher_app.command("serve")

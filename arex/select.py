@@ -166,8 +166,8 @@ class Selector:
         lines = []
         for r in t.rounds:
             actions = "; ".join((s.action.command or s.action.kind)[:120] for s in r.steps)
-            public = "none" if r.end.grade.public_score is None else f"{r.end.grade.public_score:.4g}"
-            lines.append(f"Round {r.number}: public {public}. Actions: {actions}\nReflection: {r.end.reflection.call.content[:800]}")
+            # What the agent was shown (rollout.feedback may have withheld scores), not the grade.
+            lines.append(f"Round {r.number}: shown {' '.join(r.end.feedback.split())[:300]!r}. Actions: {actions}\nReflection: {r.end.reflection.call.content[:800]}")
         summary = "\n".join(lines)[-cfg.summary_chars :]
         call = await client.chat([{"role": "user", "content": cfg.prompt.format(title=env.title, summary=summary)}])
         match = re.search(r"SCORE:\s*(\d+)", call.content or "")

@@ -199,8 +199,8 @@ _BOUNDED_MAXIMIZE = {"accuracy": 0.0, "f1": 0.0, "roc_auc": 0.0}
 
 class MetricSpec(_Frozen):
     name: str
-    """accuracy, f1 (macro), roc_auc (binary, scores), log_loss (binary, probabilities), rmse, mae, r2,
-    or a function named as module:function taking (y_true, y_pred) lists."""
+    """accuracy, f1 (macro), roc_auc (binary, scores), log_loss (binary, probabilities), rmse, mae or r2.
+    Only built-in metrics: scoring runs on the host, so no metric code from the repository runs."""
     direction: Literal["maximize", "minimize"]
     """Declared, never inferred."""
     worst_value: float | None = None
@@ -246,6 +246,10 @@ class DataSpec(_Frozen):
     test_file: str = "data/test.csv"
     """Where the evaluation rows' features (no labels) are written."""
     split: SplitSpec = Field(default_factory=SplitSpec)
+    encoding: str = "auto"
+    """Text encoding of `table` (a Python codec name: utf-8, cp1252, latin-1, utf-16, ...). 'auto'
+    detects it: a byte-order mark, else UTF-8 if the bytes are valid UTF-8, else cp1252 (latin-1 when
+    cp1252 cannot decode them). The env's train, test and labels files are always written as UTF-8."""
 
 
 class Mutation(_Frozen):
@@ -267,7 +271,14 @@ class MLSpec(_Frozen):
     requirements: tuple[str, ...] = ()
     """pip requirements installed into the image at build time."""
     requirements_file: str | None = None
-    """A requirements file in the repository, installed too."""
+    """A requirements file in the repository, installed too (merged with `requirements`; `-r` files
+    it names are read from the repository; editable or local-path lines are refused)."""
+    requirements_relax: bool = False
+    """Replace an exact pin that has no wheel for the image's Python by the nearest version that has
+    one (the lowest above, else the highest below); what changed is recorded in `requirements_relaxed`."""
+    build_from_source: tuple[str, ...] = ()
+    """Packages allowed to be compiled from their source distribution when no wheel fits; every
+    other package installs from wheels only, so a build never compiles unasked."""
     apt: tuple[str, ...] = ()
     """Debian packages installed into the image at build time."""
     run: str
@@ -294,6 +305,8 @@ class MLSpec(_Frozen):
     source_hash: str = ""
     checksums: dict[str, str] = Field(default_factory=dict)
     baseline_score: float | None = None
+    requirements_relaxed: dict[str, str] = Field(default_factory=dict)
+    """Pins the build changed under `requirements_relax`, e.g. {numpy: '1.16.6 -> 1.23.2'}."""
 
 
 # -- reading task specs -------------------------------------------------------------------------

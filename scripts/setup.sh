@@ -10,10 +10,12 @@ EXTRAS="${AREX_EXTRAS:-test,local}"
 log() { echo "[arex setup] $*"; }
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 
-# 1. System packages: the Docker engine and debootstrap (for the locally built base image).
+# 1. System packages: the Docker engine, debootstrap (for the locally built base image) and
+#    headless Chromium (tests/test_report.py renders `arex report`'s pages with it).
 missing=()
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]} ..."
   $SUDO apt-get update -q >/dev/null

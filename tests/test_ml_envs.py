@@ -182,7 +182,7 @@ def test_failing_repositories_are_rejected_with_their_reason(tmp_path, monkeypat
     assert "exceeded the 20s time limit" in reports["too-slow"].reason
     assert "no submission.csv was written" in reports["no-submission"].reason
     assert "metric.name" in reports["bad-metric"].reason and "spearman_of_doom" in reports["bad-metric"].reason
-    assert "labelled private rows found in /workspace/data/copy.csv" in reports["leaky"].reason
+    assert "/workspace/data/copy.csv recovers 30 of 30 held-out labels" in reports["leaky"].reason
     assert "cannot reach" in reports["unreachable"].reason
     assert "field 'statement' names 'NOPE.md', which is not in the repository" in reports["missing-file"].reason
     good = reports["good"]

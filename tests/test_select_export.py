@@ -232,6 +232,9 @@ def test_llm_judge_criterion_uses_the_teacher(world, tmp_path):
             teacher = TEACHER.model_copy(update={"base_url": server.base_url})
             selection = select(store, world["envs"], tmp_path / f"sel-{kept}", config, SandboxConfig(), teacher)
             assert len(server.requests) == 2 and "Rate from 1 to 10" in server.requests[0]["messages"][0]["content"]
+            # The judge sees what each round showed the agent (its feedback as recorded), not the grade.
+            shown = {" ".join(r.end.feedback.split())[:60] for path in sorted(store.rglob("*.jsonl")) for r in load(path).rounds}
+            assert any(text in request["messages"][0]["content"] for request in server.requests for text in shown)
         assert len(selection.kept) == (2 if kept else 0)
         if not kept:
             assert [v.reasons for v in selection.dropped] == [["llm_judge"], ["llm_judge"]]

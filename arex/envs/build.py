@@ -16,7 +16,7 @@ from pathlib import Path
 
 from arex.envs.judge_build import BUILDER_VERSION, Job, build_one, judge_jobs, load_spec, write_env
 from arex.envs.judge_sources import SourceError, content_hash, source_files
-from arex.envs.ml_build import build_ml, fetch, is_ml_source, load_ml_spec, parse_source
+from arex.envs.ml_build import build_ml, crash_reason, is_ml_source, open_source
 from arex.envs.report import EnvReport, cached_rejection, rejection_key, remember_rejection, write_report
 from arex.sandbox import SandboxConfig
 
@@ -84,9 +84,7 @@ def _ml_env_id(source: Path) -> str | None:
     """The id an ML source's env gets (its spec is fetched once; build_ml reuses the cache), or
     None if it cannot be read: build_ml then reports why."""
     try:
-        parsed = parse_source(source)
-        folder, _ = fetch(parsed)
-        return load_ml_spec(folder, parsed).id
+        return open_source(source).spec.id
     except Exception:  # noqa: BLE001 - any failure is build_ml's to report, with its reason
         return None
 
@@ -107,4 +105,9 @@ def _reject_duplicates(work: list[_Work]) -> None:
 
 
 def _run(w: _Work, out: Path, sandbox: SandboxConfig) -> None:
-    w.report = build_ml(w.source, out, sandbox) if w.ml else build_one(*w.job, out, sandbox)  # type: ignore[misc]
+    """Build one unit; whatever it raises becomes its own `error` report, so the batch goes on."""
+    started = time.monotonic()
+    try:
+        w.report = build_ml(w.source, out, sandbox) if w.ml else build_one(*w.job, out, sandbox)  # type: ignore[misc]
+    except Exception as exc:  # noqa: BLE001 - one source's failure is its report, not the batch's end
+        w.report = EnvReport(str(w.source), w.env_id, "error", crash_reason(exc), seconds=time.monotonic() - started)

@@ -424,7 +424,7 @@ def build_one(problem: Problem, source: Path, digest: str, out: Path, sandbox: S
             report.status, report.reason = "error", f"{type(exc).__name__}: {exc}"
             report.seconds = time.monotonic() - started
             return report
-        finish(report, log, work, final, spec, digest, BUILDER_VERSION)
+        finish(report, log, work, final, spec, digest, BUILDER_VERSION, skills_from=source)  # a folder's arex-skills/, if any
     remember_rejection(out, env_id, digest, report)
     report.seconds = time.monotonic() - started
     return report

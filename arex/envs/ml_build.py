@@ -12,33 +12,36 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 import git
 
 from arex.canary import CANARY_FILE, make_canary
 from arex.envs.judge_sources import SourceError
-from arex.envs.ml_data import csv_bytes, needles, prepare_table, split_table
+from arex.envs.leak_probe import build_probe
+from arex.envs.ml_data import csv_bytes, decode_table, decode_text, prepare_table, split_table
 from arex.envs.ml_gates import run_ml_gates
-from arex.envs.ml_images import deps_image, env_image
-from arex.envs.ml_source import BUILDER_VERSION, Checkout, MLSource, content_digest, fetch, is_ml_source, load_ml_spec, parse_source, repo_files
+from arex.envs.ml_images import deps_image, env_image, relaxed_pins
+from arex.envs.ml_source import BUILDER_VERSION, Checkout, MLSource, content_digest, fetch, is_ml_source, load_ml_spec, open_source, parse_source
 from arex.envs.report import EnvReport, finish, skipped_report, write_task
 from arex.hashing import bytes_sha256, text_sha256
+from arex.rollout.skills import SOURCE_SKILLS
 from arex.sandbox import SandboxConfig, SandboxError
 
-__all__ = ["MLSource", "build_ml", "fetch", "is_ml_source", "load_ml_spec", "parse_source", "split_table"]
+__all__ = ["MLSource", "build_ml", "crash_reason", "fetch", "is_ml_source", "load_ml_spec", "open_source", "parse_source", "split_table"]
 
 
 def build_ml(path: Path, out: Path, sandbox: SandboxConfig) -> EnvReport:
+    """One ML source's report; never raises: an exception no check anticipated is an `error` row."""
     started = time.monotonic()
     try:
-        source = parse_source(path)
-        folder, commit = fetch(source)
-        spec = load_ml_spec(folder, source)
+        checkout = open_source(path)
+        content = content_digest(checkout, sandbox.image)
     except (SourceError, OSError, git.GitError) as exc:
         return EnvReport(str(path), None, "rejected", f"unreadable source: {exc}", seconds=time.monotonic() - started)
-    checkout = Checkout(source, folder, commit, spec, repo_files(folder))
-    content = content_digest(checkout, sandbox.image)
+    except Exception as exc:  # noqa: BLE001 - reported as this source's error; the batch goes on
+        return EnvReport(str(path), None, "error", crash_reason(exc), seconds=time.monotonic() - started)
     skipped = skipped_report(out / checkout.spec.id, content, path, started)
     if skipped is not None:
         return skipped
@@ -49,29 +52,44 @@ def build_ml(path: Path, out: Path, sandbox: SandboxConfig) -> EnvReport:
         report.reason = str(exc)
     except SandboxError as exc:
         report.status, report.reason = "error", f"SandboxError: {exc}"
+    except Exception as exc:  # noqa: BLE001 - reported as this source's error; the batch goes on
+        report.status, report.reason = "error", crash_reason(exc)
     report.seconds = time.monotonic() - started
     return report
+
+
+def crash_reason(exc: BaseException) -> str:
+    """An exception no check anticipated, as one sentence: its type, message and the innermost arex
+    line it passed through, so a user can report it without a traceback on their console."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/arex/" in f.filename.replace("\\", "/")]
+    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name})" if frames else ""
+    message = " ".join(str(exc).split()) or "no message"
+    return f"unexpected {type(exc).__name__}: {message}{where}; this is an arex bug or an input it does not handle yet, please report it."
 
 
 def _build_and_gate(report: EnvReport, checkout: Checkout, content: str, out: Path, sandbox: SandboxConfig) -> None:
     """Images, data split and env folder; the gates; into place under `out` if they all pass."""
     spec = checkout.spec
     deps = deps_image(spec, checkout.folder, sandbox.image)
-    table = prepare_table(spec, checkout.folder, deps, sandbox)
-    columns, train, public, private = split_table(spec, table)
+    text, encoding = decode_table(spec.data, prepare_table(spec, checkout.folder, deps, sandbox))
+    columns, train, public, private = split_table(spec, text)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{spec.id}-", dir=out) as tmp:
         work = Path(tmp) / spec.id
         checksums = _write_data(work, checkout, columns, train, public, private)
         (work / CANARY_FILE).write_text(make_canary(f"{spec.id}\0{content}") + "\n")
-        (work / "statement.md").write_text((checkout.folder / spec.statement).read_text(encoding="utf-8"))
+        (work / "statement.md").write_text(decode_text((checkout.folder / spec.statement).read_bytes()), encoding="utf-8")
         image = env_image(spec, deps, work / "workspace", content)
-        spec = spec.model_copy(update={"image": image, "source_url": checkout.source.url, "source_commit": checkout.commit, "source_hash": content, "checksums": checksums})
+        spec = spec.model_copy(update={"image": image, "source_url": checkout.source.url, "source_commit": checkout.commit, "source_hash": content, "checksums": checksums,
+                                       "requirements_relaxed": relaxed_pins(spec, checkout.folder, sandbox.image)})  # fmt: skip
         write_task(work, spec)
-        log = run_ml_gates(work, spec, train, sandbox, needles(table, private))
+        log = run_ml_gates(work, spec, train, sandbox, build_probe(spec.data, columns, train, public + private))
+        log.notes += [f"requirements relaxed: {name} {change}" for name, change in spec.requirements_relaxed.items()]
+        if encoding not in ("utf-8", "ascii"):
+            log.notes.append(f"data.table read as {encoding}{'' if spec.data.encoding == 'auto' else ' (data.encoding)'}, written as UTF-8")
         # The spec is written only if every gate passed, and then the baseline score is known.
         accepted = spec.model_copy(update={"baseline_score": log.scores.get("baseline")})
-        finish(report, log, work, out / spec.id, accepted, content, BUILDER_VERSION)
+        finish(report, log, work, out / spec.id, accepted, content, BUILDER_VERSION, skills_from=checkout.folder)
 
 
 def _write_data(work: Path, checkout: Checkout, columns: list[str], train: list[dict], public: list[dict], private: list[dict]) -> dict[str, str]:
@@ -82,6 +100,8 @@ def _write_data(work: Path, checkout: Checkout, columns: list[str], train: list[
         rel = p.relative_to(checkout.folder).as_posix()
         if rel == Path(data.table).as_posix():
             continue  # the full labelled table never enters the workspace
+        if rel.startswith(f"{SOURCE_SKILLS}/"):
+            continue  # the env's own skills are mounted apart (/task-skills), not workspace files
         (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(p, workspace / rel)
     train_csv = csv_bytes(columns, train)

@@ -3,6 +3,7 @@ public and private evaluation rows."""
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import random
@@ -11,7 +12,7 @@ from pathlib import Path
 from arex.envs.judge_sources import SourceError
 from arex.envs.ml_source import TABLE_CAP
 from arex.sandbox import SandboxConfig, make_sandbox
-from arex.specs import MLSpec
+from arex.specs import DataSpec, MLSpec
 
 
 # -- data ------------------------------------------------------------------------------------
@@ -30,10 +31,57 @@ def prepare_table(spec: MLSpec, checkout: Path, deps: str, sandbox: SandboxConfi
             raise SourceError(f"data.prepare '{spec.data.prepare}' did not write data.table '{spec.data.table}'") from None
 
 
-def split_table(spec: MLSpec, table: bytes) -> tuple[list[str], list[dict], list[dict], list[dict]]:
-    """Seeded split → (columns, train rows, public eval rows, private eval rows)."""
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+
+
+def detect_encoding(table: bytes) -> str:
+    """The table's encoding, guessed as a user would: a byte-order mark says it; else UTF-16 without a
+    mark if every other byte is NUL; else UTF-8 if the bytes are valid UTF-8; else the Windows
+    single-byte code page most exported spreadsheets use (cp1252), or latin-1 where cp1252 has holes."""
+    for bom, codec in _BOMS:  # UTF-32 LE first: its mark starts with UTF-16 LE's
+        if table.startswith(bom):
+            return codec
+    head = table[:4096]
+    if len(head) >= 4 and head.count(0) * 3 >= len(head):
+        odd, even = head[1::2].count(0), head[0::2].count(0)
+        return "utf-16-le" if odd > even else "utf-16-be"
+    for codec in ("utf-8", "cp1252"):
+        try:
+            table.decode(codec)
+            return codec
+        except UnicodeDecodeError:
+            continue
+    return "latin-1"
+
+
+def decode_table(data: DataSpec, table: bytes) -> tuple[str, str]:
+    """The table as text and the encoding read with (data.encoding, or detected when 'auto'); a
+    leading byte-order mark is dropped so the first column keeps its name."""
+    encoding = detect_encoding(table) if data.encoding == "auto" else data.encoding
+    try:
+        text = table.decode(encoding)
+    except LookupError:
+        raise SourceError(f"data.encoding '{encoding}' is not a known text encoding: set it to 'auto' or a codec name such as utf-8, cp1252 or latin-1") from None
+    except UnicodeDecodeError as exc:
+        line = table.count(b"\n", 0, exc.start) + 1
+        raise SourceError(
+            f"data.table '{data.table}' cannot be decoded as {encoding} (byte 0x{table[exc.start]:02x} on line {line}): "
+            "set data.encoding in the spec to the table's real encoding (e.g. cp1252 or latin-1), or to 'auto' to let arex detect it"
+        ) from None
+    return text.removeprefix("\ufeff"), encoding
+
+
+def decode_text(raw: bytes) -> str:
+    """A text file of the repository (its statement) in whatever encoding it was saved with."""
+    return raw.decode(detect_encoding(raw), errors="replace").removeprefix("\ufeff")
+
+
+def split_table(spec: MLSpec, table: bytes | str) -> tuple[list[str], list[dict], list[dict], list[dict]]:
+    """Seeded split → (columns, train rows, public eval rows, private eval rows). `table` is the
+    decoded text, or the bytes as the repository has them (decoded by `decode_table`)."""
     data = spec.data
-    rows = list(csv.DictReader(io.StringIO(table.decode("utf-8"))))
+    text = table if isinstance(table, str) else decode_table(data, table)[0]
+    rows = _rows(data, text)
     if not rows:
         raise SourceError(f"data.table '{data.table}' has no rows")
     columns = list(rows[0].keys())
@@ -62,6 +110,19 @@ def split_table(spec: MLSpec, table: bytes) -> tuple[list[str], list[dict], list
     return columns, train, public, private
 
 
+def _rows(data: DataSpec, text: str) -> list[dict]:
+    """The table's rows; a row with more or fewer fields than the header (an unquoted comma, a cut
+    line) is an error naming its line, not a crash later in the split."""
+    reader = csv.DictReader(io.StringIO(text))
+    rows = []
+    for row in reader:
+        if None in row or None in row.values():
+            what = "more" if None in row else "fewer"
+            raise SourceError(f"data.table '{data.table}' line {reader.line_num} has {what} fields than its header ({len(reader.fieldnames or [])}): fix that row (quote a field that holds a comma)")
+        rows.append(row)
+    return rows
+
+
 def _sort_key(value: str):
     return (0, int(value), "") if value.lstrip("-").isdigit() else (1, 0, value)
 
@@ -73,8 +134,3 @@ def csv_bytes(columns: list[str], rows: list[dict]) -> bytes:
     writer.writerows(rows)
     return out.getvalue().encode()
 
-
-def needles(table: bytes, private: list[dict]) -> list[str]:
-    """A few private rows as they are written in the labelled table: the leak gate greps for them."""
-    original = next(csv.reader(io.StringIO(table.decode("utf-8"))))
-    return [csv_bytes(original, [row]).decode().splitlines()[1] for row in private[:3]]

@@ -11,6 +11,7 @@ from typing import Callable
 
 from arex.envs.judge_sources import SourceError
 from arex.envs.layout import IMAGE_WORKSPACE
+from arex.envs.leak_probe import LeakProbe, LeakScanFailed, describe, run_scan
 from arex.envs.ml_data import csv_bytes
 from arex.envs.report import GateLog
 from arex.grading.ml import MLGrader
@@ -28,16 +29,16 @@ def constant_prediction(spec: MLSpec, train: list[dict]) -> str:
     return repr(sum(numbers) / len(numbers))
 
 
-def run_ml_gates(env_dir: Path, spec: MLSpec, train: list[dict], sandbox: SandboxConfig, needles: list[str]) -> GateLog:
-    """The gates in order, stopping at the first that fails; `needles` are full labelled lines of
-    private rows that must appear nowhere."""
+def run_ml_gates(env_dir: Path, spec: MLSpec, train: list[dict], sandbox: SandboxConfig, probe: LeakProbe) -> GateLog:
+    """The gates in order, stopping at the first that fails; `probe` holds the held-out rows whose
+    labels no file the agent can read may give away."""
     log = GateLog()
     grader = MLGrader(env_dir, spec)
     config = sandbox.model_copy(update={"image": spec.image, "seed": IMAGE_WORKSPACE, "mounts": (), "memory": max(sandbox.memory, 2 << 30)})
     run = partial(_graded_run, config, grader)
     baseline = _baseline_gates(log, spec, run)
     if baseline is not None and _noop_gate(log, grader, train, baseline) and _mutation_gate(log, spec, train, run, baseline):
-        _leak_gate(log, spec, config, needles)
+        _leak_gate(log, spec, config, probe)
     return log
 
 
@@ -110,17 +111,18 @@ def _mutation_gate(log: GateLog, spec: MLSpec, train: list[dict], run: Callable[
     return log.check("mutation changes the score", abs(mutated.held_out_raw - baseline.held_out_raw) > spec.tolerance, f"{what}: {mutated.held_out_raw:.6f} vs baseline {baseline.held_out_raw:.6f}")
 
 
-def _leak_gate(log: GateLog, spec: MLSpec, config: SandboxConfig, needles: list[str]) -> None:
+def _leak_gate(log: GateLog, spec: MLSpec, config: SandboxConfig, probe: LeakProbe) -> None:
+    """No file the agent can read (workspace and image, any format, name or encoding) recovers
+    held-out labels, every data file can be read, and the spec's probes fail."""
     with make_sandbox(config, f"leak-{spec.id}") as box:
-        table_name = Path(spec.data.table).name
-        found = box.exec(f"find / -xdev \\( -name labels.csv -o -name {table_name} \\) 2>/dev/null | head -5", timeout=120).stdout.strip()
         probe_failures = [p for p in spec.leak_probes if box.exec(p, timeout=120).ok]
-        # Whole labelled private rows in any text file the agent can reach.
-        hits = box.exec(["grep", "-rlxF", *sum([["-e", n] for n in needles], []), "/workspace", "/tmp", "/home", "/opt", "/usr/local/share"], timeout=120).stdout.strip()
-    problems = [
-        f"files named like the labels: {found}" if found else "",
-        f"probes that should fail succeeded: {probe_failures}" if probe_failures else "",
-        f"labelled private rows found in {hits[:200]}" if hits else "",
-    ]
-    problems = [p for p in problems if p]
-    log.check("private labels unreachable", not problems, "; ".join(problems) or f"no label files, no labelled private rows, {len(spec.leak_probes)} probe(s) fail as they should")
+        try:
+            report = run_scan(box, probe)
+        except LeakScanFailed as exc:
+            log.check("private labels unreachable", False, str(exc))
+            return
+    problems, scanned = describe(report, probe)
+    if probe_failures:
+        problems.append(f"probes that should fail succeeded: {probe_failures}")
+    detail = "; ".join(problems) + f" ({scanned})" if problems else f"{scanned}: no file recovers their labels; {len(spec.leak_probes)} probe(s) fail as they should"
+    log.check("private labels unreachable", not problems, detail)

@@ -22,7 +22,9 @@ from pydantic import BaseModel
 
 import arex
 from arex.envs.layout import STAMP
+from arex.envs.task_skills import SkillNote, read_record, ship
 from arex.hashing import text_sha256, tree_sha256
+from arex.rollout.skills import SOURCE_SKILLS
 
 REJECTED_DIR = ".rejected"
 REASON_CELL_CHARS = 300
@@ -60,9 +62,11 @@ class EnvReport:
     gates: list[Gate] = field(default_factory=list)
     scores: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
+    skills: list[SkillNote] = field(default_factory=list)
+    """The env's own skills: shipped with the source or drafted (`--draft-skills`), kept or rejected."""
 
     def to_json(self) -> dict:
-        return {**self.__dict__, "gates": [g.__dict__ for g in self.gates]}
+        return {**self.__dict__, "gates": [g.__dict__ for g in self.gates], "skills": [s.__dict__ for s in self.skills]}
 
 
 def write_task(env_dir: Path, spec: BaseModel) -> None:
@@ -78,12 +82,15 @@ def skipped_report(final: Path, digest: str, source: Path, started: float) -> En
     if previous.get("source_hash") != digest:
         return None
     gates = [Gate(**g) for g in previous.get("gates", [])]
-    return EnvReport(str(source), final.name, "skipped", "unchanged since the last build", gates, previous.get("scores", {}), time.monotonic() - started)
+    return EnvReport(str(source), final.name, "skipped", "unchanged since the last build", gates, previous.get("scores", {}), time.monotonic() - started, read_record(final))
 
 
-def finish(report: EnvReport, log: GateLog, work: Path, final: Path, spec: BaseModel, source_hash: str, builder: str) -> None:
+def finish(report: EnvReport, log: GateLog, work: Path, final: Path, spec: BaseModel, source_hash: str, builder: str, skills_from: Path | None = None) -> None:
     """Record the gates in `report`. If all passed: accept, write the final task.yaml (`spec`) and
-    the stamp into `work`, and move it to `final`, replacing an earlier build."""
+    the stamp into `work`, and move it to `final`, replacing an earlier build. `skills_from`: the
+    source folder, whose `arex-skills/` (the task's own skills) are checked and copied into the env."""
+    if skills_from is not None and not [g for g in log.gates if not g.passed]:
+        _ship_skills(report, log, skills_from, work)
     report.gates, report.scores = log.gates, log.scores
     failed = [g for g in log.gates if not g.passed]
     if failed:
@@ -97,6 +104,17 @@ def finish(report: EnvReport, log: GateLog, work: Path, final: Path, spec: BaseM
     if final.exists():
         shutil.rmtree(final)
     work.rename(final)
+
+
+def _ship_skills(report: EnvReport, log: GateLog, source: Path, work: Path) -> None:
+    """The source's own skills into the env, each checked (format, no private data): a gate."""
+    report.skills = ship(source, work)
+    if not report.skills:
+        return
+    rejected = [n for n in report.skills if n.status != "kept"]
+    kept = ", ".join(n.name for n in report.skills if n.status == "kept")
+    detail = f"{SOURCE_SKILLS}/{rejected[0].name}: {rejected[0].reason}" if rejected else f"{len(report.skills)} shipped, format and private data checked: {kept}"
+    log.check("task skills", not rejected, detail)
 
 
 # -- rejections, cached by content ----------------------------------------------------------------
@@ -171,7 +189,16 @@ def report_table(reports: list[EnvReport], summary: dict[str, int]) -> str:
     for r in reports:
         scores = ", ".join(f"{k.split(':')[0]} {v:.2f}" for k, v in r.scores.items())
         lines.append(f"| {_cell(r.env_id or '-')} | {_cell(r.source)} | {r.status} | {_cell(scores)} | {_cell(r.reason, REASON_CELL_CHARS)} | {r.seconds:.1f} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _skill_lines(reports)) + "\n"
+
+
+def _skill_lines(reports: list[EnvReport]) -> list[str]:
+    """The envs' own skills (shipped or drafted), each kept or rejected with its reason."""
+    notes = [(r.env_id or "-", n) for r in reports for n in r.skills]
+    if not notes:
+        return []
+    lines = ["", "## Task skills", "", "| env | skill | origin | status | reason |", "|---|---|---|---|---|"]
+    return lines + [f"| {_cell(env)} | {_cell(n.name)} | {n.origin} | {n.status} | {_cell(n.reason, REASON_CELL_CHARS)} |" for env, n in notes]
 
 
 def _cell(text: str, limit: int | None = None) -> str:

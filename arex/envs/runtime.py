@@ -14,11 +14,12 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
 
+from arex.envs.docs_index import agent_image
 from arex.envs.layout import IMAGE_WORKSPACE
 from arex.grading.judge import Judge
 from arex.grading.languages import language_for
 from arex.grading.ml import SUBMISSION_CAP, MLGrader
-from arex.hashing import json_sha256, text_sha256
+from arex.hashing import json_sha256, text_sha256, tree_sha256
 from arex.sandbox import Mount, SandboxConfig, make_sandbox
 from arex.sandbox.base import ArchiveTooLarge, Sandbox, SandboxError
 from arex.snapshots import MemberError, SnapshotStore, read_member
@@ -44,6 +45,15 @@ class Grading:
         """Remove whatever was started."""
 
 
+def _spec_hash(raw: dict, skills: Path) -> str:
+    """Of the task spec and the env's own skills (skills/, when it has any): rollouts and selection
+    key on it, so an env whose skills changed is a changed env. Without skills, of the spec alone."""
+    files = [p for p in skills.rglob("*") if p.is_file()] if skills.is_dir() else []
+    if not files:
+        return json_sha256(raw, sort_keys=True)[:16]
+    return json_sha256({"task": raw, "skills": tree_sha256(skills, files)}, sort_keys=True)[:16]
+
+
 class Env(ABC):
     kind: ClassVar[str]
     spec_model: ClassVar[type[JudgeSpec] | type[MLSpec]]
@@ -56,7 +66,7 @@ class Env(ABC):
             self.statement = (self.dir / "statement.md").read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise SpecError(f"{self.dir / 'statement.md'} cannot be read ({exc}); rebuild the env with `arex build-envs`.") from None
-        self.spec_hash = json_sha256(raw, sort_keys=True)[:16]
+        self.spec_hash = _spec_hash(raw, self.dir / "skills")
 
     @property
     def title(self) -> str:
@@ -82,11 +92,14 @@ class Env(ABC):
     @abstractmethod
     def _baseline(self, scores: dict) -> float | None: ...
 
-    def sandbox_config(self, base: SandboxConfig, skills_dir: Path | None = None, skills_target: str = "/skills") -> SandboxConfig:
-        """The agent's sandbox: `base`, the skills mounted read-only, and what the kind needs."""
+    def sandbox_config(self, base: SandboxConfig, skills_dir: Path | None = None, skills_target: str = "/skills", task_skills_dir: Path | None = None,
+                       task_skills_target: str = "/task-skills") -> SandboxConfig:  # fmt: skip
+        """The agent's sandbox: `base`, the general skills and the env's own (task_skills_dir, its
+        `skills/`) mounted read-only, and what the kind needs."""
         mounts = tuple(base.mounts)
-        if skills_dir is not None and skills_dir.is_dir():
-            mounts += (Mount(source=str(skills_dir.resolve()), target=skills_target),)
+        for folder, target in ((skills_dir, skills_target), (task_skills_dir, task_skills_target)):
+            if folder is not None and folder.is_dir():
+                mounts += (Mount(source=str(folder.resolve()), target=target),)
         return base.model_copy(update={"mounts": mounts, **self._sandbox_update(base)})
 
     def _sandbox_update(self, base: SandboxConfig) -> dict:
@@ -152,6 +165,9 @@ class JudgeEnv(Env):
 
     def _baseline(self, scores: dict) -> float | None:
         return scores.get("starter")
+
+    def _sandbox_update(self, base: SandboxConfig) -> dict:
+        return {"image": agent_image(base)}  # the base image with the offline `docs` command and index
 
     def judge(self, base: SandboxConfig | None = None) -> Judge:
         """The judge, its grading containers made from `base` (mounts dropped: no skills there)."""

@@ -8,10 +8,8 @@ mis-sized submission scores nothing and says exactly what is wrong.
 from __future__ import annotations
 
 import csv
-import importlib
 import io
 import math
-import sys
 from pathlib import Path
 from typing import Callable
 
@@ -110,26 +108,12 @@ METRICS: dict[str, Callable[[list, list], float]] = {
 NUMERIC = {"roc_auc", "log_loss", "rmse", "mae", "r2"}
 
 
-def resolve_metric(name: str, repo: Path | None = None) -> Callable[[list, list], float]:
-    """A built-in metric by name, or `module:function` (importable, or a module in the repo)."""
-    if name in METRICS:
-        return METRICS[name]
-    if ":" not in name:
-        raise ValueError(f"Unknown metric '{name}'. Built-in metrics: {', '.join(METRICS)}; or name a function as module:function.")
-    module_name, _, function = name.partition(":")
-    added = False
-    if repo is not None and str(repo) not in sys.path:
-        sys.path.insert(0, str(repo))
-        added = True
-    try:
-        module = importlib.import_module(module_name)
-        fn = getattr(module, function)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"Metric '{name}' cannot be loaded: {exc}") from None
-    finally:
-        if added:
-            sys.path.remove(str(repo))
-    return fn
+def resolve_metric(name: str) -> Callable[[list, list], float]:
+    """A built-in metric by name. Metric code from a repository is never run: scoring happens on the
+    host, outside any sandbox, and a repository (or a model drafting its spec) is not trusted."""
+    if name not in METRICS:
+        raise ValueError(f"unknown metric '{name}'; the metrics are {', '.join(METRICS)} (arex runs no metric code from the repository, since scoring happens outside the sandbox)")
+    return METRICS[name]
 
 
 # -- submissions ---------------------------------------------------------------------------------
@@ -180,7 +164,7 @@ class MLGrader:
         self.env_dir = Path(env_dir)
         self.spec = spec
         self.labels = read_labels(self.env_dir / "private" / "labels.csv")
-        self.metric = resolve_metric(spec.metric.name, self.env_dir / "workspace")
+        self.metric = resolve_metric(spec.metric.name)
         self.sign = 1.0 if spec.metric.direction == "maximize" else -1.0
 
     def _metric(self, rows: list[dict[str, str]], predictions: dict[str, str]) -> float:

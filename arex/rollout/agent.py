@@ -20,7 +20,7 @@ from arex.rollout.keep import Keeper
 from arex.rollout.memory import Memory
 from arex.rollout.parse import Action as ParsedAction
 from arex.rollout.parse import clip, parse_action, parse_reflection
-from arex.rollout.skills import catalogue, load_skills
+from arex.rollout.skills import skill_set
 from arex.rollout.tools import parse_tool_calls, tool_schema
 from arex.sandbox import SandboxConfig, SandboxError, make_sandbox
 from arex.snapshots import SnapshotStore
@@ -57,16 +57,19 @@ def _ending_of(exc: BaseException) -> tuple[str, str]:
 class Rollout:
     def __init__(self, env: Env, teacher: TeacherClient, identity: TeacherIdentity, config: RolloutConfig, sandbox: SandboxConfig, path: Path, sample: int, key: str, config_hash: str):
         self.env, self.teacher, self.identity, self.config = env, teacher, identity, config
-        self.sandbox_config = env.sandbox_config(sandbox, config.skills_path(), config.skills_target)
+        # General skills (rollout.general_skills) and the env's own (rollout.task_skills), each mounted read-only.
+        self.skill_set = skill_set(config.skills_path() if config.general_skills else None, env.dir if config.task_skills else None, config.skills_target)
+        ss = self.skill_set
+        self.sandbox_config = env.sandbox_config(sandbox, ss.general_dir, ss.general_target, ss.task_dir, ss.task_target)
         self.path, self.sample, self.key, self.config_hash = path, sample, key, config_hash
         # Workspace archives by sha256; round_end lines name theirs. Never unpacked on the host.
         self.store = SnapshotStore(path.with_suffix("") / "snapshots")
         self.keeper = Keeper(self.store)
         self.prompts = config.load_prompts()
         self.tools = config.action_format == "tools"
-        self.skills = [skill.name for skill in load_skills(config.skills_path())]
-        self.schema = tool_schema(self.prompts, self.sandbox_config.workdir, f"{config.command_timeout_s:g}", config.skills_target, self.skills) if self.tools else None
-        self.memory = Memory(self.prompts, config, self._system(catalogue(config.skills_path()) or "(none)"))
+        self.skills = ss.paths()  # read_skill names → SKILL.md in the sandbox
+        self.schema = tool_schema(self.prompts, self.sandbox_config.workdir, f"{config.command_timeout_s:g}", config.skills_target, list(self.skills)) if self.tools else None
+        self.memory = Memory(self.prompts, config, self._system(ss.catalogue()))
         self.grading = env.open_grading(sandbox)
         self.box, self.writer, self._warming = None, None, None  # set by run()
         self.tokens, self.cost, self.rounds_done = 0, 0.0, 0
@@ -151,9 +154,8 @@ class Rollout:
         grade, snapshot, submission = await asyncio.to_thread(self.env.grade_round, self.box, self.grading, self.store)
         if grade.infra_error:
             raise SandboxError(f"grading failed: {grade.infra_error}")
-        public = "none (no sample tests)" if grade.public_score is None else f"{grade.public_score:.6g}"
-        feedback = clip(f"Public score: {public}\n{grade.feedback}", self.config.feedback_chars)
-        reflect_prompt = self.prompts["reflect"].format(round=number, feedback=feedback)
+        feedback = self.memory.feedback(number, grade)  # only what rollout.feedback lets the agent see
+        reflect_prompt = self.memory.reflect_prompt(number, feedback)
         reflection = await self._reflect(messages, reflect_prompt)
         improved, m = self.memory.improves(grade), self.memory
         m.note(number, grade, feedback, reflection.state, messages)
@@ -226,6 +228,7 @@ class Rollout:
         return self.prompts["system_tools" if self.tools else "system"].format(
             workdir=self.sandbox_config.workdir, timeout=f"{self.config.command_timeout_s:g}", steps=self.config.steps_per_round,
             skills_dir=self.config.skills_target, skills=skills, title=self.env.title, statement=self.env.statement.strip(),
+            docs=f"\n{self.prompts['docs'].strip()}\n" if self.config.docs and self.prompts.get("docs") else "",  # rollout.docs: its own paragraph
         )  # fmt: skip
 
     # -- budgets, accounting, resuming --------------------------------------------------------

@@ -19,6 +19,7 @@ import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,8 +51,9 @@ def _hash(obj) -> str:
 
 def config_hash(teacher: TeacherConfig, rollout: RolloutConfig) -> str:
     sampling = teacher.model_dump(include={"model", "temperature", "top_p", "max_tokens", "seed", "stop", "extra_body"})
-    # The default action format is left out, so the keys of rollouts made before it existed hold.
-    return _hash({"teacher": sampling, "rollout": rollout.model_dump(exclude={"action_format"} if rollout.action_format == "text" else set())})
+    # Settings added later are left out at their defaults, so the keys of rollouts made before they existed hold.
+    later = {"action_format": "text", "feedback": "full", "general_skills": True, "task_skills": True, "docs": True}
+    return _hash({"teacher": sampling, "rollout": rollout.model_dump(exclude={k for k, v in later.items() if getattr(rollout, k) == v})})
 
 
 def rollout_key(env: Env, chash: str, sample: int) -> str:
@@ -84,9 +86,17 @@ async def run_batch(
     concurrency: int = 4,
     base_url: str | None = None,
     console: Console | None = None,
+    limit: asyncio.Semaphore | None = None,
+    progress: Progress | None = None,
 ) -> dict:
     """Run every (env, sample) rollout; returns the run summary (also written to out/summary.json).
-    StoreLocked if another run works on `out`; DiskFull / OutputError if `out` cannot be written."""
+    StoreLocked if another run works on `out`; DiskFull / OutputError if `out` cannot be written.
+
+    `limit` and `progress` are for a caller running several batches in one event loop (variants,
+    arex.variants): the rollouts of all of them share `limit` (and the caller's thread pool), and
+    `progress` is filled for the caller to draw (pass no console then). That caller also labels
+    the sandboxes with its own store and removes the leftovers of killed runs (`_store_label`,
+    `_remove_leftovers`): one label for the whole run, not one per batch."""
     for name, value in (("samples", samples), ("concurrency", concurrency)):
         if not isinstance(value, int) or value < 1:
             raise UserInputError(f"--{name} expects an integer of at least 1, got {value!r}")
@@ -99,10 +109,11 @@ async def run_batch(
         else:
             log.warning(line)
 
-    with StoreLock(out, notify), _store_label(out):
-        if sandbox_config.backend == "docker":
+    with StoreLock(out, notify), (_store_label(out) if limit is None else nullcontext()):
+        if sandbox_config.backend == "docker" and limit is None:
             _remove_leftovers(out, notify)
-        return await _run_locked(envs, teacher_config, rollout_config, sandbox_config, out, samples, concurrency, base_url, console)
+        shared = (limit, progress)
+        return await _run_locked(envs, teacher_config, rollout_config, sandbox_config, out, samples, concurrency, base_url, console, shared)
 
 
 class _store_label:
@@ -134,15 +145,18 @@ def _remove_leftovers(out: Path, notify) -> None:
         notify(f"removed {len(removed)} sandbox container(s) left by killed runs on {out}")
 
 
-async def _run_locked(envs, teacher_config, rollout_config, sandbox_config, out: Path, samples: int, concurrency: int, base_url, console) -> dict:
+async def _run_locked(envs, teacher_config, rollout_config, sandbox_config, out: Path, samples: int, concurrency: int, base_url, console, shared=(None, None)) -> dict:
     teacher = TeacherClient(teacher_config, base_url=base_url)
     identity = await teacher.identity()
     chash = config_hash(teacher_config, rollout_config)
     jobs = [(env, s) for env in envs for s in range(samples)]
-    # Sandbox and grading calls block; give every running rollout its own threads for them.
-    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=2 * concurrency + 4))
-    progress = Progress(total=len(jobs))
-    limit = asyncio.Semaphore(concurrency)
+    limit, progress = shared
+    if limit is None:  # else the caller shares its limit and thread pool among batches
+        # Sandbox and grading calls block; give every running rollout its own threads for them.
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=2 * concurrency + 4))
+        limit = asyncio.Semaphore(concurrency)
+    progress = progress or Progress(total=0)
+    progress.total = len(jobs)
     started = time.monotonic()
 
     def on_round(rollout: Rollout, end: RoundEnd) -> None:
@@ -207,15 +221,23 @@ async def _gather(coros: list, progress: Progress, console: Console | None) -> l
         await asyncio.gather(*tasks, return_exceptions=True)
         if live is not None:
             live.stop()
+            if not console.is_terminal:  # off a terminal, Live leaves its last table without a line end
+                console.line()
     return [t.result() for t in tasks]
 
 
 def summarize(results: list[dict], out: Path, seconds: float, usage: dict) -> dict:
+    """The run summary: endings, per-env means, totals, and one line per rollout (`results`:
+    env, sample, key, path, status, rounds, best and final held-out score, as read back from its
+    record); `finished` counts the records that end with an `end` line."""
     endings: dict[str, int] = {}
     per_env: dict[str, dict] = {}
     unreadable: list[dict] = []
+    lines: list[dict] = []
     for r in results:
         endings[r["status"]] = endings.get(r["status"], 0) + 1
+        line = {k: r.get(k) for k in ("env", "sample", "key", "path", "status")} | {"finished": False, "rounds": 0, "best": None, "final": None}
+        lines.append(line)
         if r["status"] == UNREADABLE:
             unreadable.append({"path": r["path"], "reason": r["reason"]})
             continue
@@ -224,8 +246,10 @@ def summarize(results: list[dict], out: Path, seconds: float, usage: dict) -> di
         except RecordError as exc:  # changed on disk since its rollout ended
             unreadable.append({"path": r["path"], "reason": str(exc)})
             continue
+        line["finished"] = record.end is not None
         if not record.rounds:
             continue
+        line.update(rounds=len(record.rounds), best=max(record.held_out), final=record.held_out[-1])
         held = record.held_out
         env = per_env.setdefault(r["env"], {"rollouts": 0, "first": [], "best": [], "final": []})
         env["rollouts"] += 1
@@ -239,6 +263,7 @@ def summarize(results: list[dict], out: Path, seconds: float, usage: dict) -> di
         stats["mean_improvement"] = stats["mean_best"] - stats["mean_first"]
     return {
         "rollouts": len(results),
+        "finished": sum(1 for line in lines if line["finished"]),
         "endings": endings,
         "tokens": sum(r.get("tokens", 0) for r in results),
         "cost_usd": round(sum(r.get("cost_usd", 0.0) for r in results), 6),
@@ -246,4 +271,5 @@ def summarize(results: list[dict], out: Path, seconds: float, usage: dict) -> di
         "teacher_usage_this_run": usage,
         "envs": per_env,
         "unreadable_records": unreadable,
+        "results": lines,
     }

@@ -20,6 +20,11 @@ PROMPTS = frozenset({"system", "round", "state", "no_state", "best", "no_best", 
 """The prompts a prompts file must define."""
 TOOL_PROMPTS = frozenset({"system_tools", "format_error_tools", "tool_not_run", "tool_submitted", "tool_bash", "tool_submit", "tool_read_skill"})
 """The prompts the `tools` action format needs as well (tool descriptions and tool messages)."""
+FEEDBACK_PROMPTS = {
+    "score-only": frozenset({"system_score_only", "feedback_score_only", "reflect_score_only"}),
+    "none": frozenset({"system_none", "feedback_none", "reflect_none", "best_none"}),
+}
+"""The prompts each `rollout.feedback` mode other than `full` needs as well."""
 
 
 class RolloutConfig(BaseModel):
@@ -45,6 +50,12 @@ class RolloutConfig(BaseModel):
     """text: the agent acts with one fenced ```bash block per reply; tools: through OpenAI tool
     calls (`bash`, `submit`, `read_skill`), each answered by a `tool` message. Only the first tool
     call of a reply runs; any others are answered as not run."""
+    feedback: Literal["full", "score-only", "none"] = "full"
+    """What the agent learns of each graded submission. full: the public score and the grader's
+    feedback (test verdicts, checker messages, run logs); score-only: the public score alone, and
+    the best public score so far; none: only that the round ended, so the agent must test its own
+    work (round scaling without feedback). The record keeps the whole grade in every mode;
+    `round_end.feedback` holds what the agent was shown."""
     context: Literal["bounded", "full-history"] = "bounded"
     """bounded: each round's context is rebuilt from task, state, best and last feedback;
     full-history: every earlier message stays (for comparison)."""
@@ -61,6 +72,18 @@ class RolloutConfig(BaseModel):
     ones (arex/data/skills)."""
     skills_target: str = "/skills"
     """Where the skills appear inside the sandbox."""
+    docs: bool = True
+    """Tell the agent about the offline `docs` command (`docs search`, `docs read`: the docstrings and
+    bundled docs of the standard library and the image's installed packages, indexed when the image
+    is built). Off: the system prompt does not mention it (the command stays in the image)."""
+    general_skills: bool = True
+    """Carry the general skills (skills_dir): mounted, in the catalogue, readable with `read_skill`.
+    Off (an ablation): none of that."""
+    task_skills: bool = True
+    """Carry the env's own skills (the built env's `skills/`, written for this task): mounted
+    read-only beside the general ones (`/skills` → `/task-skills`), listed in the catalogue as
+    written for this task, readable with `read_skill`. Off (an ablation): none of that. Both off:
+    nothing is mounted and the system prompt says there are no skills."""
 
     def load_prompts(self) -> dict[str, str]:
         path = Path(self.prompts) if self.prompts else BUNDLED / "prompts" / "default.yaml"
@@ -76,10 +99,12 @@ class RolloutConfig(BaseModel):
             raise UserInputError(f"rollout.prompts: prompts file {path} is not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
         if not isinstance(data, dict):
             raise UserInputError(f"rollout.prompts: prompts file {path} must be a mapping of prompt names to texts (system: ..., round: ...)")
-        needed = PROMPTS | (TOOL_PROMPTS if self.action_format == "tools" else frozenset())
+        modal = FEEDBACK_PROMPTS.get(self.feedback, frozenset())
+        needed = PROMPTS | (TOOL_PROMPTS if self.action_format == "tools" else frozenset()) | modal
         missing = needed - set(data)
         if missing:
             why = " (rollout.action_format: tools needs the tool prompts of the bundled file)" if missing & TOOL_PROMPTS else ""
+            why += f" (rollout.feedback: {self.feedback} needs its prompts from the bundled file)" if missing & modal else ""
             raise UserInputError(f"prompts file {path} lacks: {', '.join(sorted(missing))}{why}")
         not_text = sorted(name for name in needed if not isinstance(data[name], str))
         if not_text:

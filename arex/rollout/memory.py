@@ -3,6 +3,10 @@
 Bounded context (the default): every round starts from the system prompt and one message with the
 agent's own state, the best public score so far and the last feedback. Full history: the previous
 round's whole conversation, then that message.
+
+`rollout.feedback` decides what of a grade the agent is told, here and nowhere else: `full` the
+public score and the grader's feedback, `score-only` the public score, `none` only that the round
+ended (no score, no best score). Every text built from a grade comes from this module.
 """
 
 from __future__ import annotations
@@ -12,10 +16,14 @@ from arex.rollout.parse import clip
 from arex.specs import GradeResult
 from arex.trajectory import Best, BestPublic, Round
 
+_SUFFIX = {"full": "", "score-only": "_score_only", "none": "_none"}
+"""Each feedback mode's prompts: `reflect`, `reflect_score_only`, ... (rollout.config.FEEDBACK_PROMPTS)."""
+
 
 class Memory:
     def __init__(self, prompts: dict[str, str], config: RolloutConfig, system: str):
-        self.prompts, self.config, self.system = prompts, config, system
+        self.prompts, self.config, self.mode = prompts, config, config.feedback
+        self.system = system if self.mode == "full" else f"{system.rstrip()}\n\n{prompts['system' + _SUFFIX[self.mode]]}"
         self.state = ""
         self.best: Best | None = None  # by held-out score: what selection reads
         self.best_public: BestPublic | None = None  # what the agent is told
@@ -25,12 +33,30 @@ class Memory:
     def context(self, number: int) -> list[dict]:
         p = self.prompts
         state = p["state"].format(state=self.state) if self.state else p["no_state"]
-        best = p["best"].format(best=f"public score {self.best_public.public:.6g} in round {self.best_public.round}") if self.best_public else p["no_best"]
+        best = self._best_line()
         feedback = p["feedback"].format(round=self.last_feedback[0], feedback=self.last_feedback[1]) if self.last_feedback else p["no_feedback"]
         header = {"role": "user", "content": p["round"].format(round=number, rounds=self.config.rounds, state=state.strip(), best=best.strip(), feedback=feedback.strip())}
         if self.config.context == "full-history" and self.history:
             return self.history + [header]
         return [{"role": "system", "content": self.system}, header]
+
+    def _best_line(self) -> str:
+        p = self.prompts
+        if self.mode == "none":  # no score, and no round picked by one
+            return p["best_none"]
+        return p["best"].format(best=f"public score {self.best_public.public:.6g} in round {self.best_public.round}") if self.best_public else p["no_best"]
+
+    def feedback(self, number: int, grade: GradeResult) -> str:
+        """What the agent is told of round `number`'s grade (recorded as `round_end.feedback`)."""
+        public = "none (no sample tests)" if grade.public_score is None else f"{grade.public_score:.6g}"
+        if self.mode == "full":
+            text = f"Public score: {public}\n{grade.feedback}"
+        else:
+            text = self.prompts["feedback" + _SUFFIX[self.mode]].format(round=number, public="" if self.mode == "none" else public)
+        return clip(text, self.config.feedback_chars)
+
+    def reflect_prompt(self, number: int, feedback: str) -> str:
+        return self.prompts["reflect" + _SUFFIX[self.mode]].format(round=number, feedback=feedback)
 
     def improves(self, grade: GradeResult) -> bool:
         return self.best is None or grade.held_out_score > self.best.held_out
@@ -42,8 +68,8 @@ class Memory:
             self.state = clip(state, self.config.state_chars)
         if self.improves(grade):
             self.best = Best(round=number, held_out=grade.held_out_score, public=grade.public_score)
-        # No public score (a problem without sample tests): nothing to tell the agent about.
-        if grade.public_score is not None and (self.best_public is None or grade.public_score > self.best_public.public):
+        # No public score (a problem without sample tests), or none shown: nothing to tell the agent about.
+        if self.mode != "none" and grade.public_score is not None and (self.best_public is None or grade.public_score > self.best_public.public):
             self.best_public = BestPublic(round=number, public=grade.public_score)
         self.last_feedback = (number, feedback)
         if self.config.context == "full-history":

@@ -1,7 +1,8 @@
 """The `tools` action format: the tool definitions the teacher is offered, and reading its calls.
 
 The tools mirror the `text` format's actions: `bash` (one shell command), `submit`, and, when
-skills are mounted, `read_skill` (what `cat <skills>/<name>/SKILL.md` does in text). Only the first
+skills are mounted, `read_skill` (what `cat <skills>/<name>/SKILL.md` does in text; an env's own
+skills are read from their own mount, `cat <task skills>/<name>/SKILL.md`). Only the first
 tool call of a reply is the action; every call is answered by a `tool` message (the agent loop
 answers the others as not run), as OpenAI-format conversations require. A reply whose first call
 cannot be run is a format error, like a text reply without one fenced block.
@@ -33,8 +34,10 @@ def tool_schema(prompts: dict[str, str], workdir: str, timeout: str, skills_dir:
     return tools
 
 
-def parse_tool_calls(calls: list[ToolCall] | None, skills_dir: str, skills: list[str]) -> Action:
-    """The action of a reply's tool calls: its first call, as a command, `submit` or `invalid`."""
+def parse_tool_calls(calls: list[ToolCall] | None, skills_dir: str, skills: list[str] | dict[str, str]) -> Action:
+    """The action of a reply's tool calls: its first call, as a command, `submit` or `invalid`.
+    `skills`: the names `read_skill` takes (each at `<skills_dir>/<name>/SKILL.md`), or a mapping
+    of names to their SKILL.md in the sandbox (general and task skills, mounted apart)."""
     if not calls:
         return Action("invalid", error="no tool call")
     first = calls[0]
@@ -53,5 +56,6 @@ def parse_tool_calls(calls: list[ToolCall] | None, skills_dir: str, skills: list
         skill = arguments.get("name")
         if skill not in skills:
             return Action("invalid", error=f"`read_skill` needs `name`, one of: {', '.join(skills)}")
-        return Action("command", f"cat {shlex.quote(f'{skills_dir}/{skill}/SKILL.md')}")
+        path = skills[skill] if isinstance(skills, dict) else f"{skills_dir}/{skill}/SKILL.md"
+        return Action("command", f"cat {shlex.quote(path)}")
     return Action("invalid", error=f"unknown tool {name[:60]!r}")

@@ -1,0 +1,37 @@
+"""Drafting ML sources from repositories (`arex draft-env`): drafters by short name.
+
+A drafter is made from the arex configuration; `make_drafter(name, config)` picks it by name.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from arex.envs.draft.base import Attempt, Draft, Drafter, DraftError, Guess
+from arex.errors import UserInputError
+
+if TYPE_CHECKING:
+    from arex.config import ArexConfig
+
+
+def _heuristic(config: ArexConfig) -> Drafter:
+    from arex.envs.draft.heuristic import HeuristicDrafter
+
+    return HeuristicDrafter(config.sandbox)
+
+
+DRAFTERS: dict[str, Callable[[ArexConfig], Drafter]] = {
+    "heuristic": _heuristic,
+    "model": lambda config: __import__("arex.envs.draft.model", fromlist=["ModelDrafter"]).ModelDrafter.from_config(config),
+    # More drafters: one line each, "name": factory taking the ArexConfig.
+}
+
+
+def make_drafter(name: str, config: ArexConfig) -> Drafter:
+    """The drafter called `name`, made from `config`."""
+    if name not in DRAFTERS:
+        raise UserInputError(f"Unknown drafter '{name}': choose one of {', '.join(sorted(DRAFTERS))}.")
+    return DRAFTERS[name](config)
+
+
+__all__ = ["DRAFTERS", "Attempt", "Draft", "DraftError", "Drafter", "Guess", "make_drafter"]

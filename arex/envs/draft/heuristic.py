@@ -1,0 +1,283 @@
+"""The heuristic drafter: deterministic rules for the common case (a table shipped in the repository
+or written by a preparation script; a script that reads train/test CSVs and writes a submission).
+
+`survey` reads the repository once; a `Plan` holds the choices a revision can change (target,
+metric, the repository's script or the generic wrapper, files to remove, requirements). A draft is
+`compose(survey, plan)`. A revision's plan is replayed from the earlier attempts' reasons, so the
+drafter keeps no state beyond a cache of surveys.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Callable
+
+from pydantic import BaseModel, Field
+
+from arex.envs.draft.base import Attempt, Draft, DraftError, Guess
+from arex.envs.draft.compose import WRAPPER, module_name, statement_path, statement_text, wrapper_text
+from arex.envs.draft.inspect import IMPORT_TO_PYPI
+from arex.envs.draft.survey import CLASSIFICATION, ID_NAME, Survey, metric_options, survey
+from arex.sandbox import SandboxConfig
+
+Pinner = Callable[[list[str]], list[str]]
+
+
+class Plan(BaseModel):
+    """The choices a revision changes."""
+
+    target: int = 0
+    metric: int = 0
+    wrapper: bool = False
+    remove: list[str] = Field(default_factory=list)
+    requirements: list[str] = Field(default_factory=list)
+    dropped: list[str] = Field(default_factory=list)
+    no_scrub: list[str] = Field(default_factory=list)
+    submission_columns: list[str] = Field(default_factory=list)
+    revisions: list[str] = Field(default_factory=list)
+    """What each revision changed and why, one sentence each (shown as guesses)."""
+
+
+class HeuristicDrafter:
+    """Drafts from file names, column statistics and string literals; runs only the repository's
+    preparation script (in a sandbox, no network) and nothing else."""
+
+    name = "heuristic"
+
+    def __init__(self, sandbox: SandboxConfig | None = None, pin: bool = True) -> None:
+        self.sandbox = sandbox or SandboxConfig()
+        self.pin = pin
+        self._surveys: dict[Path, Survey] = {}
+        self._pins: dict[tuple[str, ...], list[str]] = {}
+
+    def draft(self, repo: Path, attempts: list[Attempt]) -> Draft:
+        repo = repo.resolve()
+        if repo not in self._surveys:
+            self._surveys[repo] = survey(repo, self.sandbox, self.pinned)
+        found = self._surveys[repo]
+        plan = Plan()
+        for attempt in attempts:
+            if attempt.reason is not None:
+                plan = revise(found, plan, attempt.reason)
+        return compose(found, plan, self.pinned)
+
+    def pinned(self, names: list[str]) -> list[str]:
+        """`names` pinned to the versions pip picks for the base image, when arex can resolve pins."""
+        key = tuple(names)
+        if key not in self._pins:
+            self._pins[key] = pin_requirements(names, self.sandbox.image) if self.pin else list(names)
+        return self._pins[key]
+
+
+def pin_requirements(names: list[str], image: str) -> list[str]:
+    """Exact pins for the loose names; a name pip cannot install (an import name that is no PyPI
+    package) is dropped, and with none resolvable the names stay as they are."""
+    from arex.envs.judge_sources import SourceError
+
+    try:
+        from arex.envs.ml_images import resolve_pins  # type: ignore[attr-defined]
+    except ImportError:  # not in this arex yet: unpinned
+        return list(names)
+    kept = list(names)
+    for _ in range(len(names)):
+        loose = [n for n in kept if not re.search(r"[=<>~!@ ]", n)]
+        try:
+            pins = resolve_pins(loose, image) if loose else {}
+        except SourceError as exc:
+            culprit = next((n for n in loose if re.search(rf"(?<![\w.-]){re.escape(n)}(?![\w.-])", str(exc))), None)
+            if culprit is None:
+                return list(names)
+            kept.remove(culprit)
+            continue
+        return [f"{n}=={pins[n]}" if pins.get(n) else n for n in kept]
+    return list(names)
+
+
+# -- one draft -------------------------------------------------------------------------------------
+def compose(found: Survey, plan: Plan, pinned: Pinner) -> Draft:
+    target, t_conf, t_why = found.targets[plan.target]
+    use_run = found.run_script is not None and not plan.wrapper
+    column = found.table.column(target)
+    assert column is not None
+    options = metric_options(column, found.table.rows, bool(use_run and found.run_script and found.run_script.uses_proba))
+    metric, direction, m_why = options[min(plan.metric, len(options) - 1)]
+    id_column, id_conf, id_why = choose_id(found, target, plan, use_run)
+    guesses = list(found.guesses) + [
+        Guess(field="data.target", value=target, confidence=t_conf, why=t_why),
+        Guess(field="metric.name", value=f"{metric} ({direction})", confidence="medium", why=m_why),
+        Guess(field="data.id_column", value=id_column, confidence=id_conf, why=id_why),
+    ]
+    add: dict[str, str] = {}
+    if use_run:
+        run, files, g = _repo_run(found, plan, id_column)
+    else:
+        run, files, g = _wrapper_run(found, id_column, target, metric, add)
+    guesses += g
+    train, test, sub, sub_columns = files
+    names = sorted(set(found.requirements + (["pandas", "scikit-learn"] if not use_run else []) + plan.requirements) - set(plan.dropped))
+    requirements = pinned(names)
+    data: dict = {"table": found.table_path, "target": target, "id_column": id_column, "train_file": train, "test_file": test,
+                  "split": {"seed": 0, "test_fraction": 0.3, "public_fraction": 0.5, "stratify": metric in CLASSIFICATION}}  # fmt: skip
+    if found.prepare_script:
+        data = {"prepare": f"python3 {found.prepare_script}", **data}
+    title = found.facts.readme_title or found.facts.root.name
+    spec: dict = {"id": env_slug(found.facts.root.name), "title": title[:120], "statement": statement_path(found.facts.files), "requirements": requirements}
+    if found.facts.requirements_file:
+        spec["requirements_file"] = found.facts.requirements_file
+    spec |= {"run": run, "submission": {"file": sub, "id_column": sub_columns[0], "prediction_column": sub_columns[1]}, "metric": {"name": metric, "direction": direction},
+             "data": data, "time_limit_s": 300, "protected": list(dict.fromkeys([p for p in (found.prepare_script, train, test) if p]))}  # fmt: skip
+    scrub = [e for e in found.scrub if e not in plan.no_scrub]
+    if scrub:
+        spec["scrub"] = scrub
+    if found.probes:
+        spec["leak_probes"] = list(found.probes)
+    add[spec["statement"]] = statement_text(spec, title, found.facts.readme_section)
+    if found.table_add is not None:
+        add[found.table_path] = found.table_add
+    guesses.append(Guess(field="statement", value=spec["statement"], confidence="medium", why="written by the draft: the README's first section, then the task as it is graded"))
+    source = "the third-party imports of its Python files, mapped to PyPI names" + (" (and the wrapper's)" if not use_run else "")
+    bare = [r.split("==")[0] for r in requirements]
+    pins = "pinned to the versions pip resolves for the base image" if requirements != bare else "unpinned: pip takes the newest at build time"
+    if len(bare) < len(names):
+        pins += f"; left out (pip cannot install them): {', '.join(n for n in names if n not in bare)}"
+    guesses.append(Guess(field="requirements", value=", ".join(requirements) or "(none)", confidence="medium", why=f"{source}; {pins}"))
+    remove = list(dict.fromkeys(found.remove + plan.remove))
+    if remove:
+        guesses.append(Guess(field="remove", value=", ".join(remove), confidence="medium", why="other copies of the labelled table (or files the leak gate found)"))
+    guesses += [Guess(field="revision", value=str(i + 1), confidence="medium", why=text) for i, text in enumerate(plan.revisions)]
+    return Draft(spec=spec, add=add, remove=tuple(remove), guesses=tuple(guesses))
+
+
+def _repo_run(found: Survey, plan: Plan, id_column: str) -> tuple[str, tuple[str, str, str, list[str]], list[Guess]]:
+    script = found.run_script
+    assert script is not None and found.train_literal and found.test_literal and found.submission_literal
+    columns = plan.submission_columns or script.submission_columns[:2]
+    read = bool(columns)
+    why_columns = f"{script.path} writes these columns" if columns else "the default columns (the script's could not be read)"
+    columns = columns if len(columns) == 2 else [id_column, "prediction"]
+    guesses = [
+        Guess(field="run", value=f"python3 {script.path}", confidence="high", why=f"{script.path} reads {found.train_literal} and {found.test_literal} and writes {found.submission_literal}"),
+        Guess(field="data.train_file", value=found.train_literal, confidence="high", why=f"the path {script.path} reads its training rows from"),
+        Guess(field="data.test_file", value=found.test_literal, confidence="high", why=f"the path {script.path} reads the rows to predict from"),
+        Guess(field="submission", value=f"{found.submission_literal}: {columns[0]},{columns[1]}", confidence="high" if read else "low", why=why_columns),
+    ]
+    return f"python3 {script.path}", (found.train_literal, found.test_literal, found.submission_literal, columns), guesses
+
+
+def _wrapper_run(found: Survey, id_column: str, target: str, metric: str, add: dict[str, str]) -> tuple[str, tuple[str, str, str, list[str]], list[Guess]]:
+    files = found.facts.files
+    train, test = "data/train.csv", "data/test.csv"
+    if (train in files and train != found.table_path) or (test in files and test != found.table_path):
+        train, test = "arex_data/train.csv", "arex_data/test.csv"
+    factory = next(((module_name(s.path), s.factories[0]) for s in found.facts.scripts if s.factories and not s.main_guard and s.path != WRAPPER), None)
+    task = "classification" if metric in CLASSIFICATION else "regression"
+    add[WRAPPER] = wrapper_text(train, test, "submission.csv", id_column, target, task, metric in ("roc_auc", "log_loss"), factory)
+    why = "no script reads a train and a test CSV and writes a submission" if found.run_script is None else f"{found.run_script.path} did not pass the gates"
+    model = f"the repository's {factory[0]}.{factory[1]}()" if factory else "a generic scikit-learn pipeline"
+    guesses = [Guess(field="run", value=f"python3 {WRAPPER}", confidence="medium" if factory else "low", why=f"{why}: the draft adds {WRAPPER}, training {model}")]
+    return f"python3 {WRAPPER}", (train, test, "submission.csv", [id_column, "prediction"]), guesses
+
+
+def choose_id(found: Survey, target: str, plan: Plan, use_run: bool) -> tuple[str, str, str]:
+    """The row id: the column the run script writes ids from, else a unique id-like column, else
+    a new one the build numbers."""
+    table = found.table
+    written = plan.submission_columns or (found.run_script.submission_columns if use_run and found.run_script else [])
+    if written and written[0] != target:
+        column = table.column(written[0])
+        if column is None or column.unique:
+            return written[0], "high", f"the run script writes its ids from {written[0]!r}" + ("" if column else "; the build numbers the rows")
+    for column in table.columns:
+        if column.name != target and column.unique and ID_NAME.match(column.name) and (column.integer or not column.numeric):
+            return column.name, "medium", f"{column.name!r} is unique in every row and named like an id"
+    name = "id" if table.column("id") is None else "arex_id"
+    return name, "low", f"no unique id-like column: the build adds {name!r} numbering the rows"
+
+
+def env_slug(name: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower().removesuffix(".git")).strip("-")
+    return slug[:60] or "ml-env"
+
+
+# -- revising from a gate's reason ------------------------------------------------------------------
+def revise(found: Survey, plan: Plan, reason: str) -> Plan:
+    """The plan for the next attempt, changed where a rule knows what the reason means; else DraftError."""
+    for rule in (_leak, _scrub_missing, _missing_module, _no_distribution, _submission_columns, _no_target):
+        revised = rule(found, plan, reason)
+        if revised is not None:
+            return revised
+    if "gate 'no-op clearly worse' failed" in reason:
+        return _next_metric(found, plan)
+    if any(f"gate '{g}' failed" in reason for g in ("baseline runs", "baseline deterministic", "mutation changes the score")):
+        return _escalate(found, plan, reason.split(":")[0])
+    raise DraftError(f"the heuristic drafter has no rule to revise after: {reason[:300]}")
+
+
+def _with(plan: Plan, why: str, **changes) -> Plan:
+    return plan.model_copy(update={**changes, "revisions": plan.revisions + [why]})
+
+
+def _next_metric(found: Survey, plan: Plan) -> Plan:
+    target = found.targets[plan.target][0]
+    column = found.table.column(target)
+    use_run = found.run_script is not None and not plan.wrapper
+    options = metric_options(column, found.table.rows, bool(use_run and found.run_script and found.run_script.uses_proba))  # type: ignore[arg-type]
+    if plan.metric + 1 < len(options):
+        return _with(plan, f"the no-op scored as well as the baseline with {options[plan.metric][0]}: trying {options[plan.metric + 1][0]}", metric=plan.metric + 1)
+    return _escalate(found, plan, "gate 'no-op clearly worse' failed with every metric")
+
+
+def _escalate(found: Survey, plan: Plan, what: str) -> Plan:
+    """The repository's script → the generic wrapper → the next candidate target."""
+    if not plan.wrapper and found.run_script is not None:
+        return _with(plan, f"{what}: training with the generated {WRAPPER} instead of {found.run_script.path}", wrapper=True, metric=0)
+    if plan.target + 1 < len(found.targets):
+        nxt = found.targets[plan.target + 1][0]
+        return _with(plan, f"{what}: trying the target {nxt!r}", target=plan.target + 1, metric=0)
+    raise DraftError(f"{what}, and the heuristic drafter has tried every target it found ({', '.join(t[0] for t in found.targets)})")
+
+
+def _leak(found: Survey, plan: Plan, reason: str) -> Plan | None:
+    if "gate 'private labels unreachable' failed" not in reason:
+        return None
+    paths = [m.rstrip(".") for m in re.findall(r"/workspace/([^\s'\",;:()]+)", reason)]
+    new = [p for p in dict.fromkeys(paths) if p in found.facts.files and p not in plan.remove + found.remove]
+    if not new:
+        raise DraftError(f"the leak gate failed and names no repository file to remove: {reason[:300]}")
+    return _with(plan, f"the leak gate found labelled rows in {', '.join(new)}: removed", remove=plan.remove + new)
+
+
+def _scrub_missing(found: Survey, plan: Plan, reason: str) -> Plan | None:
+    missing = [m for m in re.findall(r"scrub: (\S+) does not exist in the image", reason) if m not in plan.no_scrub]
+    return _with(plan, f"{', '.join(missing)} is not in the image: not scrubbed", no_scrub=plan.no_scrub + missing) if missing else None
+
+
+def _missing_module(found: Survey, plan: Plan, reason: str) -> Plan | None:
+    modules = re.findall(r"No module named '([\w.]+)'", reason)
+    names = [IMPORT_TO_PYPI.get(m, IMPORT_TO_PYPI.get(m.split(".")[0], m.split(".")[0])) for m in modules]
+    new = [n for n in dict.fromkeys(names) if n not in plan.requirements and n not in plan.dropped]
+    return _with(plan, f"the run lacked {', '.join(new)}: added to the requirements", requirements=plan.requirements + new) if new else None
+
+
+def _no_distribution(found: Survey, plan: Plan, reason: str) -> Plan | None:
+    names = re.findall(r"No matching distribution found for ([\w.-]+)", reason)
+    names += [m for m in re.findall(r"\): ([\w.-]+)\S* in .*? cannot be installed .*?versions that install: none", reason)]
+    new = [n for n in names if n not in plan.dropped]
+    return _with(plan, f"pip has no {', '.join(new)} (an import name, not a PyPI name?): dropped", dropped=plan.dropped + new) if new else None
+
+
+def _submission_columns(found: Survey, plan: Plan, reason: str) -> Plan | None:
+    match = re.search(r"has no '[^']*' column \(columns found: ([^)]*)\)", reason)
+    if not match or plan.wrapper or plan.submission_columns:
+        return None
+    columns = [c.strip() for c in match.group(1).split(",")]
+    if len(columns) != 2:
+        return None
+    return _with(plan, f"the submission has the columns {columns[0]},{columns[1]}: the spec says so", submission_columns=columns)
+
+
+def _no_target(found: Survey, plan: Plan, reason: str) -> Plan | None:
+    if "has no target column" not in reason:
+        return None
+    return _escalate(found, plan.model_copy(update={"wrapper": True}), "the table lacks the target")

@@ -1,0 +1,197 @@
+"""The heuristic drafter's reading of a repository, done once for all attempts: the table (shipped,
+or written by a preparation script run in a sandbox), the run script and its file literals, the
+requirements, the candidate targets and metrics, and what to remove or scrub."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from arex.envs.draft.base import DraftError, Guess
+from arex.envs.draft.inspect import Column, RepoFacts, ScriptInfo, TableInfo, csv_text, inspect_repo, is_submission, local_modules, pypi_names, read_table
+from arex.envs.draft.prepare import PACKAGED_DATA, deps_spec, existing_scrub, prepare_candidates, run_prepare
+from arex.sandbox import SandboxConfig
+
+TARGET_NAMES = ("target", "label", "labels", "class", "y", "survived", "quality", "price", "saleprice", "outcome", "diagnosis", "species",
+                "churn", "default", "income", "salary", "rating", "sales", "medv", "fraud", "is_fraud", "response", "result", "category")  # fmt: skip
+ID_NAME = re.compile(r"^(id|idx|index|row_?id|uid|key|.*_id|.*Id)$", re.I)
+CLASSIFICATION = ("accuracy", "f1", "roc_auc", "log_loss")
+REGRESSION_DISTINCT = 20
+RUN_NAMES = ("train", "main", "baseline", "run", "solution", "model", "predict", "fit")
+
+
+class Survey(BaseModel):
+    """What the drafter read from the repository, and what it decided once for all attempts."""
+
+    facts: RepoFacts
+    table: TableInfo
+    table_path: str
+    """data.table: the shipped table, the prepared one, or a CSV conversion added by the draft."""
+    table_add: str | None = None
+    """The converted table's text (when the shipped one is not UTF-8 comma-separated CSV)."""
+    prepare_script: str | None = None
+    run_script: ScriptInfo | None = None
+    train_literal: str | None = None
+    test_literal: str | None = None
+    submission_literal: str | None = None
+    requirements: list[str] = Field(default_factory=list)
+    remove: list[str] = Field(default_factory=list)
+    scrub: list[str] = Field(default_factory=list)
+    probes: list[str] = Field(default_factory=list)
+    targets: list[tuple[str, str, str]] = Field(default_factory=list)
+    """Candidate targets, best first: (column, confidence, why)."""
+    guesses: list[Guess] = Field(default_factory=list)
+
+
+# -- the survey ----------------------------------------------------------------------------------
+def survey(repo: Path, sandbox: SandboxConfig, pinned) -> Survey:
+    facts = inspect_repo(repo)
+    run, train, test, sub = find_run_script(facts)
+    requirements = [] if facts.requirements_file else pypi_names([m for s in facts.scripts for m in s.imports], local_modules(facts))
+    guesses = _requirements_guess(facts)
+    shipped = [t for t in facts.tables if not t.note and (t.path != test or train == t.path)]
+    if shipped:
+        table = _pick_table(shipped, train)
+        found = Survey(facts=facts, table=table, table_path=table.path, requirements=requirements, guesses=guesses)
+        why = f"{table.path} is the largest table shipped in the repository ({table.rows} rows, {len(table.columns)} columns)"
+        found.guesses.append(Guess(field="data.table", value=table.path, confidence="high", why=why))
+        clash = Path(table.path).name in {"labels.csv", "train.csv", "test.csv"} | {Path(p).name for p in (train, test) if p}
+        if not table.plain_csv or clash:
+            _convert(found, repo, clash)
+    else:
+        found = _prepared(facts, repo, run, requirements, sandbox, pinned)
+        found.guesses = guesses + found.guesses
+    found.run_script, found.train_literal, found.test_literal, found.submission_literal = run, train, test, sub
+    found.targets = target_candidates(found.table, run, facts.scripts)
+    if not found.targets:
+        raise DraftError(f"table {found.table_path} has no column that could be the target (columns: {', '.join(found.table.names[:10])})")
+    found.remove += [t.path for t in facts.tables if _duplicates(t, found)]
+    return found
+
+
+def _requirements_guess(facts: RepoFacts) -> list[Guess]:
+    if facts.requirements_file:
+        return [Guess(field="requirements_file", value=facts.requirements_file, confidence="high", why="the repository ships it")]
+    return []
+
+
+def _pick_table(tables: list[TableInfo], train_literal: str | None) -> TableInfo:
+    named = [t for t in tables if t.path == train_literal]
+    return named[0] if named else max(tables, key=lambda t: (t.rows * len(t.columns), t.path))
+
+
+def _convert(found: Survey, repo: Path, clash: bool) -> None:
+    """A table the build cannot read as it is (TSV, JSON, parquet, xlsx), or one named like a file
+    of the workspace (train.csv: the leak gate flags any file named like the table), becomes an
+    added CSV under another name; the original is removed so it does not reach the workspace."""
+    original = found.table
+    found.table_add = csv_text(original.path, (repo / original.path).read_bytes())
+    found.table_path = f"arex_data/{Path(original.path).stem}_table.csv"
+    found.remove.append(original.path)
+    found.guesses = [g for g in found.guesses if g.field != "data.table"]
+    why = f"{original.path} is named like a file of the agent's workspace" if clash else f"{original.path} is {original.format} (delimiter {original.delimiter!r})"
+    found.guesses.append(Guess(field="data.table", value=found.table_path, confidence="medium", why=f"{why}: the draft adds its {original.rows} rows as {found.table_path} (CSV)"))
+
+
+def _prepared(facts: RepoFacts, repo: Path, run: ScriptInfo | None, requirements: list[str], sandbox: SandboxConfig, pinned) -> Survey:
+    """No table shipped: run each preparation candidate (in the dependency image, no network) until one writes a table."""
+    from arex.envs.ml_images import deps_image
+
+    candidates = prepare_candidates(facts, run.path if run else None)
+    if not candidates:
+        raise DraftError("the repository ships no table (csv, tsv, xlsx, parquet, json) and has no script that looks like it writes one (make_data.py, prepare.py, ...)")
+    deps = deps_image(deps_spec(pinned(requirements), facts.requirements_file), repo, sandbox.image)
+    errors = []
+    for script in candidates[:3]:
+        prepared = run_prepare(repo, script.path, deps, sandbox)
+        if prepared.table is None:
+            errors.append(f"{script.path}: {prepared.error}")
+            continue
+        table = read_table(prepared.table, prepared.blob)
+        if table.note or not table.plain_csv:
+            errors.append(f"{script.path} wrote {prepared.table}, which is not UTF-8 comma-separated CSV ({table.note or table.format})")
+            continue
+        text = (repo / script.path).read_text(encoding="utf-8", errors="replace")
+        loaders = [name for name in PACKAGED_DATA if re.search(rf"\b{name}\b", text)]
+        scrub = existing_scrub([e for name in loaders for e in PACKAGED_DATA[name]], deps, sandbox)
+        probes = [f"python3 -c 'from sklearn.datasets import {name}; {name}()'" for name in loaders]
+        found = Survey(facts=facts, table=table, table_path=prepared.table, prepare_script=script.path, requirements=requirements, scrub=scrub, probes=probes)
+        found.guesses += [
+            Guess(field="data.prepare", value=prepared.command, confidence="high", why=f"{script.path} ran without network in the dependency image and wrote {prepared.table}"),
+            Guess(field="data.table", value=prepared.table, confidence="high", why=f"the largest table {script.path} wrote ({table.rows} rows, {len(table.columns)} columns)"),
+        ]
+        if loaders:
+            why = f"{script.path} calls {', '.join(loaders)}, whose data ships inside scikit-learn: scrubbed, and loading it must fail"
+            found.guesses.append(Guess(field="scrub", value=", ".join(scrub) or "(none found)", confidence="medium", why=why))
+        return found
+    raise DraftError("no preparation script wrote a usable table: " + "; ".join(errors))
+
+
+def find_run_script(facts: RepoFacts) -> tuple[ScriptInfo | None, str | None, str | None, str | None]:
+    """The script that reads a train and a test CSV and writes a submission CSV, with those three
+    literals (a script named train/main/baseline first)."""
+    found = []
+    for s in facts.scripts:
+        reads = [lit for lit in s.literals if lit not in s.written and lit.lower().endswith(".csv")]
+        train = next((lit for lit in reads if "train" in Path(lit).stem.lower()), None)
+        test = next((lit for lit in reads if "test" in Path(lit).stem.lower()), None)
+        sub = next((w for w in s.written if w.lower().endswith(".csv") and is_submission(w)), None)
+        if train and test and sub:
+            stem = Path(s.path).stem.lower()
+            rank = next((i for i, name in enumerate(RUN_NAMES) if name in stem), len(RUN_NAMES))
+            found.append((rank, s.path.count("/"), s.path, (s, train, test, sub)))
+    return min(found)[3] if found else (None, None, None, None)
+
+
+def _duplicates(other: TableInfo, found: Survey) -> bool:
+    """Another labelled copy of the table (its columns include most of the table's, the target among them)."""
+    if other.path in (found.table.path, found.table_path) or other.note:
+        return False
+    if other.path in (found.train_literal, found.test_literal) and not found.table_add:
+        return False  # written by the build at that path anyway
+    shared = set(other.names) & set(found.table.names)
+    return len(shared) >= max(2, len(found.table.names) // 2) and found.targets[0][0] in shared
+
+
+def target_candidates(table: TableInfo, run: ScriptInfo | None, scripts: list[ScriptInfo]) -> list[tuple[str, str, str]]:
+    """Columns that could be the label, best first: those the run script (or another script) fits
+    on, then conventional names, then the last column; never an id or a constant column."""
+    usable = [c for c in table.columns if c.distinct > 1 and not (c.unique and not c.numeric) and not (c.unique and ID_NAME.match(c.name))]
+    names = {c.name for c in usable}
+    out: list[tuple[str, str, str]] = []
+
+    def add(name: str, confidence: str, why: str) -> None:
+        if name in names and name not in [o[0] for o in out]:
+            out.append((name, confidence, why))
+
+    for ref in run.label_refs if run else []:
+        add(ref, "high", f"{run.path} fits on {ref!r}")  # type: ignore[union-attr]
+    for s in scripts:
+        for ref in s.label_refs:
+            add(ref, "medium", f"{s.path} uses {ref!r} as its label")
+    for c in usable:
+        if c.name.lower() in TARGET_NAMES:
+            add(c.name, "medium", f"the column is named like a label ({c.name!r})")
+    if usable:
+        add(usable[-1].name, "low", "no script or name says which column is the label: the last column")
+    for c in reversed(usable[:-1]):
+        if len(out) >= 3:
+            break
+        add(c.name, "low", "a fallback: an earlier column")
+    return out
+
+
+def metric_options(col: Column, rows: int, proba: bool) -> list[tuple[str, str, str]]:
+    """(metric, direction, why) for a target column, best first."""
+    classes = not col.numeric or (col.integer and col.distinct <= REGRESSION_DISTINCT)
+    if not classes:
+        return [("rmse", "minimize", f"numeric target with {col.distinct} distinct values: regression"), ("mae", "minimize", "regression, a second choice")]
+    binary = col.distinct == 2 and set(col.values) <= {"0", "1", "0.0", "1.0", "true", "false", "True", "False"}
+    kind = "binary" if col.distinct == 2 else f"{col.distinct} classes"
+    options = [("accuracy", "maximize", f"{kind}: classification"), ("f1", "maximize", f"{kind}: macro F1, a second choice")]
+    if binary:
+        auc = ("roc_auc", "maximize", f"{kind} 0/1 target" + (" and the script predicts probabilities" if proba else ""))
+        options = [auc] + options if proba else options[:1] + [auc] + options[1:]
+    return options

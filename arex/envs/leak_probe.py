@@ -1,0 +1,173 @@
+"""The host side of the ML leak gate: which held-out rows to look for and how to recognise them (the
+probe), running `leak_scan` in the env's sandbox as the agent's user, and reading its report."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from arex.envs import leak_scan
+from arex.envs.leak_scan import norm
+from arex.hashing import text_sha256
+from arex.sandbox.base import Sandbox
+from arex.specs import DataSpec
+
+PROBE_CAP = 5000
+"""Held-out rows probed at most (a deterministic sample by id): enough to see any leak, cheap to match."""
+PROBE_VALUES = 2_000_000
+"""Feature values sent at most (the probe sits in the sandbox's /tmp)."""
+KEYS_PER_ROW = 3
+STARTS = 64
+"""Wide rows are keyed by runs starting at this many evenly spaced columns (counting every run of
+every row would cost rows × columns per size)."""
+WINDOWS = (1, 2, 4, 8, 16, 32)
+"""Sizes of runs of consecutive feature values tried as a row's keys, smallest first."""
+SCAN_DIR = "/tmp/.arex-leak"
+SCAN_TIMEOUT = 1800.0
+
+
+class ProbeRow(BaseModel):
+    label: str
+    features: list[str]
+    """Normalised feature values in table order (to tell a label column from a copy of a feature)."""
+    keys: list[list[str]]
+    """Runs of consecutive feature values no other row of the table has: a record holding one is this row."""
+    id: str | None = None
+    """The row's id, when it appears nowhere among the table's values (else it identifies nothing)."""
+    pos: int | None = None
+    """The row's place in the table, when arex made the ids (the id is then that place)."""
+
+
+class LeakProbe(BaseModel):
+    """What the scanner looks for: held-out rows (public and private) that no training row duplicates."""
+
+    rows: list[ProbeRow]
+    chance: float
+    """The majority-label rate among the probed rows: a column must beat it by far."""
+    held_out: int
+    table_rows: int
+    duplicates: int
+    """Held-out rows whose features equal a training row's: the training file holds their labels legitimately."""
+
+
+class FoundLeak(BaseModel):
+    path: str
+    recovered: int
+    matched: int
+    of: int
+    column: str
+    how: str
+
+
+class UnreadableFile(BaseModel):
+    path: str
+    reason: str
+
+
+class LeakReport(BaseModel):
+    files: int
+    records: int
+    bytes: int
+    denied: int
+    truncated: int
+    kinds: dict[str, int]
+    seconds: float
+    leaks: list[FoundLeak]
+    unreadable: list[UnreadableFile]
+
+
+class LeakScanFailed(RuntimeError):
+    """The scanner itself did not finish (crash, timeout): the gate fails with its output."""
+
+
+# -- the probe -----------------------------------------------------------------------------------------
+def build_probe(data: DataSpec, columns: list[str], train: list[dict], held_out: list[dict]) -> LeakProbe:
+    """Held-out rows not duplicated by a training row, each with its label, its keys, and its id or
+    place where those identify it."""
+    features = [c for c in columns if c not in (data.target, data.id_column)]
+
+    def values(row: dict) -> list[str]:
+        return [norm(row.get(c)) for c in features]
+
+    seen = {tuple(values(r)) for r in train}
+    probed = [r for r in held_out if tuple(values(r)) not in seen]
+    duplicates = len(held_out) - len(probed)
+    cap = min(PROBE_CAP, max(200, PROBE_VALUES // max(1, len(features))))  # wide tables: fewer rows, same probe size
+    probed = sorted(probed, key=lambda r: text_sha256(str(r[data.id_column])))[:cap]
+    table = [values(r) for r in train + held_out]
+    keys = row_keys([values(r) for r in probed], table)
+    taken = {v for row in table for v in row} | {norm(r[data.target]) for r in train + held_out}
+    ids = [str(r[data.id_column]) for r in train + held_out]
+    positional = all(i.isdigit() for i in ids) and sorted(map(int, ids)) == list(range(len(ids)))
+    rows = []
+    for r, row_keys_ in zip(probed, keys):
+        ident = norm(r[data.id_column])
+        rows.append(ProbeRow(label=norm(r[data.target]), features=values(r), keys=row_keys_, id=ident if ident and ident not in taken else None, pos=int(r[data.id_column]) if positional else None))
+    labels = Counter(row.label for row in rows)
+    chance = max(labels.values()) / len(rows) if rows else 0.0
+    return LeakProbe(rows=rows, chance=chance, held_out=len(held_out), table_rows=len(table), duplicates=duplicates)
+
+
+def row_keys(probed: list[list[str]], table: list[list[str]]) -> list[list[list[str]]]:
+    """For each probed row, up to KEYS_PER_ROW runs of consecutive values that no other row of `table`
+    holds anywhere (shortest runs first, spread across the row); the whole row if none is unique."""
+    keys: list[list[list[str]]] = [[] for _ in probed]
+    width = max((len(r) for r in probed), default=0)
+    for size in [s for s in WINDOWS if s < width] + [width]:
+        pending = [i for i, k in enumerate(keys) if len(k) < KEYS_PER_ROW]
+        if not pending or size == 0:
+            break
+        windows = {i: _windows(probed[i], size) for i in pending}
+        wanted = {w for ws in windows.values() for _, w in ws}
+        counts: Counter = Counter()
+        for row in table:
+            counts.update({w for _, w in _windows(row, size)} & wanted)
+        for i in pending:
+            taken_until = -1
+            for start, w in windows[i]:
+                if counts[w] == 1 and start > taken_until and len(keys[i]) < KEYS_PER_ROW and list(w) not in keys[i]:
+                    keys[i].append(list(w))
+                    taken_until = start + size - 1
+    for i, row in enumerate(probed):
+        if not keys[i] and any(row):
+            keys[i].append(list(row))  # a row another held-out row duplicates: found by all its values
+    return keys
+
+
+def _windows(row: list[str], size: int) -> list[tuple[int, tuple[str, ...]]]:
+    count = len(row) - size + 1
+    starts = range(count) if count <= STARTS else sorted({j * count // STARTS for j in range(STARTS)})
+    return [(j, tuple(row[j : j + size])) for j in starts if all(row[j : j + size])]
+
+
+# -- running the scanner -------------------------------------------------------------------------------
+def run_scan(box: Sandbox, probe: LeakProbe) -> LeakReport:
+    """The scanner over the sandbox's whole filesystem, as the agent's user; its probe and report sit in
+    a folder it skips."""
+    box.write_file(f"{SCAN_DIR}/leak_scan.py", Path(leak_scan.__file__).read_bytes())
+    box.write_file(f"{SCAN_DIR}/probe.json", probe.model_dump_json())
+    result = box.exec(["python3", f"{SCAN_DIR}/leak_scan.py", f"{SCAN_DIR}/probe.json", f"{SCAN_DIR}/report.json", "/"], timeout=SCAN_TIMEOUT)
+    if not result.ok:
+        raise LeakScanFailed(f"the leak scan did not finish ({result.status}, exit {result.exit_code}): {(result.stderr or result.stdout)[-600:]}")
+    try:
+        return LeakReport.model_validate_json(box.read_file(f"{SCAN_DIR}/report.json"))
+    except (FileNotFoundError, ValidationError) as exc:
+        raise LeakScanFailed(f"the leak scan wrote no readable report: {str(exc)[:300]}") from None
+
+
+def describe(report: LeakReport, probe: LeakProbe) -> tuple[list[str], str]:
+    """The gate's problems (leaking and unreadable files) and what was scanned, in words."""
+    problems = [f"{leak.path} recovers {leak.recovered} of {leak.of} held-out labels ({leak.column}; {leak.how})" for leak in report.leaks[:10]]
+    if len(report.leaks) > 10:
+        problems.append(f"and {len(report.leaks) - 10} more leaking tables")
+    problems += [
+        f"{u.path} cannot be read in the env image: {u.reason}; remove it with the source YAML's `remove:` list, or add a reader such as pyarrow to the requirements"
+        for u in report.unreadable
+    ]
+    scanned = (
+        f"scanned {report.files} files ({report.records} records, {report.bytes / 1e6:.0f} MB) in {report.seconds:.0f}s "
+        f"for {len(probe.rows)} held-out rows ({probe.duplicates} duplicates of training rows not probed)"
+    )
+    return problems, scanned

@@ -1,0 +1,863 @@
+"""Finds every file the agent could read from which held-out labels can be recovered.
+
+Runs inside an env's own sandbox (its image, no network) as the agent's user, over the whole
+filesystem, so it sees exactly what the agent could open: names and extensions mean nothing to an
+agent, so each file is sniffed by its content (magic bytes, else text-ness) and read as the format it
+is: delimited text in any encoding, JSON and JSON lines, parquet, feather/arrow, xlsx, pickles and
+joblib files (unpickled here: the agent could do the same), npy/npz, and gzip/bz2/xz/zlib/zip
+layers around any of them. A file the image has no reader for fails the gate instead of being
+skipped. The same module is imported on the host (the probe builder, unit tests), so it uses only the
+standard library at import time; pandas, numpy, pyarrow and joblib are used only if importable.
+
+The probe (held-out rows: label, features, identifying keys, id, position) comes from the host in a
+file this scan skips. A file leaks when, among the records matched to held-out rows (by the row's
+distinctive feature values, by its id, or by its position where ids are positions), one column
+equals the held-out label far above chance and not merely because a feature column equals it.
+
+    python3 leak_scan.py PROBE.json REPORT.json [ROOT ...]
+"""
+
+from __future__ import annotations
+
+import bz2
+import csv
+import gzip
+import io
+import json
+import lzma
+import math
+import os
+import pickle
+import re
+import stat
+import sys
+import time
+import zipfile
+import zlib
+from collections import Counter
+from functools import partial
+from typing import Any, Iterable, Iterator
+from xml.etree import ElementTree
+
+FILE_CAP = 1 << 30
+"""Bytes read of one file (or one decompressed layer); more is not read (and the report says so)."""
+PSEUDO = ("/proc", "/sys", "/dev")
+EXPLAINED = 0.9
+"""A column whose label matches coincide with one feature's value this often is a copy of that feature."""
+SIGNIFICANCE = 1e-6
+"""A column's label matches must be this unlikely by chance (binomial tail at the majority-label rate)."""
+MAX_DEPTH = 4
+"""Nested layers (compression, archives, containers) followed within one file."""
+
+csv.field_size_limit(2**31 - 1)
+
+
+# -- normalisation ---------------------------------------------------------------------------------
+_CACHE: dict[str, str] = {}
+_TOKEN = re.compile(r"[^\s,;|\"'\[\](){}=:<>]+")
+_NUMBER = re.compile(r"[-+.]?\d[\d.eE+-]*")
+"""Numbers only: where every value a text is searched for is a number, other words need no look."""
+_NUMERIC_START = frozenset("0123456789-+.")
+
+
+def norm_float(x: float) -> str:
+    """Numbers compare at float32 precision: 1 == 1.0 == "1", 0.1 == float32(0.1)."""
+    if x != x or x in (math.inf, -math.inf):
+        return ""
+    if x.is_integer() and abs(x) < 2**53:
+        return str(int(x))
+    return "%.6g" % x
+
+
+def norm_str(s: str) -> str:
+    out = _CACHE.get(s)
+    if out is not None:
+        return out
+    t = s.strip().strip("\"'").strip()
+    if t and (t[0] in _NUMERIC_START or t[:3].lower() in ("nan", "inf")):
+        try:
+            out = norm_float(float(t))
+        except ValueError:
+            out = " ".join(t.split()).casefold()
+    else:
+        low = " ".join(t.split()).casefold()
+        out = {"true": "1", "false": "0", "none": "", "null": "", "nan": ""}.get(low, low)
+    if len(_CACHE) > 2_000_000:
+        _CACHE.clear()
+    _CACHE[s] = out
+    return out
+
+
+def norm(v: Any) -> str:
+    """Any scalar → the form values are compared in (strings case- and whitespace-normalised)."""
+    t = type(v)
+    if t is str:
+        return norm_str(v)
+    if v is None:
+        return ""
+    if t is bool:
+        return "1" if v else "0"
+    if t is int:
+        return str(v) if abs(v) < 2**53 else "%.6g" % v
+    if isinstance(v, float):
+        return norm_float(float(v))
+    if isinstance(v, (bytes, bytearray)):
+        return norm_str(bytes(v).decode("latin-1"))
+    item = getattr(v, "item", None)  # numpy and pandas scalars
+    if item is not None and getattr(v, "ndim", 0) == 0:
+        try:
+            inner = item()
+        except (TypeError, ValueError):
+            inner = str(v)
+        if type(inner) is not type(v):
+            return norm(inner)
+    return norm_str(str(v))
+
+
+# -- the probe -------------------------------------------------------------------------------------
+class Probe:
+    """Held-out rows as the host sent them, indexed for matching records against."""
+
+    def __init__(self, data: dict):
+        rows = data["rows"]
+        self.labels = [r["label"] for r in rows]
+        self.features = [r["features"] for r in rows]
+        self.keys1: dict[str, list[int]] = {}
+        self.keys_n: dict[tuple, list[int]] = {}
+        for i, r in enumerate(rows):
+            for key in r["keys"]:
+                target = self.keys1.setdefault(key[0], []) if len(key) == 1 else self.keys_n.setdefault(tuple(key), [])
+                target.append(i)
+        self.sizes = sorted({len(k) for k in self.keys_n})
+        self.known = frozenset(v for k in self.keys_n for v in k)
+        self.ids = {r["id"]: i for i, r in enumerate(rows) if r.get("id")}
+        self.positions = {r["pos"]: i for i, r in enumerate(rows) if r.get("pos") is not None}
+        self.chance = float(data.get("chance", 0.0))
+        self.total = len(rows)
+        self.table_rows = int(data.get("table_rows", 0))
+        self.min_hits = min(20, max(2, self.total // 4))
+        # Words worth parsing a text file for: each single-value key's longest word, with the rows it
+        # may point to; values of multi-value keys count only where they make up most of the text.
+        self.anchors: dict[str, set[int]] = {}
+        for key, holders in self.keys1.items():
+            self.anchors.setdefault(max(_TOKEN.findall(key) or [key], key=len), set()).update(holders)
+        self.words = _NUMBER if all(_NUMBER.fullmatch(v) for v in self.anchors.keys() | self.known | self.ids.keys()) else _TOKEN
+        self._by_value: dict[int, dict[str, list[int]]] = {}
+
+    def by_value(self, row: int) -> dict[str, list[int]]:
+        """A row's feature positions by value (to tell a label copy from a feature copy)."""
+        found = self._by_value.get(row)
+        if found is None:
+            found = {}
+            for f, v in enumerate(self.features[row]):
+                found.setdefault(v, []).append(f)
+            self._by_value[row] = found
+        return found
+
+    def text_relevant(self, text: str) -> bool:
+        """Whether a text can hold enough matching records to leak (min_hits rows): it has the key
+        values (or ids) of that many rows, and these are long enough to mean something or make up a
+        good part of its words; or it is mostly made of values of multi-value keys. Counting words
+        runs in C; only distinct words are normalised."""
+        counts = Counter(self.words.findall(text))
+        total = sum(counts.values())
+        known = anchor_words = id_words = 0
+        rows: set[int] = set()
+        long_rows: set[int] = set()
+        ids = 0
+        for word, n in counts.items():
+            value = norm_str(word)
+            holders = self.anchors.get(value)
+            if holders:
+                rows |= holders
+                anchor_words += n
+                if len(value) >= 5:  # a six-digit float or a word: hardly there by chance
+                    long_rows |= holders
+            if value in self.ids:
+                ids, id_words = ids + 1, id_words + n
+            if value in self.known:
+                known += n
+        if len(long_rows) >= self.min_hits or (len(rows) >= self.min_hits and anchor_words * 10 >= total):
+            return True
+        if ids >= self.min_hits and id_words * 10 >= total:
+            return True  # a list of ids with a few values each: an id → label map
+        if not self.sizes or known < self.sizes[0] or known * 2 < sum(counts.values()):
+            return False
+        return self.words is _TOKEN or sum(len(w) * n for w, n in counts.items()) * 4 >= len(text)  # numbers make up the text
+
+    def many_lines(self, text: str) -> bool:
+        """Whether a text could list most of the table's rows in order (ids are then positions); one
+        far longer is something else (its lines past the table's would not line up anyway)."""
+        return bool(self.positions) and self.table_rows // 2 <= max(text.count("\n"), text.count(",")) <= 4 * self.table_rows + 10
+
+    def match_keys(self, record: list[str]) -> list[int]:
+        """Held-out rows this record holds a key of. One is enough: a key is unique in the whole table,
+        so no training row holds it, and chance matches elsewhere agree with the label only by chance."""
+        found: dict[int, None] = {}
+        if not self.keys1.keys().isdisjoint(record):
+            for v in record:
+                for r in self.keys1.get(v, ()):
+                    found[r] = None
+        if self.sizes and len(record) >= self.sizes[0] and not self.known.isdisjoint(record):
+            for s in self.sizes:
+                for j in range(len(record) - s + 1):
+                    for r in self.keys_n.get(tuple(record[j : j + s]), ()):
+                        found[r] = None
+        return list(found)
+
+
+def binomial_tail(hits: int, n: int, p: float) -> float:
+    """P(X >= hits) for X ~ Binomial(n, p)."""
+    if hits <= 0:
+        return 1.0
+    if p <= 0:
+        return 0.0
+    if p >= 1:
+        return 1.0
+    logs = [math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * math.log(p) + (n - k) * math.log1p(-p) for k in range(hits, n + 1)]
+    top = max(logs)
+    return min(1.0, math.exp(top) * sum(math.exp(x - top) for x in logs))
+
+
+# -- one table's evidence --------------------------------------------------------------------------
+class TableStats:
+    """Matches of one table's records to held-out rows, and which columns equal the label, by how
+    the rows were matched: ("key",) distinctive values, ("id", c) the id in column c, ("pos", k)
+    the record's position (ids are positions) with k header lines."""
+
+    def __init__(self, probe: Probe, name: str):
+        self.probe, self.name = probe, name
+        self.records = 0
+        self.header: list[str] | None = None
+        self.matched: dict[tuple, set[int]] = {}
+        self.matched_count: Counter = Counter()
+        self.hits: dict[tuple, set[int]] = {}
+        self.hit_count: Counter = Counter()
+        self.align: dict[tuple, Counter] = {}
+
+    def add(self, record: list[str], index: int) -> None:
+        probe = self.probe
+        if self.header is None:
+            self.header = record
+        self.records += 1
+        for r in probe.match_keys(record):
+            self._compare(("key",), r, record)
+        if probe.ids and not probe.ids.keys().isdisjoint(record):
+            for c, v in enumerate(record):
+                r = probe.ids.get(v)
+                if r is not None:
+                    self._compare(("id", c), r, record)
+        if probe.positions:
+            for k in (0, 1):
+                r = probe.positions.get(index - k)
+                if r is not None:
+                    self._compare(("pos", k), r, record)
+
+    def _compare(self, mode: tuple, row: int, record: list[str]) -> None:
+        self.matched.setdefault(mode, set()).add(row)
+        self.matched_count[mode] += 1
+        label = self.probe.labels[row]
+        if not label or label not in record:
+            return
+        features = self.probe.by_value(row).get(label, ())
+        for d, v in enumerate(record):
+            if v == label:
+                key = mode + (d,)
+                self.hits.setdefault(key, set()).add(row)
+                self.hit_count[key] += 1
+                if features:
+                    self.align.setdefault(key, Counter()).update(features)
+
+    def leaks(self) -> list[dict]:
+        """Columns from which held-out labels are recovered far above chance."""
+        p, best = self.probe.chance, {}
+        level = SIGNIFICANCE / max(1, len(self.hits))  # every (column, way of matching) tried is one test
+        for key, rows in self.hits.items():
+            # Rates count matched records, not rows: a row matched by many records (an id value that
+            # recurs in a big numeric table) is not recovered because one of them happens to agree.
+            n, h = self.matched_count[key[:-1]], self.hit_count[key]
+            if len(rows) < self.probe.min_hits or h / n < p + (1 - p) / 2 or binomial_tail(h, n, p) > level:
+                continue
+            explained = max(self.align.get(key, Counter()).values(), default=0) / self.hit_count[key]
+            if explained >= EXPLAINED:
+                continue  # the column is a copy of a feature that happens to equal the label
+            if len(rows) > best.get(key[-1], {}).get("recovered", 0):
+                best[key[-1]] = {"path": self.name, "recovered": len(rows), "matched": len(self.matched[key[:-1]]), "of": self.probe.total, "column": self._column(key[-1]), "how": _how(key[:-1])}
+        return sorted(best.values(), key=lambda leak: -leak["recovered"])
+
+    def _column(self, d: int) -> str:
+        name = self.header[d] if self.header and d < len(self.header) else ""
+        return f"column {d + 1}" + (f" ({name[:40]!r})" if name and name != self.probe.labels[0] else "")
+
+
+def _how(mode: tuple) -> str:
+    if mode[0] == "key":
+        return "rows found by their feature values"
+    if mode[0] == "id":
+        return f"rows found by their id in column {mode[1] + 1}"
+    return "rows found by their position" + (" after a header line" if mode[1] else "")
+
+
+# -- sniffing and reading --------------------------------------------------------------------------
+class Unreadable(Exception):
+    """A data file this image cannot read: the gate fails rather than skip it."""
+
+
+_MAGIC = (
+    (b"\x1f\x8b", "gzip"),
+    (b"BZh", "bz2"),
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"PK\x03\x04", "zip"),
+    (b"PK\x05\x06", "zip"),
+    (b"PAR1", "parquet"),
+    (b"ARROW1", "arrow"),
+    (b"FEA1", "feather1"),
+    (b"\x93NUMPY", "npy"),
+    (b"\x5d\x00\x00", "lzma"),
+)
+
+
+def sniff(head: bytes) -> str:
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            return kind
+    if len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5:
+        return "pickle"
+    if len(head) >= 2 and head[0] == 0x78 and head[1] in (0x01, 0x5E, 0x9C, 0xDA):
+        return "zlib"
+    if not head:
+        return "empty"
+    return "text" if is_text(head) else "binary"
+
+
+def is_text(head: bytes) -> bool:
+    """Text in some encoding: UTF-16/32 (by mark or NUL pattern), or few control bytes and no NUL."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf")):
+        return True
+    sample = head[:8192]
+    if head.startswith(b"\x7fELF"):
+        return False
+    if len(sample) >= 4 and sample.count(0) * 3 >= len(sample):
+        even, odd = sample[0::2].count(0) / len(sample[0::2]), sample[1::2].count(0) / len(sample[1::2])
+        return (odd >= 0.9 and even <= 0.05) or (even >= 0.9 and odd <= 0.05)  # UTF-16 without a mark
+    if 0 in sample:
+        return False
+    return len(sample.translate(None, _TEXT_BYTES)) * 20 < len(sample)
+
+
+_TEXT_BYTES = bytes([7, 8, 9, 10, 12, 13, 27, *range(32, 256)])
+"""Bytes text is made of; few others (control bytes) may appear in a text file."""
+
+
+def decode(data: bytes) -> str:
+    """Text as the agent would read it: a byte-order mark, UTF-16 by its NULs, UTF-8, else latin-1."""
+    for mark, codec in ((b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"), (b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16")):
+        if data.startswith(mark):
+            return data.decode(codec, errors="replace")
+    head = data[:4096]
+    if len(head) >= 4 and head.count(0) * 3 >= len(head):
+        return data.decode("utf-16-le" if head[1::2].count(0) > head[0::2].count(0) else "utf-16-be", errors="replace")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def _decompress(kind: str, data: bytes) -> bytes:
+    try:
+        if kind == "zlib":
+            return zlib.decompressobj().decompress(data, FILE_CAP)
+        opener = {"gzip": gzip.open, "bz2": bz2.open, "xz": lzma.open, "lzma": partial(lzma.open, format=lzma.FORMAT_ALONE)}[kind]
+        with opener(io.BytesIO(data)) as f:
+            return f.read(FILE_CAP)
+    except (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError) as exc:
+        raise _NotData(f"corrupt {kind} data: {exc}") from None
+
+
+class _NotData(Exception):
+    """Bytes that look like a format by their magic but are not (a coincidence, or corrupt): skipped."""
+
+
+def tables(name: str, data: bytes, probe: Probe, depth: int = 0) -> Iterator[tuple[str, Iterable[list], list | None]]:
+    """Every table in one file's bytes as (name, raw records), through compression and archives."""
+    kind = sniff(data[:8192])
+    if kind in ("gzip", "bz2", "xz", "lzma", "zlib") and depth < MAX_DEPTH:
+        yield from tables(name, _decompress(kind, data), probe, depth + 1)
+    elif kind == "zip" and depth < MAX_DEPTH:
+        yield from _zip_tables(name, data, probe, depth)
+    elif kind in ("parquet", "arrow", "feather1"):
+        yield from object_tables(name, _read_arrow(kind, data))
+    elif kind == "npy":
+        yield from object_tables(name, _read_npy(data))
+    elif kind == "pickle":
+        yield from object_tables(name, _unpickle(data))
+    elif kind == "text":
+        yield from text_tables(name, decode(data), probe)
+
+
+def _zip_tables(name: str, data: bytes, probe: Probe, depth: int) -> Iterator[tuple[str, Iterable[list], list | None]]:
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        members = [m for m in archive.infolist() if not m.is_dir()]
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise _NotData(f"corrupt zip: {exc}") from None
+    names = {m.filename for m in members}
+    if "xl/workbook.xml" in names:
+        yield from _xlsx_tables(name, archive, names)
+        return
+    if members and all(m.filename.endswith(".npy") for m in members):  # npz
+        arrays = {m.filename[:-4]: _read_npy(archive.read(m)) for m in members}
+        yield from object_tables(name, arrays)
+        return
+    for member in members:
+        if member.file_size > FILE_CAP:
+            continue
+        try:
+            blob = archive.read(member)
+        except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError, zlib.error):
+            continue  # encrypted or corrupt member: the agent cannot read it either
+        try:
+            yield from tables(f"{name}:{member.filename}", blob, probe, depth + 1)
+        except _NotData:
+            continue
+
+
+def _read_arrow(kind: str, data: bytes):
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise Unreadable(f"a {kind} file and no reader for it in the image (pyarrow is not installed)") from None
+    try:
+        if kind == "parquet":
+            import pyarrow.parquet as pq
+
+            return pq.read_table(io.BytesIO(data)).to_pydict()
+        import pyarrow.feather as feather
+
+        return feather.read_table(io.BytesIO(data)).to_pydict()
+    except Exception as exc:  # noqa: BLE001 - any reader failure is reported, never skipped
+        raise Unreadable(f"{kind} that pyarrow cannot read ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def _read_npy(data: bytes):
+    try:
+        import numpy
+    except ImportError:
+        return _npy_stdlib(data)
+    try:
+        return numpy.load(io.BytesIO(data), allow_pickle=True, encoding="latin1")
+    except Exception as exc:  # noqa: BLE001 - any reader failure is reported, never skipped
+        raise Unreadable(f"an npy array numpy cannot load ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+_NPY_CODES = {"f8": "d", "f4": "f", "i8": "q", "i4": "i", "i2": "h", "i1": "b", "u8": "Q", "u4": "I", "u2": "H", "u1": "B", "b1": "?"}
+
+
+def _npy_stdlib(data: bytes) -> list:
+    """An npy array of plain numbers without numpy (the agent could parse it with struct too)."""
+    import ast
+    import struct
+
+    major = data[6]
+    size_len = 2 if major == 1 else 4
+    header_len = int.from_bytes(data[8 : 8 + size_len], "little")
+    start = 8 + size_len + header_len
+    header = ast.literal_eval(data[8 + size_len : start].decode("latin-1"))
+    descr, shape = header["descr"], tuple(header["shape"])
+    code = _NPY_CODES.get(descr[1:]) if isinstance(descr, str) else None
+    if code is None:
+        raise Unreadable(f"an npy array of dtype {descr!r} and no numpy in the image to read it")
+    count = math.prod(shape)
+    flat = list(struct.unpack_from(("<" if descr[0] in "<|" else ">") + code * count, data, start))
+    if len(shape) < 2:
+        return flat
+    width = count // shape[0]
+    if header.get("fortran_order"):
+        return [[flat[r + c * shape[0]] for c in range(width)] for r in range(shape[0])]
+    return [flat[r * width : (r + 1) * width] for r in range(shape[0])]
+
+
+def _unpickle(data: bytes):
+    """The object as the agent would load it: joblib first if the image has it (it reads plain pickles
+    too), then pickle. A pickle naming classes the image lacks is unreadable (what it holds is
+    unknown); one the libraries here refuse for another reason (an old format) is read with every
+    class stubbed, which keeps whatever plain values it holds."""
+    loaders = []
+    try:
+        import joblib
+
+        loaders += [lambda: joblib.load(io.BytesIO(data)), lambda: _joblib_latin1(data)]
+    except ImportError:
+        pass
+    loaders += [lambda: pickle.loads(data), lambda: pickle.loads(data, encoding="latin1")]
+    first: BaseException | None = None
+    for load in loaders:
+        try:
+            return load()
+        except Exception as exc:  # noqa: BLE001 - any loader failure is reported, never skipped
+            first = first or exc
+    missing = _missing_classes(data)
+    if missing:
+        raise Unreadable(f"a pickle of classes this image cannot import ({', '.join(sorted(missing)[:3])}; {type(first).__name__}: {str(first)[:150]})")
+    try:
+        return _StubUnpickler(io.BytesIO(data)).load()
+    except Exception:  # noqa: BLE001 - a stream even stubs cannot read is reported
+        raise Unreadable(f"a pickle this image cannot load ({type(first).__name__}: {str(first)[:200]})") from None
+
+
+def _joblib_latin1(data: bytes):
+    """A joblib file written by Python 2 (joblib refuses those; its unpickler reads them with latin-1 strings)."""
+    import inspect
+
+    from joblib.numpy_pickle import NumpyUnpickler
+
+    params = inspect.signature(NumpyUnpickler.__init__).parameters
+    unpickler = NumpyUnpickler("", io.BytesIO(data), **{k: v for k, v in (("ensure_native_byte_order", True), ("mmap_mode", None)) if k in params})
+    pickle._Unpickler.__init__(unpickler, unpickler.file_handle, encoding="latin1")
+    return unpickler.load()
+
+
+class _Stub:
+    """Stands in for any class of a pickle read without its libraries: keeps the arguments and state."""
+
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = list(args), kwargs
+
+    def __setstate__(self, state):
+        self.state = state
+
+    def __setitem__(self, key, value):
+        self.__dict__.setdefault("items", {})[key] = value
+
+    def append(self, value):
+        self.__dict__.setdefault("items_list", []).append(value)
+
+    def extend(self, values):
+        self.__dict__.setdefault("items_list", []).extend(values)
+
+
+class _StubUnpickler(pickle.Unpickler):
+    def __init__(self, file):
+        super().__init__(file, encoding="latin1")
+
+    def find_class(self, module, name):
+        return type(name, (_Stub,), {})
+
+
+def _missing_classes(data: bytes) -> set[str]:
+    """Classes a pickle names that cannot be imported here (read from its opcodes, nothing run)."""
+    import pickletools
+
+    missing: set[str] = set()
+    recent: list[Any] = [None, None]  # the last two values pushed: STACK_GLOBAL's module and name
+    memo: dict[Any, Any] = {}
+    try:
+        for op, arg, _ in pickletools.genops(data):
+            if op.name in ("MEMOIZE", "PUT", "BINPUT", "LONG_BINPUT"):
+                memo[len(memo) if op.name == "MEMOIZE" else arg] = recent[-1]
+                continue
+            if op.name == "GLOBAL":
+                _check_class(*arg.split(" ", 1), missing)
+            elif op.name == "STACK_GLOBAL" and all(isinstance(x, str) for x in recent):
+                _check_class(recent[0], recent[1], missing)
+            value = arg if "UNICODE" in op.name else memo.get(arg) if op.name in ("GET", "BINGET", "LONG_BINGET") else None
+            recent = [recent[-1], value]
+    except Exception:  # noqa: BLE001 - a stream pickletools cannot walk has no class list to give
+        pass
+    return missing
+
+
+def _check_class(module: str, name: str, missing: set[str]) -> None:
+    import importlib
+
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in name.split("."):
+            obj = getattr(obj, part)
+    except Exception:  # noqa: BLE001 - any import failure means the class is missing here
+        missing.add(f"{module}.{name}")
+
+
+def _xlsx_tables(name: str, archive: zipfile.ZipFile, names: set[str]) -> Iterator[tuple[str, Iterable[list], list | None]]:
+    """Sheets of an xlsx workbook, read with the standard library (no openpyxl needed: nor does the agent)."""
+
+    def local(tag: str) -> str:
+        return tag.rsplit("}", 1)[-1]
+
+    shared: list[str] = []
+    if "xl/sharedStrings.xml" in names:
+        for si in ElementTree.fromstring(archive.read("xl/sharedStrings.xml")):
+            shared.append("".join(t.text or "" for t in si.iter() if local(t.tag) == "t"))
+    for sheet in sorted(n for n in names if n.startswith("xl/worksheets/") and n.endswith(".xml")):
+        rows = []
+        for row in (e for e in ElementTree.fromstring(archive.read(sheet)).iter() if local(e.tag) == "row"):
+            cells: dict[int, str | None] = {}
+            for cell in (c for c in row if local(c.tag) == "c"):
+                ref = re.match(r"[A-Z]+", cell.get("r") or "")
+                col = sum((ord(ch) - 64) * 26**i for i, ch in enumerate(reversed(ref.group()))) - 1 if ref else len(cells)
+                kind = cell.get("t")
+                value = next((v.text for v in cell if local(v.tag) == "v"), None)
+                if kind == "s" and value is not None:
+                    value = shared[int(value)]
+                elif kind == "inlineStr":
+                    value = "".join(t.text or "" for t in cell.iter() if local(t.tag) == "t")
+                cells[col] = value
+            rows.append([cells.get(i) for i in range(max(cells) + 1)] if cells else [])
+        yield f"{name}:{sheet}", rows, None
+
+
+# -- text ------------------------------------------------------------------------------------------
+_LOOSE = re.compile(r"[\s,;|]+")
+
+
+def text_tables(name: str, text: str, probe: Probe) -> Iterator[tuple[str, Iterable[list], list | None]]:
+    """JSON, JSON lines, delimited text (the delimiter found by parsing a sample), one value per
+    line, or loose text (tokens and the whole line, for data pasted into anything else). Texts that
+    cannot hold a matching record are passed over."""
+    relevant = probe.text_relevant(text)
+    if not relevant and not probe.many_lines(text):
+        return
+    if text.lstrip()[:1] in ("[", "{"):
+        try:
+            yield from object_tables(name, json.loads(text))
+            return
+        except ValueError:
+            pass
+        try:
+            yield from object_tables(name, [json.loads(line) for line in text.splitlines() if line.strip()])
+            return
+        except ValueError:
+            pass
+    sample = text[:65536].rsplit("\n", 1)[0] if len(text) > 65536 else text
+    best: tuple[float, int, str] = (0.0, 0, "")
+    for delimiter in (",", "\t", ";", "|"):
+        try:
+            counts = [len(r) for r in csv.reader(io.StringIO(sample), delimiter=delimiter) if r][:200]
+        except csv.Error:
+            continue
+        width, share = _modal(counts)
+        if width >= 2 and share >= 0.8:
+            best = max(best, (share, width, delimiter))
+    if best[2]:
+        yield name, _csv_rows(text, best[2]), None
+        return
+    lines = [line for line in sample.splitlines() if line.strip()][:200]
+    width, share = _modal([len(line.split()) for line in lines])
+    if share >= 0.8 and width >= 1:
+        yield name, (line.split() for line in text.splitlines() if line.strip()), None
+    elif relevant:
+        yield name, (_LOOSE.split(line.strip()) + [line] for line in text.splitlines() if line.strip()), None
+
+
+def _modal(counts: list[int]) -> tuple[int, float]:
+    if not counts:
+        return 0, 0.0
+    width, n = Counter(counts).most_common(1)[0]
+    return width, n / len(counts)
+
+
+def _csv_rows(text: str, delimiter: str) -> Iterator[list]:
+    reader = csv.reader(io.StringIO(text), delimiter=delimiter)
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error:
+            continue  # a malformed line (a NUL, an unclosed quote at the end): the rest is still read
+        if row:
+            yield row
+
+
+# -- objects (unpickled, parsed JSON, arrays, arrow tables) ----------------------------------------
+def _scalar(v: Any) -> bool:
+    return v is None or isinstance(v, (str, int, float, bytes)) or (hasattr(v, "item") and getattr(v, "ndim", None) == 0)
+
+
+def _is_frame(v: Any) -> bool:
+    return not isinstance(v, type) and hasattr(v, "columns") and hasattr(v, "to_numpy") and hasattr(v, "index")
+
+
+def _is_array(v: Any) -> bool:
+    return not isinstance(v, type) and hasattr(v, "dtype") and hasattr(v, "tolist") and hasattr(v, "shape") and not hasattr(v, "index")
+
+
+def _rows_of(v: Any) -> list[list] | None:
+    """A column-like value (frame, series, array, list) as rows of scalars; None if it is not one."""
+    if isinstance(v, type):
+        return None
+    if hasattr(v, "toarray") and hasattr(v, "nnz") and math.prod(v.shape) <= 50_000_000:
+        v = v.toarray()
+    if _is_frame(v):
+        return [list(row) for row in v.to_numpy(dtype=object).tolist()]
+    if hasattr(v, "to_numpy") and hasattr(v, "index") and getattr(v, "ndim", 0) == 1:  # a pandas Series
+        return [[x] for x in v.to_numpy(dtype=object).tolist()]
+    if _is_array(v):
+        if getattr(v.dtype, "names", None):
+            return [list(r) for r in v.tolist()]
+        if v.ndim == 0:
+            return None
+        flat = v.reshape(v.shape[0], -1) if v.ndim > 2 else v
+        rows = flat.tolist()
+        return [r if isinstance(r, list) else [r] for r in rows]
+    if isinstance(v, dict) and v and all(_scalar(x) for x in v.values()):  # a JSON column {"row": value}
+        return [[x] for x in v.values()]
+    if isinstance(v, (list, tuple)) and v:
+        if all(_scalar(x) for x in v):
+            return [[x] for x in v]
+        if all(isinstance(x, (list, tuple)) and all(_scalar(y) for y in x) for x in v):
+            return [list(x) for x in v]
+        if all(isinstance(x, dict) for x in v):
+            keys = list(dict.fromkeys(k for x in v for k in x))
+            return [[x.get(k) for k in keys] for x in v]
+    return None
+
+
+def _columnar(parts: list[tuple[Any, Any]]) -> tuple[list[list], list[str], set] | None:
+    """Values of one length side by side ({"data": X, "target": y}, (X, y), a column dict) as one table."""
+    shaped = [(key, rows) for key, v in parts if (rows := _rows_of(v)) is not None and len(rows) >= 2]
+    if not shaped:
+        return None
+    length = Counter(len(rows) for _, rows in shaped).most_common(1)[0][0]
+    shaped = [(key, rows) for key, rows in shaped if len(rows) == length]
+    header = [f"{key}[{j}]" if len(rows[0]) > 1 else str(key) for key, rows in shaped for j in range(len(rows[0]))]
+    return [[x for _, rows in shaped for x in rows[i]] for i in range(length)], header, {key for key, _ in shaped}
+
+
+def object_tables(name: str, obj: Any, depth: int = 0) -> Iterator[tuple[str, Iterable[list], list | None]]:
+    """Every table inside an object: frames (with their index), series, arrays, lists of records,
+    and column-like values side by side; containers are searched a few levels deep."""
+    if _is_frame(obj):
+        header = [str(obj.index.name or "index")] + [str(c) for c in obj.columns]
+        yield name, ([i, *row] for i, row in zip(obj.index.tolist(), obj.to_numpy(dtype=object).tolist())), header
+        return
+    if not isinstance(obj, type) and hasattr(obj, "to_numpy") and hasattr(obj, "index") and getattr(obj, "ndim", 0) == 1:
+        yield name, ([i, v] for i, v in zip(obj.index.tolist(), obj.to_numpy(dtype=object).tolist())), ["index", str(getattr(obj, "name", "") or "")]
+        return
+    if isinstance(obj, dict) or (isinstance(obj, (list, tuple)) and obj and not all(_scalar(x) or isinstance(x, (list, tuple, dict)) for x in obj)):
+        items = list(obj.items()) if isinstance(obj, dict) else list(enumerate(obj))
+        combined = _columnar(items)
+        used: set = set()
+        if combined is not None:
+            yield name, combined[0], combined[1]
+            used = combined[2]
+        if isinstance(obj, dict) and len(obj) >= 2 and all(isinstance(v, dict) and all(_scalar(x) for x in v.values()) for v in obj.values()):
+            yield f"{name}(by row)", [[k, *v.values()] for k, v in obj.items()], None  # a JSON {"row": {"column": value}}
+        if depth < MAX_DEPTH:
+            for key, child in items[:1000]:
+                if key not in used and not _scalar(child):
+                    yield from object_tables(f"{name}[{key!r}]", child, depth + 1)
+        return
+    rows = _rows_of(obj)
+    if rows is not None:
+        yield name, rows, None
+    elif _is_array(obj) and obj.ndim == 0 and depth < MAX_DEPTH:
+        yield from object_tables(name, obj.item(), depth + 1)
+    elif hasattr(obj, "__dict__") and depth < MAX_DEPTH and not isinstance(obj, type):
+        yield from object_tables(name, dict(vars(obj)), depth + 1)
+
+
+# -- the scan --------------------------------------------------------------------------------------
+class Scan:
+    """Walks folders file by file, reading each as what it is, and collects leaks and unreadable files."""
+
+    def __init__(self, probe: Probe, skip: Iterable[str] = ()):
+        self.probe = probe
+        self.skip = {os.path.abspath(s) for s in skip}
+        self.files = self.records = self.bytes = self.denied = self.truncated = 0
+        self.kinds: Counter = Counter()
+        self.leaks: list[dict] = []
+        self.unreadable: list[dict] = []
+
+    def walk(self, roots: Iterable[str]) -> Iterator[str]:
+        """Regular files under `roots` (each once, links not followed), outside /proc, /sys, /dev and `skip`."""
+        seen: set[tuple[int, int]] = set()
+        for root in roots:
+            for folder, dirs, files in os.walk(root):
+                dirs[:] = sorted(d for d in dirs if os.path.join(folder, d) not in PSEUDO and os.path.join(folder, d) not in self.skip)
+                for f in sorted(files):
+                    path = os.path.join(folder, f)
+                    try:
+                        st = os.lstat(path)
+                    except OSError:
+                        continue
+                    if path in self.skip or not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) in seen:
+                        continue
+                    seen.add((st.st_dev, st.st_ino))
+                    yield path
+
+    def file(self, path: str) -> None:
+        try:
+            with open(path, "rb") as f:
+                head = f.read(8192)
+                kind = sniff(head)
+                data = head + f.read(FILE_CAP + 1 - len(head)) if kind not in ("binary", "empty") else head
+                size = os.fstat(f.fileno()).st_size
+        except OSError:
+            self.denied += 1  # the agent cannot open it either
+            return
+        self.files += 1
+        self.bytes += size
+        self.kinds[kind] += 1
+        if kind in ("binary", "empty"):
+            return
+        self.truncated += len(data) > FILE_CAP
+        try:
+            for name, rows, header in tables(path, data[:FILE_CAP], self.probe):
+                self.table(name, rows, header)
+        except Unreadable as exc:
+            self.unreadable.append({"path": path, "reason": str(exc)})
+        except _NotData:
+            self.kinds["not-data"] += 1
+        except Exception as exc:  # noqa: BLE001 - a file the scanner fails on is reported, never skipped
+            self.unreadable.append({"path": path, "reason": f"the scanner could not read it ({type(exc).__name__}: {str(exc)[:200]})"})
+
+    def table(self, name: str, rows: Iterable[list], header: list | None) -> None:
+        stats = TableStats(self.probe, name)
+        if header is not None:
+            stats.header = header
+        index = 0
+        cache = _CACHE
+        for raw in rows:
+            try:
+                record = [cache[v] for v in raw]  # most values recur: a dict lookup, no call
+            except (KeyError, TypeError):
+                record = [norm(v) for v in raw]
+            stats.add(record, index)
+            index += 1
+        self.records += stats.records
+        self.leaks += stats.leaks()
+
+    def report(self, seconds: float) -> dict:
+        return {
+            "files": self.files, "records": self.records, "bytes": self.bytes, "denied": self.denied, "truncated": self.truncated,
+            "kinds": dict(self.kinds), "seconds": round(seconds, 2), "leaks": self.leaks, "unreadable": self.unreadable,
+        }
+
+
+def scan(probe_data: dict, roots: Iterable[str], skip: Iterable[str] = ()) -> dict:
+    """Scan `roots` for leaks of the probe's held-out labels → the report (JSON-ready)."""
+    started = time.monotonic()
+    job = Scan(Probe(probe_data), skip)
+    for path in job.walk(roots):
+        job.file(path)
+    return job.report(time.monotonic() - started)
+
+
+def main(argv: list[str]) -> int:
+    import warnings
+
+    warnings.simplefilter("ignore")  # libraries warn about old formats while the scan reads them
+    sys.path.append(os.getcwd())  # the agent works from its workspace: its modules import there
+    probe_path, report_path, *roots = argv
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(probe_path, encoding="utf-8") as f:
+        probe = json.load(f)
+    report = scan(probe, roots or ["/"], skip=[here, os.path.dirname(os.path.abspath(probe_path)), os.path.dirname(os.path.abspath(report_path))])
+    with open(report_path, "w", encoding="utf-8") as f:
+        json.dump(report, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
