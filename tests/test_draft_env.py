@@ -163,8 +163,43 @@ def test_revisions_follow_the_reason(tmp_path):
     assert flaky.spec["metric"]["name"] == "accuracy" and "model.predict(X_test)" in flaky.add["arex_train.py"]
     with pytest.raises(DraftError, match="no rule to revise"):
         drafter.draft(repo, [Attempt(draft=first, reason="something nobody expected")])
-    with pytest.raises(DraftError, match="names no repository file"):
+    with pytest.raises(DraftError, match="names no repository or package file"):
         drafter.draft(repo, [Attempt(draft=first, reason="gate 'private labels unreachable' failed: probes that should fail succeeded: ['x']")])
+
+
+def test_a_library_copy_of_the_dataset_is_scrubbed(tmp_path):
+    """Found on a real Titanic repository: scikit-learn ships the Titanic table among its OpenML
+    test files, so the leak gate names a file under dist-packages; the revision scrubs it."""
+    repo = write_repo(tmp_path / "titanic", {"data/train.csv": table(100), "train.py": TRAIN_PY})
+    drafter = HeuristicDrafter(pin=False)
+    first = drafter.draft(repo, [])
+    assert "scrub" not in first.spec
+    where = "/usr/local/lib/python3.11/dist-packages/sklearn/datasets/tests/data/openml/id_40945/data-v1-dl-16826755.arff.gz"
+    reason = f"gate 'private labels unreachable' failed: {where} recovers 264 of 268 held-out labels (column 2; rows found by their feature values)"
+    second = drafter.draft(repo, [Attempt(draft=first, reason=reason)])
+    assert second.spec["scrub"] == ["sklearn/datasets/tests/data/openml/id_40945/data-v1-dl-16826755.arff.gz"]
+    assert any(g.field == "revision" and "scrubbed sklearn/" in g.why for g in second.guesses)
+
+
+def test_spreadsheet_export_with_unnamed_columns_and_free_text(tmp_path):
+    """Found on a real SMS spam repository: a header `v1,v2,,,` (unnamed, nearly empty columns) and
+    the feature a free-text message. The empty columns get names the build uses too, they are never
+    the target, the message is not the target either, and the wrapper reads it as text."""
+    rng = random.Random(9)
+    words = ["win", "cash", "now", "call", "meet", "lunch", "later", "prize", "free", "home", "see", "you"]
+    lines = ["v1,v2,,,"]
+    for i in range(120):
+        spam = rng.random() < 0.3
+        text = " ".join(rng.choice(words[:5] if spam else words[5:]) for _ in range(6)) + f" {i}"
+        lines.append(f"{'spam' if spam else 'ham'},{text},{'x' if i % 40 == 0 else ''},,")
+    repo = write_repo(tmp_path / "sms", {"dataset/spam.csv": "\r\n".join(lines) + "\r\n", "results/summary.csv": "model,score\n" + "".join(f"m{i},{i / 10}\n" for i in range(400))})
+    info = read_table("dataset/spam.csv", (repo / "dataset/spam.csv").read_bytes())
+    assert info.names == ["v1", "v2", "column_3", "column_4", "column_5"]
+    (repo / "analyse.py").write_text('import pandas as pd\ndf = pd.read_csv("dataset/spam.csv")\npd.DataFrame().to_csv("results/summary.csv")\n')
+    draft = HeuristicDrafter(pin=False).draft(repo, [])
+    assert draft.spec["data"]["table"].endswith("spam.csv")  # read by a script; the bigger results table is its output
+    assert draft.spec["data"]["target"] == "v1" and draft.spec["metric"]["name"] == "accuracy"
+    assert "TfidfVectorizer" in draft.add["arex_train.py"]
 
 
 def test_pins_leave_out_a_name_pip_cannot_install(monkeypatch, tmp_path):

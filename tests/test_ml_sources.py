@@ -360,3 +360,15 @@ def test_metric_code_from_the_repository_never_runs_on_the_host(tmp_path, cache)
     assert report.status == "rejected"
     assert "metric.name" in report.reason and "unknown metric 'evil:score'" in report.reason
     assert not marker.exists()
+
+
+def test_unnamed_and_repeated_header_columns_get_stable_names():
+    """A spreadsheet export's header `v1,v2,,,` and a repeated name: read as they were, later empty
+    columns overwrote earlier ones and pandas named the rest by position, differently in the train
+    and test files (a real SMS spam repository's baseline crashed on it)."""
+    spec = MLSpec.model_validate(yaml.safe_load(spec_yaml("hdr", data={"table": "t.csv", "target": "v1"})))
+    text = "v1,v2,,,v2\r\n" + "".join(f"{'ab'[i % 2]},m{i},,x{i},k{i}\r\n" for i in range(20))
+    columns, train, public, private = split_table(spec, text)
+    assert columns == ["id", "v1", "v2", "column_3", "column_4", "v2_2"]
+    row = next(r for r in train + public + private if r["v2"] == "m3")
+    assert (row["column_4"], row["v2_2"], row["column_3"]) == ("x3", "k3", "")

@@ -110,16 +110,37 @@ def split_table(spec: MLSpec, table: bytes | str) -> tuple[list[str], list[dict]
     return columns, train, public, private
 
 
+def column_names(header: list[str]) -> list[str]:
+    """The names arex gives a table's columns: the header's, with an empty one named by its position
+    (`column_3`) and a repeated one numbered (`v_2`). Real tables have both (spreadsheet exports
+    with trailing commas); read as they are, later columns would overwrite earlier ones, and
+    pandas names unnamed columns by position, which differs between the train and test files."""
+    names: list[str] = []
+    for i, raw in enumerate(header):
+        name = raw.strip() or f"column_{i + 1}"
+        base, k = name, 2
+        while name in names:
+            name, k = f"{base}_{k}", k + 1
+        names.append(name)
+    return names
+
+
 def _rows(data: DataSpec, text: str) -> list[dict]:
     """The table's rows; a row with more or fewer fields than the header (an unquoted comma, a cut
     line) is an error naming its line, not a crash later in the split."""
-    reader = csv.DictReader(io.StringIO(text))
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, None)
+    if header is None:
+        return []
+    names = column_names(header)
     rows = []
-    for row in reader:
-        if None in row or None in row.values():
-            what = "more" if None in row else "fewer"
-            raise SourceError(f"data.table '{data.table}' line {reader.line_num} has {what} fields than its header ({len(reader.fieldnames or [])}): fix that row (quote a field that holds a comma)")
-        rows.append(row)
+    for cells in reader:
+        if not cells:
+            continue  # a blank line, as csv.DictReader skips it
+        if len(cells) != len(names):
+            what = "more" if len(cells) > len(names) else "fewer"
+            raise SourceError(f"data.table '{data.table}' line {reader.line_num} has {what} fields than its header ({len(names)}): fix that row (quote a field that holds a comma)")
+        rows.append(dict(zip(names, cells)))
     return rows
 
 

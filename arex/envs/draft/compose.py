@@ -10,6 +10,7 @@ _TEMPLATE = '''"""Baseline written by `arex draft-env`: {origin}.
 Reads {train}, fits, predicts {test} and writes {submission} ({id}, prediction)."""
 import pandas as pd
 from sklearn.compose import ColumnTransformer
+from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.impute import SimpleImputer
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
@@ -23,13 +24,18 @@ test = pd.read_csv(TEST)
 features = [c for c in train.columns if c not in (ID, TARGET)]
 numeric = [c for c in features if pd.api.types.is_numeric_dtype(train[c])]
 categorical = [c for c in features if c not in numeric and train[c].nunique() <= 50]
+# Free text (messages, reviews): the longest text column, as TF-IDF word counts.
+texts = sorted((c for c in features if c not in numeric + categorical), key=lambda c: -train[c].fillna("").astype(str).str.len().mean())[:1]
+for frame in (train, test):
+    frame[texts] = frame[texts].fillna("").astype(str)
 prep = ColumnTransformer(
     [("num", make_pipeline(SimpleImputer(), StandardScaler()), numeric),
      ("cat", make_pipeline(SimpleImputer(strategy="most_frequent"), OneHotEncoder(handle_unknown="ignore")), categorical)]
+    + [("text", TfidfVectorizer(max_features=20000), c) for c in texts]
 )
 model = make_pipeline(prep, {model})
-model.fit(train[numeric + categorical], train[TARGET])
-X_test = test[numeric + categorical]
+model.fit(train[numeric + categorical + texts], train[TARGET])
+X_test = test[numeric + categorical + texts]
 prediction = {predict}
 pd.DataFrame({{ID: test[ID], "prediction": prediction}}).to_csv(SUBMISSION, index=False)
 print("wrote", SUBMISSION)

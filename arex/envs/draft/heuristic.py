@@ -34,6 +34,9 @@ class Plan(BaseModel):
     requirements: list[str] = Field(default_factory=list)
     dropped: list[str] = Field(default_factory=list)
     no_scrub: list[str] = Field(default_factory=list)
+    scrub: list[str] = Field(default_factory=list)
+    """Installed package files the leak gate found holding the labels (e.g. a dataset a library
+    ships in its tests), deleted from the image as `package/relative/path`."""
     submission_columns: list[str] = Field(default_factory=list)
     revisions: list[str] = Field(default_factory=list)
     """What each revision changed and why, one sentence each (shown as guesses)."""
@@ -127,7 +130,7 @@ def compose(found: Survey, plan: Plan, pinned: Pinner) -> Draft:
         spec["requirements_file"] = found.facts.requirements_file
     spec |= {"run": run, "submission": {"file": sub, "id_column": sub_columns[0], "prediction_column": sub_columns[1]}, "metric": {"name": metric, "direction": direction},
              "data": data, "time_limit_s": 300, "protected": list(dict.fromkeys([p for p in (found.prepare_script, train, test) if p]))}  # fmt: skip
-    scrub = [e for e in found.scrub if e not in plan.no_scrub]
+    scrub = [e for e in dict.fromkeys(found.scrub + plan.scrub) if e not in plan.no_scrub]
     if scrub:
         spec["scrub"] = scrub
     if found.probes:
@@ -243,9 +246,13 @@ def _leak(found: Survey, plan: Plan, reason: str) -> Plan | None:
         return None
     paths = [m.rstrip(".") for m in re.findall(r"/workspace/([^\s'\",;:()]+)", reason)]
     new = [p for p in dict.fromkeys(paths) if p in found.facts.files and p not in plan.remove + found.remove]
-    if not new:
-        raise DraftError(f"the leak gate failed and names no repository file to remove: {reason[:300]}")
-    return _with(plan, f"the leak gate found labelled rows in {', '.join(new)}: removed", remove=plan.remove + new)
+    # A library's own copy of the dataset (scikit-learn ships Titanic among its OpenML test files).
+    installed = [m.rstrip(".") for m in re.findall(r"/(?:dist|site)-packages/([^\s'\",;:()]+)", reason)]
+    scrub = [p for p in dict.fromkeys(installed) if p not in plan.scrub + found.scrub]
+    if not new and not scrub:
+        raise DraftError(f"the leak gate failed and names no repository or package file to leave out: {reason[:300]}")
+    what = [f"removed {', '.join(new)}"] * bool(new) + [f"scrubbed {', '.join(scrub)} from the image"] * bool(scrub)
+    return _with(plan, f"the leak gate found labelled rows: {'; '.join(what)}", remove=plan.remove + new, scrub=plan.scrub + scrub)
 
 
 def _scrub_missing(found: Survey, plan: Plan, reason: str) -> Plan | None:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from arex.envs.ml_data import column_names
+
 TABLE_SUFFIXES = (".csv", ".tsv", ".xlsx", ".parquet", ".json", ".jsonl")
 TABLE_READ_CAP = 64 << 20
 SKIP_DIRS = {".git", "__pycache__", "node_modules", ".venv", "venv", "env", ".tox", ".mypy_cache", ".ipynb_checkpoints", "site-packages"}
@@ -40,6 +42,8 @@ class Column(BaseModel):
     """No value repeats and none is empty."""
     values: list[str] = Field(default_factory=list)
     """Up to 20 distinct values, sorted (for binary/class checks)."""
+    filled: float = 1.0
+    """Share of rows with a value (spreadsheet exports carry columns that are almost all empty)."""
 
 
 class TableInfo(BaseModel):
@@ -138,7 +142,8 @@ def column_stats(header: list[str], rows: list[list[str]]) -> list[Column]:
         numeric = bool(present) and all(_is_number(v) for v in distinct)
         integer = numeric and all(float(v).is_integer() for v in distinct)
         unique = len(distinct) == len(values) and len(present) == len(values)
-        columns.append(Column(name=name, distinct=len(distinct), numeric=numeric, integer=integer, unique=unique, values=sorted(distinct)[:20]))
+        filled = len(present) / len(values) if values else 0.0
+        columns.append(Column(name=name, distinct=len(distinct), numeric=numeric, integer=integer, unique=unique, values=sorted(distinct)[:20], filled=filled))
     return columns
 
 
@@ -170,7 +175,7 @@ def _split_rows(rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
     rows = [r for r in rows if any(cell.strip() for cell in r)]
     if not rows:
         raise ValueError("no rows")
-    return [h.strip() for h in rows[0]], rows[1:]
+    return column_names(rows[0]), rows[1:]
 
 
 def records_table(rel: str, blob: bytes) -> tuple[list[str], list[list[str]]]:

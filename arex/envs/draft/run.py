@@ -112,7 +112,10 @@ def draft_env(source: str, out: Path, envs_out: Path, drafter: Drafter, budget: 
                     raise
                 stopped = str(exc)
                 break
-            draft = draft.model_copy(update={"spec": {**draft.spec, "id": env_id}})
+            spec = {**draft.spec, "id": env_id}
+            if spec.get("title") == where.folder.name:  # a drafter that fell back on the checkout's folder (a cache hash)
+                spec["title"] = env_id
+            draft = draft.model_copy(update={"spec": spec})
             yaml_path = write_overlay(draft, env_id, where, out)
             [report] = build_envs([yaml_path], envs_out, sandbox, concurrency=1)
             attempt = Attempt(draft=draft, reason=None if report.status in ("accepted", "skipped") else report.reason or report.status)

@@ -53,9 +53,9 @@ def survey(repo: Path, sandbox: SandboxConfig, pinned) -> Survey:
     guesses = _requirements_guess(facts)
     shipped = [t for t in facts.tables if not t.note and (t.path != test or train == t.path)]
     if shipped:
-        table = _pick_table(shipped, train)
+        table = _pick_table(shipped, train, facts.scripts)
         found = Survey(facts=facts, table=table, table_path=table.path, requirements=requirements, guesses=guesses)
-        why = f"{table.path} is the largest table shipped in the repository ({table.rows} rows, {len(table.columns)} columns)"
+        why = f"{table.path}: of {len(shipped)} shipped tables, the run script's, else read (not written) by a script, label-like, largest ({table.rows} rows)"
         found.guesses.append(Guess(field="data.table", value=table.path, confidence="high", why=why))
         clash = Path(table.path).name in {"labels.csv", "train.csv", "test.csv"} | {Path(p).name for p in (train, test) if p}
         if not table.plain_csv or clash:
@@ -77,9 +77,21 @@ def _requirements_guess(facts: RepoFacts) -> list[Guess]:
     return []
 
 
-def _pick_table(tables: list[TableInfo], train_literal: str | None) -> TableInfo:
+def _pick_table(tables: list[TableInfo], train_literal: str | None, scripts: list[ScriptInfo]) -> TableInfo:
+    """The run script's training file; else, best first: not an output of the repository's own
+    scripts (result tables), read by a script, holding a column named like a label, the largest."""
     named = [t for t in tables if t.path == train_literal]
-    return named[0] if named else max(tables, key=lambda t: (t.rows * len(t.columns), t.path))
+    if named:
+        return named[0]
+    written = {Path(w).name for s in scripts for w in s.written}
+    read = {Path(lit).name for s in scripts for lit in s.literals if lit not in s.written}
+
+    def rank(t: TableInfo) -> tuple:
+        name = Path(t.path).name
+        labelled = any(c.name.lower() in TARGET_NAMES for c in t.columns)
+        return (name not in written, name in read, labelled, t.rows * len(t.columns), t.path)
+
+    return max(tables, key=rank)
 
 
 def _convert(found: Survey, repo: Path, clash: bool) -> None:
@@ -158,7 +170,11 @@ def _duplicates(other: TableInfo, found: Survey) -> bool:
 def target_candidates(table: TableInfo, run: ScriptInfo | None, scripts: list[ScriptInfo]) -> list[tuple[str, str, str]]:
     """Columns that could be the label, best first: those the run script (or another script) fits
     on, then conventional names, then the last column; never an id or a constant column."""
-    usable = [c for c in table.columns if c.distinct > 1 and not (c.unique and not c.numeric) and not (c.unique and ID_NAME.match(c.name))]
+    free_text = max(50, table.rows // 5)  # a non-numeric column with this many values is text, not a label
+    usable = [
+        c for c in table.columns
+        if c.distinct > 1 and c.filled >= 0.5 and not (c.unique and not c.numeric) and not (c.unique and ID_NAME.match(c.name)) and (c.numeric or c.distinct < free_text)
+    ]  # fmt: skip
     names = {c.name for c in usable}
     out: list[tuple[str, str, str]] = []
 
