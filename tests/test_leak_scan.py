@@ -11,6 +11,7 @@ import json
 import lzma
 import math
 import pickle
+import random
 import sys
 import textwrap
 import zipfile
@@ -181,6 +182,39 @@ def test_arex_files_and_legitimate_data_are_not_flagged(tmp_path):
     report = split.scan(tmp_path)
     assert report["leaks"] == [] and report["unreadable"] == []
     assert report["files"] == 7 and report["records"] > 2 * len(split.train)
+
+
+def lookup_table_text(seed: int) -> str:
+    """A Python module holding a frequency table: rows of the numbers 0-5, mostly 0 and 3, some
+    rows nearly all 0 (the shape of chardet's tables, vendored in pip in every image)."""
+    rng = random.Random(seed)
+    lines = ["#" * 24 + " BEGIN LICENSE BLOCK " + "#" * 24, "# a character-frequency table, under its license", "#" * 25 + " END LICENSE BLOCK " + "#" * 25, "", "context = ("]
+    for i in range(83):
+        if i % 8 == 0:
+            values = [rng.choice([0] * 40 + [1, 2]) for _ in range(83)]
+        else:
+            values = [0 if (j < 10 and j % 2 == 0) else rng.choice([0] * 7 + [3] * 5 + [4] * 3 + [1] * 2 + [2] * 2 + [5]) for j in range(83)]
+        lines.append("    (" + ", ".join(map(str, values)) + "),")
+    return "\n".join(lines + [")"]) + "\n"
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_small_numbers_in_unrelated_data_are_not_a_leak(tmp_path, seed):
+    """Found when the gate scanned a real image: a table of small integers whose label is a function
+    of its features (`x1 + x2 > 11`). Pairs of small numbers occur in a frequency table by chance,
+    nearly always pairs of rows labelled 0, and the table is full of 0s; measured against the
+    majority-label rate, that agreement read as 11 of 44 held-out labels recovered. The null rate
+    is now each column's own (P(label) x P(column = label) over the matched records)."""
+    rows = [((i * 37) % 11, (i * 53) % 13) for i in range(160)]
+    text = "x1,x2,label\n" + "".join(f"{a},{b},{int(a + b > 11) if i % 17 else int(a + b <= 11)}\n" for i, (a, b) in enumerate(rows))
+    spec = MLSpec.model_validate({"id": "t", "title": "t", "run": "true", "metric": {"name": "accuracy", "direction": "maximize"},
+                                  "data": {"table": "data/table.csv", "target": "label", "split": {"seed": 3, "test_fraction": 0.3, "stratify": True}}})
+    columns, train, public, private = split_table(spec, text)
+    probe = json.loads(build_probe(spec.data, columns, train, public + private).model_dump_json())
+    (tmp_path / "freq.py").write_text(lookup_table_text(seed))
+    assert leak_scan.scan(probe, [str(tmp_path)])["leaks"] == []
+    (tmp_path / "copy.csv").write_bytes(csv_bytes(columns, public + private))  # a real copy is still found
+    assert [leak["recovered"] for leak in leak_scan.scan(probe, [str(tmp_path)])["leaks"]] == [len(probe["rows"])]
 
 
 def test_the_probe_excludes_duplicates_and_keys_are_unique(split):

@@ -133,6 +133,7 @@ class Probe:
         self.ids = {r["id"]: i for i, r in enumerate(rows) if r.get("id")}
         self.positions = {r["pos"]: i for i, r in enumerate(rows) if r.get("pos") is not None}
         self.chance = float(data.get("chance", 0.0))
+        self.label_set = frozenset(self.labels)
         self.total = len(rows)
         self.table_rows = int(data.get("table_rows", 0))
         self.min_hits = min(20, max(2, self.total // 4))
@@ -234,6 +235,10 @@ class TableStats:
         self.hits: dict[tuple, set[int]] = {}
         self.hit_count: Counter = Counter()
         self.align: dict[tuple, Counter] = {}
+        # For the null rate of each column: the matched rows' labels, and the label values each
+        # column holds in the matched records (by record, as the rates count).
+        self.matched_labels: dict[tuple, Counter] = {}
+        self.column_values: dict[tuple, Counter] = {}
 
     def add(self, record: list[str], index: int) -> None:
         probe = self.probe
@@ -257,6 +262,11 @@ class TableStats:
         self.matched.setdefault(mode, set()).add(row)
         self.matched_count[mode] += 1
         label = self.probe.labels[row]
+        self.matched_labels.setdefault(mode, Counter())[label] += 1
+        values = self.column_values.setdefault(mode, Counter())
+        for d, v in enumerate(record):
+            if v in self.probe.label_set:
+                values[(d, v)] += 1
         if not label or label not in record:
             return
         features = self.probe.by_value(row).get(label, ())
@@ -276,7 +286,8 @@ class TableStats:
             # Rates count matched records, not rows: a row matched by many records (an id value that
             # recurs in a big numeric table) is not recovered because one of them happens to agree.
             n, h = self.matched_count[key[:-1]], self.hit_count[key]
-            if len(rows) < self.probe.min_hits or h / n < p + (1 - p) / 2 or binomial_tail(h, n, p) > level:
+            q = max(p, self._null_rate(key))
+            if len(rows) < self.probe.min_hits or h / n < q + (1 - q) / 2 or binomial_tail(h, n, q) > level:
                 continue
             explained = max(self.align.get(key, Counter()).values(), default=0) / self.hit_count[key]
             if explained >= EXPLAINED:
@@ -284,6 +295,16 @@ class TableStats:
             if len(rows) > best.get(key[-1], {}).get("recovered", 0):
                 best[key[-1]] = {"path": self.name, "recovered": len(rows), "matched": len(self.matched[key[:-1]]), "of": self.probe.total, "column": self._column(key[-1]), "how": _how(key[:-1])}
         return sorted(best.values(), key=lambda leak: -leak["recovered"])
+
+    def _null_rate(self, key: tuple) -> float:
+        """How often column d would equal the matched row's label if the column's values were
+        independent of which row matched: sum over labels of P(label) x P(column = label). Keys that
+        happen to occur in unrelated data (small numbers in a lookup table) mostly match rows of
+        one label, and such a column holds that value often: agreement by chance, not a leak."""
+        mode, d = key[:-1], key[-1]
+        n = self.matched_count[mode]
+        labels, values = self.matched_labels.get(mode, Counter()), self.column_values.get(mode, Counter())
+        return sum(k / n * values[(d, label)] / n for label, k in labels.items()) if n else 0.0
 
     def _column(self, d: int) -> str:
         name = self.header[d] if self.header and d < len(self.header) else ""
