@@ -94,6 +94,8 @@ def _build(client, image: str, tag: str, exclude: tuple[str, ...]) -> float:
     """Build the docs layer with no network; the seconds it took."""
     import docker.errors
 
+    from arex.sandbox.docker import build_log_tail
+
     user = client.images.get(image).attrs.get("Config", {}).get("User") or ""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="arex-docs-") as ctx:
@@ -105,9 +107,7 @@ def _build(client, image: str, tag: str, exclude: tuple[str, ...]) -> float:
         try:
             client.images.build(path=str(ctx_path), tag=tag, network_mode="none", rm=True, forcerm=True, pull=False, labels=labels)
         except docker.errors.BuildError as exc:
-            lines = [str(chunk.get("stream") or chunk.get("error") or "").rstrip() for chunk in exc.build_log]
-            tail = "\n".join(line for line in lines if line)[-1200:]
-            raise SandboxError(f"the docs index of '{image}' could not be built: {exc.msg}\n{tail}") from None
+            raise SandboxError(f"the docs index of '{image}' could not be built: {exc.msg}\n{build_log_tail(exc, 1200)}") from None
         except docker.errors.APIError as exc:
             raise SandboxError(f"the docs index of '{image}' could not be built in the engine: {exc.explanation or exc}") from None
     return time.monotonic() - started

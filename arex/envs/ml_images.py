@@ -38,7 +38,7 @@ from arex.envs.layout import IMAGE_WORKSPACE
 from arex.envs.ml_source import BUILDER_VERSION
 from arex.hashing import cache_dir, json_sha256
 from arex.sandbox import SandboxError
-from arex.sandbox.docker import _labels, docker_client
+from arex.sandbox.docker import _labels, build_log_tail, docker_client
 from arex.specs import MLSpec
 
 
@@ -83,9 +83,7 @@ def _build(client, context: Path, tag: str, network: str, labels: dict[str, str]
     try:
         client.images.build(path=str(context), tag=tag, network_mode=network, rm=True, forcerm=True, pull=False, labels=labels, buildargs=buildargs or {})
     except docker.errors.BuildError as exc:
-        lines = [str(chunk.get("stream") or chunk.get("error") or "").rstrip() for chunk in exc.build_log]
-        tail = "\n".join(line for line in lines if line)[-1500:]
-        raise SourceError(f"image build failed: {exc.msg}\n{tail}") from None
+        raise SourceError(f"image build failed: {exc.msg}\n{build_log_tail(exc, 1500)}") from None
     except docker.errors.APIError as exc:
         raise SandboxError(f"image build failed in the engine: {exc.explanation or exc}") from None
 

@@ -62,6 +62,13 @@ def _stop_all() -> None:
         sandbox.stop()
 
 
+def build_log_tail(exc, limit: int) -> str:
+    """The last `limit` characters of a failed image build's log (a docker BuildError), for the
+    one error that names what failed."""
+    lines = [str(chunk.get("stream") or chunk.get("error") or "").rstrip() for chunk in exc.build_log]
+    return "\n".join(line for line in lines if line)[-limit:]
+
+
 def docker_client(pool: int = 10) -> docker.DockerClient:
     """A client for the local engine, or SandboxError saying how to start one."""
     try:
