@@ -1,7 +1,7 @@
 PYTHON ?= python3
 export PYTHON
 
-.PHONY: setup test test-fast lint demo
+.PHONY: setup test test-fast lint demo bench
 setup:  ## install and start everything arex needs (idempotent)
 	bash scripts/setup.sh
 
@@ -17,3 +17,6 @@ lint:  ## ruff: pyflakes, import order, line length, complexity (settings in pyp
 
 demo:  ## set up, then the main job: build-envs -> rollout (local teacher) -> select -> export -> report (prints its path last)
 	bash scripts/demo.sh
+
+bench:  ## every bench/*.py in its own process (B_ONLY=judge_overhead,agent_overhead for some): one table, arex vs baseline, in bench/results/results.{md,json}
+	$(PYTHON) bench/run_all.py

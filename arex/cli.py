@@ -247,6 +247,8 @@ def rollout(
     variants: Optional[Path] = typer.Option(
         None, "--variants", help="YAML mapping variant names to overrides (-c syntax); each runs into its own store <out>/<name>/ (see configs/variants/ablation.yaml)."
     ),
+    executor: str = typer.Option("local", "--executor", help="Where rollouts run: local (this process) or ray (a Ray cluster; pip install 'arex[ray]')."),
+    address: Optional[str] = typer.Option(None, "--address", help="With --executor ray: the cluster, auto (default: the one `ray start` set up here) or HOST:PORT."),
     config: Optional[List[str]] = ConfigOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -255,6 +257,7 @@ def rollout(
 
     from arex.config import load_config
     from arex.rollout.batch import run_batch
+    from arex.rollout.executors import make_executor, nodes_lost
     from arex.summary import rollout_summary
     from arex.variants import check_unchanged, guard_store, load_variants, run_variants
 
@@ -262,6 +265,9 @@ def rollout(
         if value < 1:
             raise UserInputError(f"{name} expects an integer of at least 1, got {value}")
     cfg = load_config(config or [], options=[("rollout.rounds", rounds, "--rounds")] if rounds is not None else [])
+    runner = make_executor(executor, address)
+    if variants is not None and not runner.runs_variants:
+        raise UserInputError(f"--executor {executor} does not run --variants yet; run each variant as its own `arex rollout`, or use --executor local")
     plan = load_variants(variants, config or [], rounds) if variants is not None else None
     found = _built_envs(envs)
     guard_store(out, plan is not None)
@@ -272,12 +278,15 @@ def rollout(
     try:
         with _teacher_url([v.config for v in plan] if plan else [cfg], shown) as base_url:
             if plan is None:
-                batches = {None: asyncio.run(run_batch(found, cfg.teacher, cfg.rollout, cfg.sandbox, out, samples, concurrency, base_url, shown))}
+                batches = {None: asyncio.run(run_batch(found, cfg.teacher, cfg.rollout, cfg.sandbox, out, samples, concurrency, base_url, shown, executor=runner))}
             else:
                 batches = asyncio.run(run_variants(found, plan, out, samples, concurrency, base_url, shown, variants))
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted: finished rounds are kept in {out}; re-run the same command to resume") from None
     _print_rollout(rollout_summary(batches, out, time.monotonic() - started), as_json)
+    lost = nodes_lost(batches)
+    if lost is not None:
+        raise lost
 
 
 def _built_envs(envs: Path) -> list:
@@ -357,10 +366,13 @@ def select_command(
     envs: Path = typer.Option(..., "--envs", help="The built envs the trajectories ran on (re-grading needs them)."),
     out: Path = typer.Option(Path("selected"), "--out", help="Where selection.json, kept.jsonl, drops.md go."),
     concurrency: int = typer.Option(2, "--concurrency", help="Trajectories checked (re-graded) at once."),
+    executor: str = typer.Option("local", "--executor", help="Where re-grading runs: local (this machine) or ray (a Ray cluster; pip install 'arex[ray]')."),
+    address: Optional[str] = typer.Option(None, "--address", help="With --executor ray: the cluster, auto (default) or HOST:PORT."),
     config: Optional[List[str]] = ConfigOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Keep or drop whole trajectories; scores are re-checked by re-grading. Resumable."""
+    from arex.rollout.executors import make_executor
     from arex.select import select
     from arex.storage import write_error
     from arex.summary import print_summary, select_summary
@@ -384,7 +396,7 @@ def select_command(
 
     started = time.monotonic()
     try:
-        selection = select(store, envs, out, cfg.select, cfg.sandbox, cfg.teacher, on_verdict=show, concurrency=concurrency)
+        selection = select(store, envs, out, cfg.select, cfg.sandbox, cfg.teacher, on_verdict=show, concurrency=concurrency, executor=make_executor(executor, address))
     except OSError as exc:  # disk full, a read-only --out: verdicts already judged stay cached
         raise write_error(exc, out, f"verdicts judged so far are kept in {out / 'verdicts.jsonl'}; re-run the same command to continue") from None
     if not as_json:

@@ -81,8 +81,10 @@ class Selection:
 
 
 class Selector:
-    def __init__(self, config: SelectConfig, envs: dict[str, Env], sandbox: SandboxConfig, teacher: TeacherConfig | None = None):
+    def __init__(self, config: SelectConfig, envs: dict[str, Env], sandbox: SandboxConfig, teacher: TeacherConfig | None = None, regrade=None):
         self.config, self.envs, self.sandbox = config, envs, sandbox
+        # (env, archive, round end, sandbox) → GradeResult; another executor's (e.g. Ray tasks), else here
+        self.regrade = regrade or (lambda env, archive, end, sandbox: env.regrade(archive, end, sandbox))
         self.teacher = teacher
         self.canaries = Canaries.of_envs(env.dir for env in envs.values())
 
@@ -132,7 +134,7 @@ class Selector:
         for target in targets:
             end = target.end
             try:
-                grade = env.regrade(target.archive, end, self.sandbox)
+                grade = self.regrade(env, target.archive, end, self.sandbox)
             except SnapshotError as exc:
                 _add(verdict, Drop("bad_snapshot", f"round {end.round}: {exc}"))
                 return
@@ -198,14 +200,16 @@ def trajectory_files(store: Path) -> list[Path]:
 
 
 def select(
-    store: Path, envs_dir: Path, out: Path, config: SelectConfig, sandbox: SandboxConfig, teacher: TeacherConfig | None = None, on_verdict=None, concurrency: int = 2
+    store: Path, envs_dir: Path, out: Path, config: SelectConfig, sandbox: SandboxConfig, teacher: TeacherConfig | None = None, on_verdict=None, concurrency: int = 2,
+    executor=None,
 ) -> Selection:
     """Judge every trajectory in `store`; write `out/selection.json`, `out/kept.jsonl`, `out/drops.md`.
-    Trajectories are checked `concurrency` at a time (re-grading waits on containers)."""
+    Trajectories are checked `concurrency` at a time (re-grading waits on containers); with an
+    `executor` (arex.rollout.executors, e.g. Ray), the re-grading runs where it puts it."""
     envs = {env.id: env for env in list_envs(envs_dir)} if envs_dir.is_dir() else {}
     if not envs:
         raise UserInputError(f"no built envs in {envs_dir}; selection re-grades against them (arex build-envs ... --out {envs_dir})")
-    selector = Selector(config, envs, sandbox, teacher)
+    selector = Selector(config, envs, sandbox, teacher, executor.regrader(store) if executor is not None else None)
     files = trajectory_files(store)
     out.mkdir(parents=True, exist_ok=True)
     cache_path = out / "verdicts.jsonl"

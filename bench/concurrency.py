@@ -2,14 +2,20 @@
 at a time and then all at once.
 
 Run: python bench/concurrency.py
-speedup = serial time / concurrent time for the same 16 rollouts (ideal: 16).
+speedup = serial time / concurrent time for the same 16 rollouts (ideal: 16). Grading draws on the
+batch's pooled grading containers (arex/grading/pool.py). cpu_s_per_round: host CPU seconds per
+rollout round of this process (children included) plus the Docker daemons (dockerd, containerd,
+containerd-shim*, runc), the latter polled from /proc while the batch runs so a shim that exits
+with its container still counts (up to its last poll).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -29,12 +35,60 @@ def commands(n: int) -> list[str]:
     return [f"cat > solution.py <<'EOF'\n{SOLUTION}EOF"] if n == 3 else ["cat solution.py"]
 
 
+DAEMONS = ("dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v2", "runc")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def daemon_cpu() -> dict[int, float]:
+    """CPU seconds (user + system, reaped children included) of each Docker daemon process now."""
+    seen = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        name, fields = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+        if name in DAEMONS or name.startswith("containerd-shim"):
+            seen[int(pid)] = sum(int(f) for f in fields[11:15]) / TICK
+    return seen
+
+
+class CpuMeter:
+    """This process's CPU (children included) and the Docker daemons', over a `with` block."""
+
+    def __enter__(self) -> "CpuMeter":
+        self.start, self.last, self.done = daemon_cpu(), {}, threading.Event()
+        self.own = self._own()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+        return self
+
+    @staticmethod
+    def _own() -> float:
+        return sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN) for f in ("ru_utime", "ru_stime"))
+
+    def _poll(self) -> None:
+        while True:
+            self.last.update(daemon_cpu())
+            if self.done.wait(0.5):
+                return
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.thread.join()
+        self.own = self._own() - self.own
+        self.docker = sum(cpu - self.start.get(pid, 0.0) for pid, cpu in self.last.items())
+
+
 def timed(env, store: Path, concurrency: int) -> tuple[float, dict]:
     with ScriptedServer(RoundScript(commands), model="scripted-teacher", latency_s=LATENCY) as server:
         teacher = TeacherConfig(model="scripted-teacher", track_cost=False, concurrency=ROLLOUTS)
         started = time.monotonic()
-        summary = asyncio.run(run_batch([env], teacher, RolloutConfig(rounds=ROUNDS), SandboxConfig(), store, ROLLOUTS, concurrency, server.base_url))
-        return time.monotonic() - started, {"peak_in_flight": server.stats["max_in_flight"], "calls": server.stats["requests"], **summary["endings"]}
+        with CpuMeter() as cpu:
+            summary = asyncio.run(run_batch([env], teacher, RolloutConfig(rounds=ROUNDS), SandboxConfig(), store, ROLLOUTS, concurrency, server.base_url))
+        rounds = sum(r["rounds"] for r in summary["results"])
+        info = {"peak_in_flight": server.stats["max_in_flight"], "calls": server.stats["requests"], "cpu_arex": cpu.own, "cpu_docker": cpu.docker, "rounds": rounds}
+        return time.monotonic() - started, {**info, **summary["endings"]}
 
 
 def main() -> None:
@@ -44,11 +98,14 @@ def main() -> None:
         serial_s, serial = timed(env, root / "serial", 1)
         concurrent_s, concurrent = timed(env, root / "concurrent", ROLLOUTS)
     print(f"{ROLLOUTS} rollouts x {ROUNDS} rounds, {LATENCY * 1000:.0f} ms per teacher reply")
-    print(f"{'mode':12} {'seconds':>9} {'teacher calls':>14} {'peak in flight':>15} endings")
+    print(f"{'mode':12} {'seconds':>9} {'teacher calls':>14} {'peak in flight':>15} {'arex cpu s':>11} {'docker cpu s':>13} {'cpu s/round':>12} endings")
+    per_round = {}
     for name, seconds, info in (("serial", serial_s, serial), ("concurrent", concurrent_s, concurrent)):
-        endings = {k: v for k, v in info.items() if k not in ("peak_in_flight", "calls")}
-        print(f"{name:12} {seconds:9.1f} {info['calls']:14} {info['peak_in_flight']:15} {endings}")
-    print(f"serial_s={serial_s:.2f} concurrent_s={concurrent_s:.2f} speedup={serial_s / concurrent_s:.2f}")
+        endings = {k: v for k, v in info.items() if k not in ("peak_in_flight", "calls", "cpu_arex", "cpu_docker", "rounds")}
+        per_round[name] = (info["cpu_arex"] + info["cpu_docker"]) / max(1, info["rounds"])
+        print(f"{name:12} {seconds:9.1f} {info['calls']:14} {info['peak_in_flight']:15} {info['cpu_arex']:11.1f} {info['cpu_docker']:13.1f} {per_round[name]:12.3f} {endings}")
+    speedup = serial_s / concurrent_s
+    print(f"serial_s={serial_s:.2f} concurrent_s={concurrent_s:.2f} speedup={speedup:.2f} cpu_s_per_round={per_round['concurrent']:.3f} serial_cpu_s_per_round={per_round['serial']:.3f}")
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ def main() -> None:
     r30_r2 = bounded[ROUNDS - 1] / bounded[1]
     ratio = sum(full) / sum(bounded)
     print(f"bounded round 30 / round 2 = {r30_r2:.3f} (target <= 1.3); full / bounded total = {ratio:.2f} (target >= 5)")
-    print(f"bounded_r30_over_r2={r30_r2:.3f} full_over_bounded_total={ratio:.2f}")
+    print(f"bounded_r30_over_r2={r30_r2:.3f} full_over_bounded_total={ratio:.2f} bounded_tokens={sum(bounded)} full_tokens={sum(full)}")
 
 
 if __name__ == "__main__":

@@ -94,10 +94,10 @@ if mode == "arex":
 else:
     import datasets
     builder = RowBuilder(ExportConfig())
-    everything = {{"rounds": [], "trajectories": []}}
+    everything = {{}}
     for path in kept_records(selection):
-        for granularity, items in builder.rows(load(path)).items():
-            everything[granularity].extend(items)
+        for granularity, items in builder.rows(load(path)).rows.items():  # every granularity arex's export writes
+            everything.setdefault(granularity, []).extend(items)
     written = 0
     for granularity, items in everything.items():
         ds = datasets.Dataset.from_list(items)

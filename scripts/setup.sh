@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # One-command setup for arex on a Debian machine: Docker engine, base image, the package.
 # Idempotent: each step checks first and skips what is already there.
-#   AREX_EXTRAS  pip extras to install (default: test,local)
+#   AREX_EXTRAS  pip extras to install (default: test,local,ray)
 #   PYTHON       interpreter to install into (default: python3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
-EXTRAS="${AREX_EXTRAS:-test,local}"
+EXTRAS="${AREX_EXTRAS:-test,local,ray}"
 log() { echo "[arex setup] $*"; }
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 

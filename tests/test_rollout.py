@@ -150,8 +150,11 @@ def test_grading_containers_started_ahead_are_used_then_removed(envs):
     client = docker.from_env()
     session = env.open_grading()
     session.warm()
-    box = session.box()  # waits for the warm-up instead of starting a second container
-    assert box is session.box() and box.exec("true").ok
+    with session.lease() as lease:  # waits for the warm-up instead of starting a second container
+        box = lease.box
+        assert box.exec("true").ok
+    with session.lease() as lease:  # given back, cleaned, handed out again
+        assert lease.box is box
     assert len(client.containers.list(all=True, filters=mine)) == 1
     session.close()
     for _ in range(2):  # close() right after warm(): whichever wins the race, nothing is left
@@ -160,7 +163,7 @@ def test_grading_containers_started_ahead_are_used_then_removed(envs):
         session.close()
     import threading
 
-    for warming in [t for t in threading.enumerate() if t.name == f"warm-{env.id}"]:
+    for warming in [t for t in threading.enumerate() if t.name in (f"warm-{env.id}", f"clean-{env.id}")]:
         warming.join(timeout=60)  # the warm-ups have ended (an event, not a fixed sleep): what they started is gone
     assert client.containers.list(all=True, filters=mine) == []
 

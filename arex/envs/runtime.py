@@ -2,14 +2,14 @@
 
 `load_env(folder)` picks the class by the task's `kind` (KINDS) — the only place that asks. Per
 rollout: `sandbox_config` (a pure function of the base config) → start → `prepare` → the agent
-works → `grade_round` each round, with the grading containers of `open_grading`. Selection:
+works → `grade_round` each round, with the grading of `open_grading` (judge envs: leases of the
+batch's GradingPool of the env, arex/grading/pool.py). Selection:
 `regrade` a round from its workspace archive in fresh sandboxes. A new kind is one new class.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
@@ -19,9 +19,10 @@ from arex.envs.layout import IMAGE_WORKSPACE
 from arex.grading.judge import Judge
 from arex.grading.languages import language_for
 from arex.grading.ml import SUBMISSION_CAP, MLGrader
+from arex.grading.pool import GradingPool, GradingPools
 from arex.hashing import json_sha256, text_sha256, tree_sha256
 from arex.sandbox import Mount, SandboxConfig, make_sandbox
-from arex.sandbox.base import ArchiveTooLarge, Sandbox, SandboxError
+from arex.sandbox.base import ArchiveTooLarge, Sandbox
 from arex.snapshots import MemberError, SnapshotStore, read_member
 from arex.specs import GradeResult, JudgeSpec, MLSpec, SpecError, read_spec_yaml, validate_spec
 from arex.trajectory import RoundEnd
@@ -108,7 +109,8 @@ class Env(ABC):
     def prepare(self, sandbox: Sandbox) -> None:
         """Put the starting workspace in place (env images seed theirs at start)."""
 
-    def open_grading(self, base: SandboxConfig | None = None) -> Grading:
+    def open_grading(self, base: SandboxConfig | None = None, pools: GradingPools | None = None) -> Grading:
+        """What grading keeps for one rollout; `pools`: the batch's shared grading containers."""
         return Grading()
 
     def grade_round(self, sandbox: Sandbox, grading: Grading, store: SnapshotStore) -> tuple[GradeResult, str | None, str]:
@@ -176,8 +178,12 @@ class JudgeEnv(Env):
     def prepare(self, sandbox: Sandbox) -> None:
         sandbox.copy_in(self.dir / "workspace", sandbox.config.workdir)
 
-    def open_grading(self, base: SandboxConfig | None = None) -> "JudgeGrading":
-        return JudgeGrading(self, self.judge(base))
+    def open_grading(self, base: SandboxConfig | None = None, pools: GradingPools | None = None) -> "JudgeGrading":
+        """Gradings drawn from the batch's pool of this env (`pools`), or from a pool of the rollout's own."""
+        if pools is None:
+            return JudgeGrading(self, GradingPool(self.judge(base), cap=1), owned=True)
+        key = json_sha256({"env": str(self.dir.resolve()), "spec": self.spec_hash, "sandbox": (base or SandboxConfig()).model_dump(mode="json")})
+        return JudgeGrading(self, pools.get(key, lambda cap: GradingPool(self.judge(base), cap=cap)), owned=False)
 
     def _grade(self, data: bytes, text: str, grading: Grading, log: str) -> GradeResult:
         language = language_for(self.spec.starter).name
@@ -187,7 +193,8 @@ class JudgeEnv(Env):
             cached = grading.graded[key]
             return cached.model_copy(update={"details": {**cached.details, "cached": True}})
         assert isinstance(grading, JudgeGrading)
-        result = grading.judge.grade(text, language, box=grading.box(), checker_box=grading.checker_box())
+        with grading.lease() as lease:
+            result = grading.judge.grade(text, language, box=lease.box, checker_box=lease.checker)
         if result.infra_error is None:
             grading.graded[key] = result
         return result
@@ -202,59 +209,32 @@ class JudgeEnv(Env):
             archived = ""  # as the rollout recorded it (grade_round)
         if archived != end.submission:
             raise ValueError(f"the workspace snapshot's {self.spec.starter} differs from the recorded submission")
-        return self.judge(base).grade(end.submission, language_for(self.spec.starter).name)  # a fresh grading container
+        return self.judge(base).grade(end.submission, language_for(self.spec.starter).name)  # a fresh grading container, never a pooled one
 
 
 class JudgeGrading(Grading):
-    """Grading (and checker) containers for one rollout, started on first use or ahead of it by
-    warm(), removed by close()."""
+    """One rollout's gradings, each in a lease of a GradingPool: the batch's pool of this env
+    (shared with its other rollouts), or one of its own, removed by close()."""
 
-    def __init__(self, env: JudgeEnv, judge: Judge):
+    def __init__(self, env: JudgeEnv, pool: GradingPool, owned: bool):
         super().__init__()
-        self.env, self.judge = env, judge
-        self._box: Sandbox | None = None
-        self._checker: Sandbox | None = None
-        self._lock = threading.Lock()  # one creator at a time; close() waits for a warm-up in flight
-        self._closed = False
+        self.env, self.pool, self.owned = env, pool, owned
+        self.judge = pool.judge
+        pool.join()
 
     def warm(self) -> None:
-        """Start the containers in the background, so the first grading does not wait for them
-        (the agent's first round, mostly teacher latency, hides their start-up)."""
-        threading.Thread(target=self._warm, daemon=True, name=f"warm-{self.env.id}").start()
+        """Have a lease started ahead in the background, so the first grading does not wait for
+        a container start (the agent's first round, mostly teacher latency, hides it)."""
+        self.pool.warm()
 
-    def _warm(self) -> None:
-        try:
-            self.box()
-            self.checker_box()
-        except Exception:  # noqa: BLE001 - the first grading starts them again and reports the failure
-            pass
-
-    def box(self) -> Sandbox:
-        with self._lock:
-            if self._box is None:
-                self._box = self._open(self.judge.open_box)
-            return self._box
-
-    def checker_box(self) -> Sandbox | None:
-        if self.env.spec.checker.kind in ("exact", "token", "float", "interactive"):  # an interactor runs in the grading box
-            return None
-        with self._lock:
-            if self._checker is None:
-                self._checker = self._open(self.judge.open_checker_box)
-            return self._checker
-
-    def _open(self, opener) -> Sandbox:
-        if self._closed:
-            raise SandboxError("the grading session is closed")
-        return opener()
+    def lease(self):
+        """A clean grading lease (grading box, checker box) for one grading."""
+        return self.pool.lease()
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            boxes, self._box, self._checker = (self._box, self._checker), None, None
-        for box in boxes:
-            if box is not None:
-                box.stop()
+        self.pool.leave()
+        if self.owned:
+            self.pool.close()
 
 
 class MLEnv(Env):

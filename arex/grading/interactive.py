@@ -105,7 +105,7 @@ class InteractiveRun:
 
     def _staging(self, test: TestCase) -> bytes:
         """A tar of the test's input and answer, and of the interactor on a grading's first test."""
-        members = {"input": (self.judge.private / test.input).read_bytes(), "answer": (self.judge.private / test.answer).read_bytes()}
+        members = {"input": self.judge.private_bytes(test.input), "answer": self.judge.private_bytes(test.answer)}
         if not self.staged:
             members["interactor"] = self.binary
         buffer = io.BytesIO()

@@ -5,8 +5,10 @@ Trust boundaries (docs/security.md has the whole threat model):
   data is stored in it: each test's input reaches the program on stdin, from the host, and answers
   never enter it. So neither the program nor its compiler can read another test's input.
 - Each compile and test run is isolated: every process of the user is killed before it starts and
-  after it ends, and the writable folders are wiped before each grading, so nothing of a previous
-  submission (or test) survives into the next.
+  after it ends. A grading container is either fresh or handed out by a GradingPool
+  (arex/grading/pool.py), which empties every writable place, removes IPC objects, checks that
+  no process survived and re-hashes what grading relies on before each use: nothing of a previous
+  submission survives into the next.
 - Its output reaches the host through the command server's stream, so it cannot be edited afterwards.
 - Checkers are trusted code: built-in ones run on the host; custom ones run in a separate checker
   sandbox that holds no submission code, with the private data mounted read-only.
@@ -21,6 +23,7 @@ Trust boundaries (docs/security.md has the whole threat model):
 
 from __future__ import annotations
 
+import hashlib
 import math
 import shlex
 import tempfile
@@ -45,9 +48,6 @@ COMPILE_MEMORY = 2 << 30
 PRIVATE_MOUNT = "/judge/private"
 RUN = "/workspace/run"
 SIGXCPU, SIGKILL = 24, 9
-# Before each grading: every writable place emptied (made writable first: a submission may chmod
-# what it leaves), and its SysV IPC objects removed. Run isolated, so its processes die too.
-_WIPE = 'for d in "$@"; do chmod -R u+rwX "$d" 2>/dev/null; find "$d" -mindepth 1 -delete 2>/dev/null; done; ipcrm --all 2>/dev/null; true'
 
 
 class Judge:
@@ -64,11 +64,27 @@ class Judge:
         self.wall_limit_s = max(3 * spec.time_limit_s, spec.time_limit_s + 2.0)
         self.starved_cap_s = 10 * self.wall_limit_s
         self.limits = Limits(time_s=spec.time_limit_s, memory_mb=spec.memory_mb, output_mb=spec.output_limit_mb, wall_s=self.wall_limit_s)
+        self._pins: dict[str, str] = {}  # private/ file → sha256, once pinned (pin_private)
+
+    def pin_private(self) -> None:
+        """Record the sha256 of every test input and answer now: each later read is checked
+        against it, so a file changed on disk mid-batch stops grading (judge envs record no
+        checksums of their own)."""
+        names = {n for t in self.spec.tests for n in (t.input, t.answer)}
+        self._pins = {name: hashlib.sha256((self.private / name).read_bytes()).hexdigest() for name in sorted(names)}
+
+    def private_bytes(self, name: str) -> bytes:
+        """A private/ file's bytes, checked against its pin if pinned."""
+        data = (self.private / name).read_bytes()
+        pin = self._pins.get(name)
+        if pin is not None and hashlib.sha256(data).hexdigest() != pin:
+            raise SandboxError(f"{self.private / name} changed on disk since grading of env '{self.spec.id}' began; restore or rebuild the env (arex build-envs), then re-run")
+        return data
 
     # -- grading -----------------------------------------------------------------------------
     def open_box(self) -> Sandbox:
-        """A grading container, reusable across one agent's gradings: it holds no test data, and
-        each grading starts from emptied folders with no process of an earlier one alive."""
+        """A fresh grading container. It holds no test data; to reuse it for another grading,
+        hand it out through a GradingPool, which cleans and checks it first."""
         limit = self.spec.output_limit_mb << 20
         config = self.sandbox_config.model_copy(
             update={"memory": COMPILE_MEMORY, "pids_limit": 128, "output_limit": 2 * limit + 4096, "output_kill": limit, "mounts": (), "seed": None, "judge_area": self._judge_area()}
@@ -84,8 +100,8 @@ class Judge:
     def grade(
         self, source: str, language: str, samples_only: bool = False, stop_on_failure: bool = False, box: Sandbox | None = None, checker_box: Sandbox | None = None
     ) -> GradeResult:
-        """Grade one submission, in `box` (from open_box) or in a fresh grading container.
-        A broken submission is a low score; a broken env sets infra_error."""
+        """Grade one submission, in `box` (a fresh one from open_box or a GradingPool lease: clean)
+        or in a fresh grading container. A broken submission is a low score; a broken env sets infra_error."""
         lang = language_named(language).for_submission(source, self.spec.memory_mb)  # Java: its class, its heap
         tests = [t for t in self.spec.tests if t.sample or not samples_only]
         results: list[TestResult] = []
@@ -125,14 +141,12 @@ class Judge:
         return self._finish(final)
 
     def _compile(self, box: Sandbox, lang, source: str) -> str | None:
-        """Wipe what an earlier grading left, write and compile the source. The compile log if it
-        failed, else None."""
-        cfg = box.config
-        box.set_memory_limit(COMPILE_MEMORY)
-        box.exec(["bash", "-c", _WIPE, "arex-wipe", cfg.workdir, "/tmp", cfg.home, "/dev/shm"], timeout=60, cwd="/", limits=RunLimits(isolated=True))
+        """Write and compile the source (the box is clean: fresh or from a GradingPool). The
+        compile log if it failed, else None."""
         box.write_file(f"{RUN}/{lang.source}", source)
         if not lang.compile:
-            return None
+            return None  # the tests' limit may stay on from a previous grading: no engine round trip
+        box.set_memory_limit(COMPILE_MEMORY)
         limits = RunLimits(isolated=True, starved_wall_s=STARVED_COMPILE_CAP_S)
         compiled = box.exec(list(lang.compile), timeout=COMPILE_TIMEOUT_S, cwd=RUN, limits=limits)
         if compiled.status == "timeout":
@@ -160,7 +174,7 @@ class Judge:
         A hidden test's stderr is never kept: the program could print its input there."""
         limit = self.spec.time_limit_s
         limits = RunLimits(cpu_s=max(1, math.ceil(limit)), stack=self.spec.memory_mb << 20, starved_wall_s=self.starved_cap_s, isolated=True)
-        stdin = (self.private / test.input).read_bytes()
+        stdin = self.private_bytes(test.input)
         r = box.exec(list(run), timeout=self.wall_limit_s, cwd=RUN, stdin=stdin, limits=limits)
         evidence = {"time_s": r.cpu_s, "wall_s": r.duration_s, "memory_kb": r.memory_kb, "exit_code": r.exit_code}
         failure = program_failure(r, self.limits)
@@ -193,7 +207,11 @@ class Judge:
             return {}
         checker = self.spec.checker
         if checker.kind in ("exact", "token", "float"):
-            return {name: check_builtin(checker, out, (self.private / tests[name].answer).read_text(errors="replace")) for name, out in outputs.items()}
+            return {name: check_builtin(checker, out, self.private_bytes(tests[name].answer).decode(errors="replace")) for name, out in outputs.items()}
+        for name in outputs:  # the checker reads them from the mount: as pinned, or no check
+            for file in (tests[name].input, tests[name].answer):
+                if file in self._pins:
+                    self.private_bytes(file)
         own = box is None
         box = box or self.open_checker_box()
         checks = {}

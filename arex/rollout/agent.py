@@ -15,6 +15,7 @@ from pathlib import Path
 
 from arex import __version__
 from arex.envs.runtime import Env
+from arex.grading.pool import GradingPools
 from arex.rollout.config import RolloutConfig
 from arex.rollout.keep import Keeper
 from arex.rollout.memory import Memory
@@ -22,7 +23,7 @@ from arex.rollout.parse import Action as ParsedAction
 from arex.rollout.parse import clip, parse_action, parse_reflection
 from arex.rollout.skills import skill_set
 from arex.rollout.tools import parse_tool_calls, tool_schema
-from arex.sandbox import SandboxConfig, SandboxError, make_sandbox
+from arex.sandbox import Sandbox, SandboxConfig, SandboxError, make_sandbox
 from arex.snapshots import SnapshotStore
 from arex.specs import TeacherIdentity
 from arex.teacher.client import Reply, TeacherClient, TeacherError
@@ -54,13 +55,43 @@ def _ending_of(exc: BaseException) -> tuple[str, str]:
     return INFRA, f"unexpected {type(exc).__name__}: {exc}"
 
 
+def _skills(env: Env, config: RolloutConfig):
+    """General skills (rollout.general_skills) and the env's own (rollout.task_skills), each mounted read-only."""
+    return skill_set(config.skills_path() if config.general_skills else None, env.dir if config.task_skills else None, config.skills_target)
+
+
+def agent_config(env: Env, config: RolloutConfig, sandbox: SandboxConfig) -> SandboxConfig:
+    """The agent sandbox's config of a rollout of `env`."""
+    ss = _skills(env, config)
+    return env.sandbox_config(sandbox, ss.general_dir, ss.general_target, ss.task_dir, ss.task_target)
+
+
+def sandbox_name(env: Env, sample: int) -> str:
+    return f"rollout-{env.id}-{sample}"
+
+
+def start_ahead(env: Env, config: RolloutConfig, sandbox: SandboxConfig, path: Path, sample: int) -> Sandbox | None:
+    """The agent sandbox of a rollout still waiting to run, started now (blocking), or None if its
+    record is finished (it will need none)."""
+    try:
+        previous = load(path)
+        if previous.end is not None and previous.end.status != INFRA:
+            return None
+    except Exception:  # noqa: BLE001 - the rollout itself reports an unreadable record
+        return None
+    box = make_sandbox(agent_config(env, config, sandbox), sandbox_name(env, sample))
+    box.start()
+    return box
+
+
 class Rollout:
-    def __init__(self, env: Env, teacher: TeacherClient, identity: TeacherIdentity, config: RolloutConfig, sandbox: SandboxConfig, path: Path, sample: int, key: str, config_hash: str):
+    def __init__(self, env: Env, teacher: TeacherClient, identity: TeacherIdentity, config: RolloutConfig, sandbox: SandboxConfig, path: Path, sample: int, key: str, config_hash: str,
+                 pools: GradingPools | None = None, box: Sandbox | None = None):  # fmt: skip
+        """`pools`: the batch's shared grading containers; `box`: this rollout's agent sandbox,
+        started ahead by the batch (start_ahead), else the rollout starts its own."""
         self.env, self.teacher, self.identity, self.config = env, teacher, identity, config
-        # General skills (rollout.general_skills) and the env's own (rollout.task_skills), each mounted read-only.
-        self.skill_set = skill_set(config.skills_path() if config.general_skills else None, env.dir if config.task_skills else None, config.skills_target)
-        ss = self.skill_set
-        self.sandbox_config = env.sandbox_config(sandbox, ss.general_dir, ss.general_target, ss.task_dir, ss.task_target)
+        self.skill_set = ss = _skills(env, config)
+        self.sandbox_config = agent_config(env, config, sandbox)
         self.path, self.sample, self.key, self.config_hash = path, sample, key, config_hash
         # Workspace archives by sha256; round_end lines name theirs. Never unpacked on the host.
         self.store = SnapshotStore(path.with_suffix("") / "snapshots")
@@ -70,8 +101,9 @@ class Rollout:
         self.skills = ss.paths()  # read_skill names → SKILL.md in the sandbox
         self.schema = tool_schema(self.prompts, self.sandbox_config.workdir, f"{config.command_timeout_s:g}", config.skills_target, list(self.skills)) if self.tools else None
         self.memory = Memory(self.prompts, config, self._system(ss.catalogue()))
-        self.grading = env.open_grading(sandbox)
+        self.grading = env.open_grading(sandbox, pools)
         self.box, self.writer, self._warming = None, None, None  # set by run()
+        self._ahead = box
         self.tokens, self.cost, self.rounds_done = 0, 0.0, 0
         self.started = time.monotonic()
         self.on_round = None  # callback(rollout, RoundEnd) for progress displays
@@ -114,7 +146,7 @@ class Rollout:
         return end
 
     async def _start(self) -> None:
-        self.box = make_sandbox(self.sandbox_config, f"rollout-{self.env.id}-{self.sample}")
+        self.box = self._ahead or make_sandbox(self.sandbox_config, sandbox_name(self.env, self.sample))
         _starting[0] += 1
         try:
             await asyncio.to_thread(self.box.start)

@@ -29,8 +29,9 @@ from rich.table import Table
 
 from arex.envs.runtime import Env
 from arex.errors import UserInputError
+from arex.grading.pool import GradingPools, SandboxesAhead
 from arex.hashing import json_sha256
-from arex.rollout.agent import Rollout
+from arex.rollout.agent import Rollout, agent_config, start_ahead
 from arex.rollout.config import RolloutConfig
 from arex.rollout.skills import catalogue
 from arex.sandbox import SandboxConfig, SandboxError
@@ -42,6 +43,8 @@ UNREADABLE = "unreadable_record"
 """The status of a rollout whose record cannot be read (damaged, not UTF-8, a newer schema): it is
 left as it is, and the batch exits non-zero after the others."""
 KEPT = "finished rounds are kept; re-run the same command to resume"
+AHEAD = 2
+"""Agent sandboxes started ahead at once for rollouts waiting for the concurrency limit."""
 log = logging.getLogger("arex")
 
 
@@ -88,6 +91,7 @@ async def run_batch(
     console: Console | None = None,
     limit: asyncio.Semaphore | None = None,
     progress: Progress | None = None,
+    executor=None,
 ) -> dict:
     """Run every (env, sample) rollout; returns the run summary (also written to out/summary.json).
     StoreLocked if another run works on `out`; DiskFull / OutputError if `out` cannot be written.
@@ -96,7 +100,10 @@ async def run_batch(
     arex.variants): the rollouts of all of them share `limit` (and the caller's thread pool), and
     `progress` is filled for the caller to draw (pass no console then). That caller also labels
     the sandboxes with its own store and removes the leftovers of killed runs (`_store_label`,
-    `_remove_leftovers`): one label for the whole run, not one per batch."""
+    `_remove_leftovers`): one label for the whole run, not one per batch.
+
+    `executor` (arex.rollout.executors, e.g. Ray) runs the rollouts elsewhere under this same lock;
+    None runs them here, in this event loop."""
     for name, value in (("samples", samples), ("concurrency", concurrency)):
         if not isinstance(value, int) or value < 1:
             raise UserInputError(f"--{name} expects an integer of at least 1, got {value!r}")
@@ -113,7 +120,8 @@ async def run_batch(
         if sandbox_config.backend == "docker" and limit is None:
             _remove_leftovers(out, notify)
         shared = (limit, progress)
-        return await _run_locked(envs, teacher_config, rollout_config, sandbox_config, out, samples, concurrency, base_url, console, shared)
+        run = _run_locked if executor is None else executor.run_locked
+        return await run(envs, teacher_config, rollout_config, sandbox_config, out, samples, concurrency, base_url, console, shared)
 
 
 class _store_label:
@@ -133,6 +141,18 @@ class _store_label:
             os.environ[STORE_ENV] = self.before
 
 
+def _prepare(envs: list[Env], first: int, rollout_config: RolloutConfig, sandbox_config: SandboxConfig, pools: GradingPools) -> None:
+    """Start a grading lease for each of the `first` envs (those of the first rollouts to run), then
+    make sure of the agent sandboxes' images (a judge env's docs image takes ~10 s to build the
+    first time): both off the first rollouts' path."""
+    for env in envs[:first]:
+        grading = env.open_grading(sandbox_config, pools)
+        grading.warm()
+        grading.close()  # the pool stays, with its lease starting
+    for env in {env.kind: env for env in envs}.values():
+        agent_config(env, rollout_config, sandbox_config)
+
+
 def _remove_leftovers(out: Path, notify) -> None:
     """Remove the sandboxes that killed runs on this store left (the lock is ours: they are dead)."""
     from arex.sandbox.docker import prune
@@ -147,7 +167,14 @@ def _remove_leftovers(out: Path, notify) -> None:
 
 async def _run_locked(envs, teacher_config, rollout_config, sandbox_config, out: Path, samples: int, concurrency: int, base_url, console, shared=(None, None)) -> dict:
     teacher = TeacherClient(teacher_config, base_url=base_url)
-    identity = await teacher.identity()
+    # Grading containers shared by the rollouts of each env; agent sandboxes started ahead for waiting rollouts.
+    # At most one grading container per two rollouts at once: a grading is a small part of a round.
+    pools, ahead = GradingPools(cap=-(-concurrency // 2)), SandboxesAhead(AHEAD)
+    try:  # the teacher's identity, while the first grading containers and the agent image get ready
+        identity, _ = await asyncio.gather(teacher.identity(), asyncio.to_thread(_prepare, envs, -(-concurrency // samples), rollout_config, sandbox_config, pools))
+    except BaseException:
+        pools.close()
+        raise
     chash = config_hash(teacher_config, rollout_config)
     jobs = [(env, s) for env in envs for s in range(samples)]
     limit, progress = shared
@@ -172,8 +199,11 @@ async def _run_locked(envs, teacher_config, rollout_config, sandbox_config, out:
         key = rollout_key(env, chash, sample)
         path = out / env.id / f"{key}.jsonl"
         result = {"env": env.id, "sample": sample, "key": key, "path": str(path)}
+        if limit.locked():  # it waits: its sandbox may be started meanwhile
+            ahead.want(key, lambda: start_ahead(env, rollout_config, sandbox_config, path, sample))
         async with limit:
-            rollout = Rollout(env, teacher, identity, rollout_config, sandbox_config, path, sample, key, chash)
+            box = await ahead.take(key)
+            rollout = Rollout(env, teacher, identity, rollout_config, sandbox_config, path, sample, key, chash, pools=pools, box=box)
             rollout.on_round = on_round
             live_rollouts.append(rollout)
             try:
@@ -183,15 +213,24 @@ async def _run_locked(envs, teacher_config, rollout_config, sandbox_config, out:
                 return {**result, "status": UNREADABLE, "reason": str(exc), "rounds": 0, "tokens": 0, "cost_usd": 0.0}
             except OSError as exc:  # the record could not be written: disk full, read-only
                 raise write_error(exc, path, KEPT) from None
+            finally:
+                if box is not None and rollout.box is not box:  # its record was finished: used by no one
+                    box.stop()
         progress.done += 1
         return {**result, **end.model_dump(exclude={"type"})}
 
     try:
         results = await _gather([one(env, s) for env, s in jobs], progress, console)
     finally:
+        ahead.close()
+        pools.close()
         await teacher.close()
-    summary = summarize(results, out, time.monotonic() - started, teacher.usage.model_dump())
-    try:  # whole or not at all: a full disk leaves the previous summary as it was
+    return write_summary(summarize(results, out, time.monotonic() - started, teacher.usage.model_dump()), out)
+
+
+def write_summary(summary: dict, out: Path) -> dict:
+    """Write out/summary.json whole or not at all: a full disk leaves the previous one as it was."""
+    try:
         (out / "summary.json.tmp").write_text(json.dumps(summary, indent=2))
         os.replace(out / "summary.json.tmp", out / "summary.json")
     except OSError as exc:

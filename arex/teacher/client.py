@@ -14,7 +14,8 @@ import email.utils
 import json
 import os
 import time
-from typing import Any
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
 
 import openai
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
@@ -87,6 +88,13 @@ def _endpoint_limit(base_url: str, concurrency: int) -> asyncio.Semaphore:
     return _limits[key]
 
 
+class Limiter(Protocol):
+    """Where the permits of teacher.concurrency live when they are shared beyond one process
+    (e.g. a Ray actor for a cluster: arex.rollout.ray_executor). `slot()` is held for one attempt."""
+
+    def slot(self) -> AbstractAsyncContextManager: ...
+
+
 def _retry_after(exc: BaseException) -> float | None:
     response = getattr(exc, "response", None)
     headers = getattr(response, "headers", None)
@@ -125,8 +133,9 @@ def _classify(exc: BaseException) -> TeacherError:
 class TeacherClient:
     """Async chat client for one OpenAI-compatible endpoint."""
 
-    def __init__(self, config: TeacherConfig, base_url: str | None = None):
+    def __init__(self, config: TeacherConfig, base_url: str | None = None, limiter: Limiter | None = None):
         self.config = config
+        self.limiter = limiter  # None: the per-process semaphore of the endpoint (_endpoint_limit)
         self.base_url = (base_url or config.base_url or "").rstrip("/")
         if not self.base_url:
             raise TeacherError("bad_request", "No teacher endpoint: set teacher.base_url, or let the pipeline start the local teacher.")
@@ -214,11 +223,14 @@ class TeacherClient:
         attempts.append(record)
         t0 = time.monotonic()
         try:
-            async with _endpoint_limit(self.base_url, self.config.concurrency):
+            async with self.limiter.slot() if self.limiter is not None else _endpoint_limit(self.base_url, self.config.concurrency):
+                # The messages ride in extra_body (sent as they are, taking precedence over `messages`): create()
+                # walks each of them against the SDK's TypedDicts on every call, O(context) CPU (~25 ms at 90
+                # messages, most of a step's host CPU), for JSON that is plain already (bench/agent_overhead.py).
                 response = await self._client.chat.completions.create(
                     model=self.config.model,
-                    messages=messages,
-                    extra_body=self.config.extra_body or None,
+                    messages=[],
+                    extra_body={**(self.config.extra_body or {}), "messages": messages},
                     **({"tools": tools} if tools else {}),
                     **sampling,
                 )

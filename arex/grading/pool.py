@@ -1,0 +1,477 @@
+"""Grading containers shared by the rollouts of a batch, per env, and agent sandboxes started ahead.
+
+A `GradingPool` hands out a `Lease` (a grading container and, for custom checkers, a checker
+container) for ONE grading; the lease comes back after it. Before a container is handed out
+(again, or for the first time) it is made clean and checked, in one isolated command run as the
+sandbox user (`INSPECT`):
+- every process of the user is killed before it starts (the runner's sweep), and it then checks
+  that no process of any uid but root is alive;
+- the container's root filesystem must be read-only; every other read-write mount is walked (not
+  a list of folders: the mount table), every folder the user can write is emptied (made writable
+  first: a submission may chmod what it leaves), then walked again: nothing may be left, and no
+  place the user can write may exist beyond the expected ones (workdir, home, /tmp, /dev/shm,
+  /dev/mqueue);
+- SysV IPC objects are removed, and /proc/sysvipc must then list none;
+- the files grading relies on are hashed: the runtime (/.arex) against the package's sources and
+  the first fresh container of the pool, the compiled checker in a checker container against the
+  host's binary.
+An interactive problem's private area (JUDGE_AREA) is emptied as the judge's uid and checked empty.
+A container failing any check is removed and replaced by a fresh one: never reused (fail closed).
+The tests' inputs and answers come from the host's private/ folder, pinned by hash when the pool
+opens (`Judge.pin_private`), so a file changed on disk during the batch stops its gradings.
+
+`GradingPools` holds one pool per env for a batch (`arex rollout`), removed at its end; a killed
+run's containers carry the store label and are removed by the next run on the store.
+`SandboxesAhead` starts the agent sandboxes of rollouts still waiting for the batch's concurrency
+limit (at most `ahead` at once), each for exactly one rollout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from arex.grading.judge import COMPILE_MEMORY, Judge
+from arex.sandbox.base import JUDGE_AREA, RunLimits, Sandbox, SandboxError
+
+log = logging.getLogger("arex")
+
+RUNTIME = "/.arex"
+INSPECT_TIMEOUT_S = 120.0
+CLOSE_WAIT_S = 150.0
+INSPECT_MEMORY_MB = 112  # a problem's memory limit under which the cleaning command gets more room first
+# Run as the sandbox user, isolated (nothing of the user alive before it starts). argv: the paths
+# to keep (absolute), the paths to hash. Prints one JSON report; the host judges it (`_verdict`).
+INSPECT = r"""
+import hashlib, json, os, re, stat, subprocess, sys
+keep, hashed = set(json.loads(sys.argv[1])), json.loads(sys.argv[2])
+PSEUDO = {"proc", "sysfs", "cgroup", "cgroup2", "devpts", "securityfs", "debugfs", "tracefs", "bpf", "pstore", "configfs", "fusectl", "binfmt_misc", "nsfs"}
+unescape = lambda s: re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), s)
+mounts = []
+for line in open("/proc/self/mountinfo"):
+    head, _, tail = line.partition(" - ")
+    f, (fstype, _src, sopts) = head.split(), tail.split()[:3]
+    mounts.append((unescape(f[4]), fstype, "ro" in f[5].split(",") or "ro" in sopts.split(",")))
+report = {"root_ro": [ro for p, t, ro in mounts if p == "/"][-1:] == [True], "writable": [], "left": [], "ipc": [], "procs": [], "hashes": {}}
+tops = sorted({p for p, t, ro in mounts if not ro and t not in PSEUDO})
+can_write = lambda p, st: os.access(p, (os.W_OK | os.X_OK) if stat.S_ISDIR(st.st_mode) else os.W_OK)
+def places(top):
+    # (folder the user can write, its entries) under a read-write mount, on that mount only;
+    # folders it cannot write are searched deeper, files it can write are reported
+    st = os.lstat(top)
+    if not stat.S_ISDIR(st.st_mode):  # a file mounted on its own (/etc/hosts; /dev/null over a masked /proc file)
+        if stat.S_ISREG(st.st_mode) and can_write(top, st):
+            report["writable"].append(top)
+        return
+    dev, stack = st.st_dev, [top]
+    while stack:
+        d = stack.pop()
+        try:
+            names = [os.path.join(d, n) for n in os.listdir(d)]
+        except OSError:
+            names = []
+        if can_write(d, os.lstat(d)):
+            yield d, [p for p in names if p not in keep and p not in tops]
+            continue
+        for p in names:
+            try:
+                st = os.lstat(p)
+            except OSError:
+                continue
+            if st.st_dev != dev or p in tops:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(p)
+            elif stat.S_ISREG(st.st_mode) and can_write(p, st) and p not in keep:
+                report["writable"].append(p)
+for top in tops:
+    for d, names in list(places(top)):
+        if names:  # made writable first: a submission may chmod what it leaves; rm copes with any depth
+            subprocess.run(["chmod", "-R", "u+rwX", "--", *names], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run(["rm", "-rf", "--", *names], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+subprocess.run(["ipcrm", "--all"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+report["writable"] = []
+for top in tops:
+    for d, names in places(top):
+        report["writable"].append(d)
+        report["left"] += names
+for kind in ("shm", "sem", "msg"):
+    try:
+        report["ipc"] += [kind + ": " + " ".join(x.split()) for x in open("/proc/sysvipc/" + kind).read().splitlines()[1:] if x.strip()]
+    except OSError:
+        pass
+try:
+    hashed += [os.path.join("/.arex", n) for n in os.listdir("/.arex")]
+except OSError:
+    pass
+for path in hashed:
+    try:
+        with open(path, "rb") as fh:
+            report["hashes"][path] = hashlib.sha256(fh.read()).hexdigest()
+    except OSError as exc:
+        report["hashes"][path] = "unreadable: " + str(exc.strerror)
+me = os.getpid()
+for name in os.listdir("/proc"):
+    if name.isdigit() and int(name) != me:
+        try:
+            uid = os.stat("/proc/" + name).st_uid
+            comm = open("/proc/" + name + "/comm").read().strip() if uid else ""
+        except OSError:
+            continue
+        if uid != 0:
+            report["procs"].append(name + " uid " + str(uid) + " " + comm)
+print(json.dumps(report))
+"""
+_AREA_WIPE = 'find "$1" -mindepth 1 -delete 2>/dev/null; ls -A "$1"'
+
+
+@dataclass
+class Lease:
+    """The containers of one grading: `box` runs the submission, `checker` (custom checkers only)
+    runs the trusted checker beside the private data."""
+
+    box: Sandbox
+    checker: Sandbox | None = None
+    uses: int = 0
+
+    def stop(self) -> None:
+        for box in (self.box, self.checker):
+            if box is not None:
+                box.stop()
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _runtime_sources() -> dict[str, str]:
+    """The runtime's source files as shipped in the package, by their path in a container."""
+    from arex.sandbox import runtime
+
+    return {f"{RUNTIME}/{name.rsplit('/', 1)[-1]}": _sha256(data) for name, data in runtime._sources().items()}
+
+
+class GradingPool:
+    """Grading leases for one env: an idle, clean lease is reused before a new one starts, up to
+    `cap` at once; one is started ahead by `warm()`. Thread-safe (gradings run in worker threads)."""
+
+    def __init__(self, judge: Judge, cap: int = 4, name: str = ""):
+        self.judge, self.cap, self.name = judge, max(1, cap), name or judge.spec.id
+        self.custom_checker = judge.spec.checker.kind not in ("exact", "token", "float", "interactive")  # an interactor runs in the grading box
+        self._pinned = False  # the tests' files are pinned on the first lease (in a worker thread: they may be large)
+        self._idle: list[Lease] = []
+        self._total = 0  # leases alive: idle, in use, starting or being cleaned
+        self._starting = 0
+        self._members = 0  # rollouts in progress that grade here (join/leave)
+        self._cleaning = 0  # leases given back, being cleaned
+        self._waiting = 0  # gradings waiting for a lease
+        self._threads: set[threading.Thread] = set()
+        self._cond = threading.Condition()
+        self._closed = False
+        self._runner: dict[str, str] = {}  # /.arex file hashes of the pool's first fresh container
+        self.started = 0
+        self.replaced = 0
+        """Containers removed because a check failed after a grading (never handed out again)."""
+        self.failures: list[str] = []
+
+    # -- handing out -------------------------------------------------------------------------
+    @contextmanager
+    def lease(self) -> Iterator[Lease]:
+        """A clean lease for one grading; it is cleaned and checked in the background after."""
+        lease = self._take()
+        try:
+            yield lease
+        finally:
+            lease.uses += 1
+            with self._cond:
+                self._cleaning += 1
+            self._spawn(self._recycle, lease, name=f"clean-{self.name}")
+
+    def _take(self) -> Lease:
+        with self._cond:
+            if not self._pinned:  # the tests' files as they are now; a later change stops the gradings
+                self.judge.pin_private()
+                self._pinned = True
+            self._waiting += 1
+            try:
+                while True:
+                    if self._closed:
+                        raise SandboxError(f"the grading pool of env '{self.name}' is closed")
+                    if self._idle:
+                        lease = self._idle.pop()
+                        self._ahead_locked()
+                        return lease
+                    # A lease being cleaned or started is ready sooner, and cheaper, than a new container.
+                    if self._total < self.cap and self._cleaning + self._starting < self._waiting:
+                        self._total += 1
+                        break
+                    self._cond.wait()
+            finally:
+                self._waiting -= 1
+        return self._fresh_or_release()
+
+    def _fresh_or_release(self) -> Lease:
+        try:
+            return self._fresh()
+        except BaseException:
+            with self._cond:
+                self._total -= 1
+                self._cond.notify_all()
+            raise
+
+    def join(self) -> None:
+        """A rollout of this env started: it will want a lease each round."""
+        with self._cond:
+            self._members += 1
+
+    def leave(self) -> None:
+        with self._cond:
+            self._members -= 1
+
+    def warm(self) -> None:
+        """Start leases in the background up to one per two rollouts in progress (at least one, at
+        most `cap`): a grading is a small part of a round, so most find one idle; leases left by
+        finished rollouts serve the next ones."""
+        with self._cond:
+            self._ahead_locked()
+
+    def _ahead_locked(self) -> None:
+        while not self._closed and self._total < min(self.cap, max(1, -(-self._members // 2))):
+            self._total += 1
+            self._starting += 1
+            self._spawn(self._start_ahead, name=f"warm-{self.name}")
+
+    def _spawn(self, target, *args, name: str) -> None:
+        """A background thread that close() waits for (so nothing is removed after the batch)."""
+
+        def run() -> None:
+            try:
+                target(*args)
+            finally:
+                with self._cond:
+                    self._threads.discard(thread)
+
+        thread = threading.Thread(target=run, daemon=True, name=name)
+        with self._cond:
+            self._threads.add(thread)
+        thread.start()
+
+    def _start_ahead(self) -> None:
+        try:
+            lease = self._fresh()
+        except Exception as exc:  # noqa: BLE001 - the next grading starts one itself and reports the failure
+            log.warning("a grading container of %s did not start ahead: %s", self.name, exc)
+            lease = None
+        with self._cond:
+            self._starting -= 1
+            if lease is None:
+                self._total -= 1
+            elif self._closed:
+                self._total -= 1
+            else:
+                self._idle.append(lease)
+            self._cond.notify_all()
+        if lease is not None and self._closed:
+            lease.stop()
+
+    def _fresh(self) -> Lease:
+        """A new lease, checked like a returned one (it is the reference of the runner's hashes)."""
+        box = self.judge.open_box()
+        lease = Lease(box)
+        try:
+            if self.custom_checker:
+                lease.checker = self.judge.open_checker_box()
+            problems = self.clean(lease)
+        except BaseException:
+            lease.stop()
+            raise
+        if problems:
+            lease.stop()
+            raise SandboxError(f"a fresh grading container of env '{self.name}' is not clean: {'; '.join(problems)[:500]}")
+        with self._cond:
+            self.started += 1
+        return lease
+
+    # -- giving back -------------------------------------------------------------------------
+    def _recycle(self, lease: Lease) -> None:
+        try:
+            problems = [] if self._closed else self.clean(lease)
+        except Exception as exc:  # noqa: BLE001 - a box that cannot be checked is not reused
+            problems = [f"{type(exc).__name__}: {exc}"]
+        with self._cond:
+            self._cleaning -= 1
+            keep = not problems and not self._closed
+            if keep:
+                self._idle.append(lease)
+            else:
+                self._total -= 1
+                if problems:
+                    self.replaced += 1
+                    self.failures.append("; ".join(problems)[:1000])
+            self._cond.notify_all()
+        if not keep:
+            if problems:
+                log.warning("grading container of %s removed, a check failed after grading: %s", self.name, "; ".join(problems)[:300])
+            lease.stop()
+
+    def clean(self, lease: Lease) -> list[str]:
+        """Make both containers of `lease` clean and check them; what is wrong ([] if clean)."""
+        problems = self._clean_box(lease.box, keep={}, grading=True)
+        if lease.checker is not None:
+            checker = f"{lease.checker.config.workdir}/checker"
+            problems += [f"checker box: {p}" for p in self._clean_box(lease.checker, keep={checker: _sha256(self.judge.checker_binary().read_bytes())}, grading=False)]
+        return problems
+
+    def _clean_box(self, box: Sandbox, keep: dict[str, str], grading: bool) -> list[str]:
+        if grading and self.judge.spec.memory_mb < INSPECT_MEMORY_MB:  # the tests' limit is left on: too tight for this command
+            box.set_memory_limit(COMPILE_MEMORY)
+        runtime = _runtime_sources()
+        hashed = sorted(set(keep) | set(runtime) | set(self._runner))
+        r = box.exec(["python3", "-I", "-S", "-c", INSPECT, json.dumps(sorted(keep)), json.dumps(hashed)], timeout=INSPECT_TIMEOUT_S, cwd="/", limits=RunLimits(isolated=True))
+        if not r.ok:
+            return [f"the cleaning command failed ({r.status}, exit {r.exit_code}): {r.stderr[-300:]}"]
+        try:
+            report = json.loads(r.stdout)
+        except ValueError:
+            return [f"the cleaning command's report is not JSON: {r.stdout[:200]!r}"]
+        expected = {**runtime, **keep}
+        problems = self._verdict(box, report, expected)
+        if box.config.judge_area:
+            area = box.judge_exec(["sh", "-c", _AREA_WIPE, "arex-area-wipe", JUDGE_AREA], timeout=60)
+            if not area.ok or area.stdout.strip():
+                problems.append(f"the judge's private area is not empty: {area.stdout.strip()[:200]!r} {area.stderr.strip()[:200]}")
+        return problems
+
+    def _verdict(self, box: Sandbox, report: dict, expected: dict[str, str]) -> list[str]:
+        """Problems in an INSPECT report (`expected`: path → sha256 the file must have)."""
+        cfg = box.config
+        problems = []
+        if not report.get("root_ro"):
+            problems.append("the root filesystem is not read-only")
+        allowed = {cfg.workdir, cfg.home, "/tmp", "/dev/shm", "/dev/mqueue"}
+        extra = sorted(set(report["writable"]) - allowed)
+        if extra:
+            problems.append(f"writable beyond the expected places: {extra[:5]}")
+        for key, what in (("left", "left after wiping"), ("ipc", "SysV IPC objects left"), ("procs", "processes alive after the sweep")):
+            if report[key]:
+                problems.append(f"{what}: {report[key][:5]}")
+        hashes = report["hashes"]
+        with self._cond:
+            if not self._runner:  # the first container's runtime binaries are the reference
+                self._runner = {p: h for p, h in hashes.items() if p.startswith(RUNTIME + "/") and p not in expected}
+            reference = {**self._runner, **expected}
+        for path in sorted(set(reference) | {p for p in hashes if p.startswith(RUNTIME + "/")}):
+            if hashes.get(path) != reference.get(path):
+                problems.append(f"{path} changed (sha256 {str(hashes.get(path))[:16]}, expected {str(reference.get(path))[:16]})")
+        return problems
+
+    def close(self) -> None:
+        """Remove every container; leases in use are removed when they come back."""
+        with self._cond:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._total -= len(idle)
+            self._cond.notify_all()
+        for lease in idle:
+            lease.stop()
+        with self._cond:
+            threads = list(self._threads)
+        for thread in threads:  # a lease being started or cleaned is removed by its thread
+            thread.join(timeout=CLOSE_WAIT_S)
+
+
+class GradingPools:
+    """One GradingPool per env (and grading config) for a batch; `close()` removes them all."""
+
+    def __init__(self, cap: int = 4):
+        self.cap = max(1, cap)
+        self._pools: dict[str, GradingPool] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def get(self, key: str, make: Callable[[int], GradingPool]) -> GradingPool:
+        """The pool under `key`, made by `make(cap)` on first use."""
+        with self._lock:
+            if self._closed:
+                raise SandboxError("the batch's grading pools are closed")
+            if key not in self._pools:
+                self._pools[key] = make(self.cap)
+            return self._pools[key]
+
+    def pools(self) -> list[GradingPool]:
+        with self._lock:
+            return list(self._pools.values())
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.close()
+
+
+class SandboxesAhead:
+    """Agent sandboxes started ahead for rollouts waiting for the batch's concurrency limit, at
+    most `ahead` at once, in the order the rollouts wait. Each is taken by exactly one rollout
+    (`take`); one nobody takes is removed by `close()`."""
+
+    def __init__(self, ahead: int = 2):
+        self.ahead = ahead
+        self._waiting: list[str] = []  # keys in waiting order
+        self._plans: dict[str, Callable[[], Sandbox | None]] = {}
+        self._started: dict[str, asyncio.Future] = {}
+        self._closed = False
+
+    def want(self, key: str, plan: Callable[[], Sandbox | None]) -> None:
+        """Rollout `key` is waiting; `plan()` (run in a worker thread) starts its sandbox, or
+        returns None if it needs none (its record is finished)."""
+        if self.ahead < 1:
+            return
+        self._waiting.append(key)
+        self._plans[key] = plan
+        self._fill()
+
+    def _fill(self) -> None:
+        loop = asyncio.get_running_loop()
+        for key in self._waiting:
+            if len(self._started) >= self.ahead or self._closed:
+                return
+            if key not in self._started:
+                self._started[key] = loop.run_in_executor(None, self._plans[key])
+
+    async def take(self, key: str) -> Sandbox | None:
+        """Rollout `key`'s started sandbox (None if none was started for it, or its start failed:
+        it then starts its own, which reports the failure)."""
+        if key in self._waiting:
+            self._waiting.remove(key)
+        self._plans.pop(key, None)
+        started = self._started.get(key)
+        box = None
+        if started is not None:
+            try:
+                box = await asyncio.shield(started)
+            except Exception:  # noqa: BLE001 - see the docstring
+                box = None
+            finally:
+                self._started.pop(key, None)
+        self._fill()
+        return box
+
+    def close(self) -> None:
+        """Remove the sandboxes started for no rollout (the batch ended or stopped)."""
+        self._closed = True
+        for future in list(self._started.values()):
+            future.add_done_callback(_stop_result)
+        self._started.clear()
+        self._waiting.clear()
+
+
+def _stop_result(future: asyncio.Future) -> None:
+    if not future.cancelled() and future.exception() is None and future.result() is not None:
+        future.result().stop()
