@@ -241,6 +241,7 @@ def bundled_repo(tmp_path: Path, name: str) -> Path:
     return write_repo(tmp_path / "repos" / name, files)
 
 
+@pytest.mark.docker
 @pytest.mark.parametrize("name", ["ml-digits", "ml-diabetes", "ml-breast-cancer"])
 def test_draft_env_builds_each_bundled_repository(tmp_path, name):
     repo = bundled_repo(tmp_path, name)
@@ -262,6 +263,7 @@ def test_draft_env_builds_each_bundled_repository(tmp_path, name):
     assert report["accepted"] and report["drafter"] == "heuristic"
 
 
+@pytest.mark.docker
 def test_a_rejected_draft_is_revised_from_the_leak_gate(tmp_path):
     """A second copy of the table (a .txt the drafter does not read as a table) fails the leak
     gate; the revision removes the file the gate names and the build accepts."""

@@ -187,17 +187,16 @@ class JudgeEnv(Env):
 
     def _grade(self, data: bytes, text: str, grading: Grading, log: str) -> GradeResult:
         language = language_for(self.spec.starter).name
-        # Judge grading is deterministic (a build gate checks it): an unchanged submission is not re-run.
-        key = text_sha256(f"{language}\0{text}")
-        if key in grading.graded:
-            cached = grading.graded[key]
-            return cached.model_copy(update={"details": {**cached.details, "cached": True}})
         assert isinstance(grading, JudgeGrading)
-        with grading.lease() as lease:
-            result = grading.judge.grade(text, language, box=lease.box, checker_box=lease.checker)
-        if result.infra_error is None:
-            grading.graded[key] = result
-        return result
+
+        def grade() -> GradeResult:
+            with grading.lease() as lease:
+                return grading.judge.grade(text, language, box=lease.box, checker_box=lease.checker)
+
+        # Judge grading is deterministic (a build gate checks it): a submission graded before in this
+        # batch (by this rollout or another of the env's) is not run again.
+        result, cached = grading.pool.grade_once(text_sha256(f"{language}\0{text}"), grade)
+        return result.model_copy(update={"details": {**result.details, "cached": True}}) if cached else result
 
     def _not_graded(self, problem: str, log: str) -> GradeResult:
         return GradeResult(public_score=0.0, held_out_score=0.0, held_out_raw=0.0, feedback=f"Submission not graded: {problem}", details={"kind": "judge", "invalid": problem})

@@ -39,6 +39,7 @@ from typing import Callable, Iterator
 
 from arex.grading.judge import COMPILE_MEMORY, Judge
 from arex.sandbox.base import JUDGE_AREA, RunLimits, Sandbox, SandboxError
+from arex.specs import GradeResult
 
 log = logging.getLogger("arex")
 
@@ -175,10 +176,26 @@ class GradingPool:
         self._cond = threading.Condition()
         self._closed = False
         self._runner: dict[str, str] = {}  # /.arex file hashes of the pool's first fresh container
+        self._graded: dict[str, GradeResult] = {}  # results by submission key, for every rollout drawing on this pool
+        self._grading: dict[str, threading.Lock] = {}  # one lock per submission key being graded
         self.started = 0
         self.replaced = 0
         """Containers removed because a check failed after a grading (never handed out again)."""
         self.failures: list[str] = []
+
+    def grade_once(self, key: str, grade: Callable[[], GradeResult]) -> tuple[GradeResult, bool]:
+        """(the result for submission `key`, whether it was graded before): `grade()` runs once per
+        key for all the rollouts of the batch, the others wait for it. A result with an infra_error
+        is not kept: the next one grades again."""
+        with self._cond:
+            lock = self._grading.setdefault(key, threading.Lock())
+        with lock:
+            if key in self._graded:
+                return self._graded[key], True
+            result = grade()
+            if result.infra_error is None:
+                self._graded[key] = result
+            return result, False
 
     # -- handing out -------------------------------------------------------------------------
     @contextmanager
@@ -235,14 +252,15 @@ class GradingPool:
             self._members -= 1
 
     def warm(self) -> None:
-        """Start leases in the background up to one per two rollouts in progress (at least one, at
-        most `cap`): a grading is a small part of a round, so most find one idle; leases left by
-        finished rollouts serve the next ones."""
+        """Keep one lease idle or starting in the background (within `cap`), so a grading rarely
+        waits for a container start. More start only when gradings wait (`_take`): a container
+        started on speculation costs a third of a CPU-second when the batch starts, the busiest
+        moment, and a grading is a small part of a round."""
         with self._cond:
             self._ahead_locked()
 
     def _ahead_locked(self) -> None:
-        while not self._closed and self._total < min(self.cap, max(1, -(-self._members // 2))):
+        while not self._closed and self._total < self.cap and len(self._idle) + self._starting < 1:
             self._total += 1
             self._starting += 1
             self._spawn(self._start_ahead, name=f"warm-{self.name}")

@@ -102,7 +102,7 @@ class Rollout:
         self.schema = tool_schema(self.prompts, self.sandbox_config.workdir, f"{config.command_timeout_s:g}", config.skills_target, list(self.skills)) if self.tools else None
         self.memory = Memory(self.prompts, config, self._system(ss.catalogue()))
         self.grading = env.open_grading(sandbox, pools)
-        self.box, self.writer, self._warming = None, None, None  # set by run()
+        self.box, self.writer, self._warming, self._ready = None, None, None, None  # set by run()
         self._ahead = box
         self.tokens, self.cost, self.rounds_done = 0, 0.0, 0
         self.started = time.monotonic()
@@ -123,7 +123,8 @@ class Rollout:
                 self.writer.write(self._header())
             self._restore(previous)
             self.keeper.prune()  # what a stop left: a cut round's archive, or one the last round replaced
-            await self._start()
+            # The sandbox starts while the first teacher call is out: the first command waits for it (_box).
+            self._ready = asyncio.ensure_future(self._start())
             for number in range(self.rounds_done + 1, self.config.rounds + 1):
                 over = self._over_budget()
                 if over:
@@ -142,8 +143,18 @@ class Rollout:
             if isinstance(exc, TeacherError) and exc.attempts:
                 self._spend(exc)
         finally:
+            if self._ready is not None:
+                if not self._ready.done():  # its thread may still create the container: stop it after
+                    await asyncio.wait([self._ready])
+                if not self._ready.cancelled():
+                    self._ready.exception()  # seen: a start that failed before any command is this ending's cause or moot
             end = self._close(status, reason)
         return end
+
+    async def _box(self) -> Sandbox:
+        """The started sandbox (SandboxError if it could not start)."""
+        await self._ready
+        return self.box
 
     async def _start(self) -> None:
         self.box = self._ahead or make_sandbox(self.sandbox_config, sandbox_name(self.env, self.sample))
@@ -183,7 +194,7 @@ class Rollout:
         self.writer.write(RoundStart(round=number, context=context))
         messages = list(context)
         ending = await self._act(number, messages)
-        grade, snapshot, submission = await asyncio.to_thread(self.env.grade_round, self.box, self.grading, self.store)
+        grade, snapshot, submission = await asyncio.to_thread(self.env.grade_round, await self._box(), self.grading, self.store)
         if grade.infra_error:
             raise SandboxError(f"grading failed: {grade.infra_error}")
         feedback = self.memory.feedback(number, grade)  # only what rollout.feedback lets the agent see
@@ -233,7 +244,8 @@ class Rollout:
         action = self._action(call)
         shown, exec_ = None, None
         if action.kind == "command":
-            result = await asyncio.to_thread(self.box.exec, action.command, self.config.command_timeout_s)
+            box = await self._box()
+            result = await asyncio.to_thread(box.exec, action.command, self.config.command_timeout_s)
             exec_ = Exec(status=result.status, exit_code=result.exit_code, seconds=result.duration_s)
             output = clip(result.stdout + result.stderr, self.config.observation_chars)
             shown = self.prompts["observation"].format(exit_code=result.exit_code, status=result.status, seconds=f"{result.duration_s:.1f}", output=output)

@@ -71,6 +71,16 @@ class Progress:
     tokens: int = 0
     cost: float = 0.0
     best: dict[str, float] = field(default_factory=dict)
+    spent: dict[str, tuple[int, float]] = field(default_factory=dict)
+    """Tokens and cost so far by rollout key (each rollout's latest figures)."""
+
+    def note_round(self, key: str, env: str, tokens: int, cost: float, best: float) -> None:
+        """Rollout `key` of `env` finished a round: its spend so far and its best held-out score."""
+        self.rounds += 1
+        self.spent[key] = (tokens, cost)
+        self.tokens = sum(t for t, _ in self.spent.values())
+        self.cost = sum(c for _, c in self.spent.values())
+        self.best[env] = max(self.best.get(env, best), best)
 
     def table(self) -> Table:
         table = Table("rollouts done", "rounds", "tokens", "cost $", "best held-out by env")
@@ -187,13 +197,7 @@ async def _run_locked(envs, teacher_config, rollout_config, sandbox_config, out:
     started = time.monotonic()
 
     def on_round(rollout: Rollout, end: RoundEnd) -> None:
-        progress.rounds += 1
-        progress.tokens = sum(r.tokens for r in live_rollouts)
-        progress.cost = sum(r.cost for r in live_rollouts)
-        best = end.best.held_out
-        progress.best[rollout.env.id] = max(progress.best.get(rollout.env.id, best), best)
-
-    live_rollouts: list[Rollout] = []
+        progress.note_round(rollout.key, rollout.env.id, rollout.tokens, rollout.cost, end.best.held_out)
 
     async def one(env: Env, sample: int) -> dict:
         key = rollout_key(env, chash, sample)
@@ -205,7 +209,6 @@ async def _run_locked(envs, teacher_config, rollout_config, sandbox_config, out:
             box = await ahead.take(key)
             rollout = Rollout(env, teacher, identity, rollout_config, sandbox_config, path, sample, key, chash, pools=pools, box=box)
             rollout.on_round = on_round
-            live_rollouts.append(rollout)
             try:
                 end = await rollout.run()
             except RecordError as exc:  # nothing was written to it; the others go on

@@ -149,7 +149,6 @@ class _Run:
     def __init__(self, executor: RayExecutor, progress: Progress, board, limiter: RayLimiter, gate: asyncio.Semaphore, blobs: dict):
         self.executor, self.progress, self.board, self.limiter, self.gate, self.blobs = executor, progress, board, limiter, gate, blobs
         self.usage = Usage()
-        self.spent: dict[str, tuple[int, float]] = {}  # key → the rollout's tokens and cost so far
 
     async def all(self, jobs: list, console) -> tuple[list[dict], Usage]:
         follower = asyncio.create_task(self._follow())
@@ -194,11 +193,7 @@ class _Run:
             if e["kind"] == "start":
                 self.executor.placements[e["key"]] = {"node": e["node"], "pid": e["pid"], "host": e["host"]}
                 continue
-            p.rounds += 1
-            self.spent[e["key"]] = (e["tokens"], e["cost"])
-            p.best[e["env"]] = max(p.best.get(e["env"], e["best"]), e["best"])
-        p.tokens = sum(t for t, _ in self.spent.values())
-        p.cost = sum(c for _, c in self.spent.values())
+            p.note_round(e["key"], e["env"], e["tokens"], e["cost"], e["best"])
 
 
 class RayRegrader:
