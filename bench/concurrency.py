@@ -3,15 +3,19 @@ at a time and then all at once.
 
 Run: python bench/concurrency.py
 speedup = serial time / concurrent time for the same 16 rollouts (ideal: 16). Grading draws on the
-batch's pooled grading containers (arex/grading/pool.py). cpu_s_per_round: host CPU seconds per
-rollout round of this process (children included) plus the Docker daemons (dockerd, containerd,
-containerd-shim*, runc), the latter polled from /proc while the batch runs so a shim that exits
-with its container still counts (up to its last poll).
+batch's pooled grading containers (arex/grading/pool.py). Each batch runs in a process of its own,
+as `arex rollout` does, timed from its start to its summary; the scripted teacher stays in this
+process (a real teacher is never in arex's process, nor competes for its interpreter lock).
+cpu_s_per_round: host CPU seconds per rollout round of the batch's process (children included)
+plus the Docker daemons (dockerd, containerd, containerd-shim*, runc), the latter polled from
+/proc while the batch runs so a shim that exits with its container still counts (up to its last
+poll). The CPU the graded programs and in-sandbox commands take is not in it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import os
 import resource
 import tempfile
@@ -21,6 +25,7 @@ from pathlib import Path
 
 from _common import SOLUTION, tiny_env
 
+from arex.envs.runtime import load_env
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
 from arex.sandbox import SandboxConfig
@@ -54,18 +59,14 @@ def daemon_cpu() -> dict[int, float]:
 
 
 class CpuMeter:
-    """This process's CPU (children included) and the Docker daemons', over a `with` block."""
+    """The Docker daemons' CPU over a `with` block (polled: a shim that exits with its container
+    still counts, up to its last poll)."""
 
     def __enter__(self) -> "CpuMeter":
         self.start, self.last, self.done = daemon_cpu(), {}, threading.Event()
-        self.own = self._own()
         self.thread = threading.Thread(target=self._poll, daemon=True)
         self.thread.start()
         return self
-
-    @staticmethod
-    def _own() -> float:
-        return sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN) for f in ("ru_utime", "ru_stime"))
 
     def _poll(self) -> None:
         while True:
@@ -76,19 +77,34 @@ class CpuMeter:
     def __exit__(self, *exc) -> None:
         self.done.set()
         self.thread.join()
-        self.own = self._own() - self.own
         self.docker = sum(cpu - self.start.get(pid, 0.0) for pid, cpu in self.last.items())
 
 
-def timed(env, store: Path, concurrency: int) -> tuple[float, dict]:
+def batch(env_dir: Path, store: Path, concurrency: int, base_url: str, rounds: int, results) -> None:
+    """The batch, in a process of its own (as `arex rollout` runs): the teacher is never in arex's process."""
+    teacher, env = TeacherConfig(model="scripted-teacher", track_cost=False, concurrency=ROLLOUTS), load_env(env_dir)
+    cpu, started = own_cpu(), time.monotonic()  # interpreter start-up and imports stay out of both figures
+    summary = asyncio.run(run_batch([env], teacher, RolloutConfig(rounds=rounds), SandboxConfig(), store, ROLLOUTS, concurrency, base_url))
+    results.put((summary, time.monotonic() - started, own_cpu() - cpu))
+
+
+def own_cpu() -> float:
+    """This process's CPU seconds, its reaped children's included."""
+    return sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN) for f in ("ru_utime", "ru_stime"))
+
+
+def timed(env, store: Path, concurrency: int, rounds: int = ROUNDS) -> tuple[float, dict]:
     with ScriptedServer(RoundScript(commands), model="scripted-teacher", latency_s=LATENCY) as server:
-        teacher = TeacherConfig(model="scripted-teacher", track_cost=False, concurrency=ROLLOUTS)
-        started = time.monotonic()
+        context = multiprocessing.get_context("spawn")
+        results = context.Queue()
         with CpuMeter() as cpu:
-            summary = asyncio.run(run_batch([env], teacher, RolloutConfig(rounds=ROUNDS), SandboxConfig(), store, ROLLOUTS, concurrency, server.base_url))
+            child = context.Process(target=batch, args=(env.dir, store, concurrency, server.base_url, rounds, results))
+            child.start()
+            summary, seconds, arex_cpu = results.get()
+            child.join()
         rounds = sum(r["rounds"] for r in summary["results"])
-        info = {"peak_in_flight": server.stats["max_in_flight"], "calls": server.stats["requests"], "cpu_arex": cpu.own, "cpu_docker": cpu.docker, "rounds": rounds}
-        return time.monotonic() - started, {**info, **summary["endings"]}
+        info = {"peak_in_flight": server.stats["max_in_flight"], "calls": server.stats["requests"], "cpu_arex": arex_cpu, "cpu_docker": cpu.docker, "rounds": rounds}
+        return seconds, {**info, **summary["endings"]}
 
 
 def main() -> None:
