@@ -32,8 +32,8 @@ from arex.sandbox import SandboxConfig
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import RoundScript, ScriptedServer
 
-# B_N and B_LAT override the count and the latency for quick experiments; the benchmark is the default.
-ROLLOUTS, ROUNDS, LATENCY = int(os.environ.get("B_N", 16)), 5, float(os.environ.get("B_LAT", 0.3))
+# B_N, B_ROUNDS and B_LAT override the count, the rounds and the latency for experiments; the benchmark is the default.
+ROLLOUTS, ROUNDS, LATENCY = int(os.environ.get("B_N", 16)), int(os.environ.get("B_ROUNDS", 5)), float(os.environ.get("B_LAT", 0.3))
 
 
 def commands(n: int) -> list[str]:
