@@ -103,8 +103,9 @@ def built(venv) -> Path:
 
 
 class Teacher:
-    """A RoundScript that, on its first call (the rollout's sandbox is up, waiting for the reply),
-    notes the host folders mounted into the sandboxes of the rollout process."""
+    """A RoundScript that notes the host folders mounted into the sandboxes of the rollout process,
+    on each call until the rollout's sandbox is among them (it starts while the first call is out;
+    by the second, its first command has run in it)."""
 
     def __init__(self, commands):
         self.script = RoundScript(commands)
@@ -113,7 +114,7 @@ class Teacher:
         self.errors: list[str] = []
 
     def __call__(self, request: dict, index: int):
-        if self.mounts is None and self.owner is not None:
+        if not any("/skills" in m for m in self.mounts or []) and self.owner is not None:
             try:
                 client = docker.from_env()
                 found = client.containers.list(filters={"label": f"{OWNER_LABEL}={self.owner}"})
