@@ -37,6 +37,7 @@ from solutions import EXACT_PY
 from arex.envs.build import build_envs
 from arex.envs.runtime import Env, load_env
 from arex.grading.judge import Judge
+from arex.grading.pool import GradingPool
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
 from arex.sandbox import SandboxConfig, make_sandbox
@@ -217,22 +218,26 @@ def test_cpu_burned_past_the_limit_is_tle_whatever_the_program_prints(env):
 
 # -- 3. state left in a reused grading container ---------------------------------------------------
 def test_nothing_of_one_grading_survives_into_the_next_in_the_same_container(env):
-    session = env.open_grading()
+    """Two gradings in turn in one pooled grading container (a pool of one: the second lease is the
+    first container, cleaned and checked after the attack)."""
+    pool = GradingPool(env.judge(), cap=1)
     try:
-        box = session.box()
-        first = env.judge().grade(LEFTOVER_PY, "python3", samples_only=True, box=box)
+        with pool.lease() as lease:
+            box = lease.box
+            first = pool.judge.grade(LEFTOVER_PY, "python3", samples_only=True, box=box)
         [sample] = first.details["tests"]
         assert sample["verdict"] == "RE" and "LEFTOVERS STARTED" in sample["message"], sample
         started = dict(re.findall(r"(processes|files)=(\d+)", sample["message"]))
         assert int(started["processes"]) >= 4 and int(started["files"]) >= 10, sample["message"]  # the attack set up its state
 
-        second = env.judge().grade(STATE_PROBE_PY, "python3", samples_only=True, box=box)
+        with pool.lease() as lease:
+            assert lease.box is box  # the same container, reused after its check
+            second = pool.judge.grade(STATE_PROBE_PY, "python3", samples_only=True, box=lease.box)
         [probe] = second.details["tests"]
         assert probe["verdict"] == "AC" and second.public_score == 1.0, probe["message"]  # no process, file or IPC object of the first
-        # And the container is still the same one, still usable.
-        assert session.box() is box and box.exec("echo ok").stdout == "ok\n"
+        assert pool.replaced == 0, pool.failures  # cleaned, not thrown away
     finally:
-        session.close()
+        pool.close()
 
 
 def test_a_binary_larger_than_the_memory_limit_is_mle_not_an_infrastructure_failure(env):
@@ -240,16 +245,20 @@ def test_a_binary_larger_than_the_memory_limit_is_mle_not_an_infrastructure_fail
     array makes the kernel refuse the tighter run limit. Graded MLE; the container is reused."""
     small = Judge(env.dir, env.spec.model_copy(update={"memory_mb": 64}), env.judge().sandbox_config)
     huge = "#include <cstdio>\nchar big[100 << 20] = {1};\nint main() { printf(\"%d\\n\", big[12345]); }\n"
-    box = small.open_box()
+    pool = GradingPool(small, cap=1)
     try:
-        result = small.grade(huge, "cpp17", box=box)
+        with pool.lease() as lease:
+            box = lease.box
+            result = small.grade(huge, "cpp17", box=box)
         assert result.infra_error is None
         assert {t["verdict"] for t in result.details["tests"]} == {"MLE"}, result.details["tests"][0]
         assert result.held_out_score == 0.0 and "64 MB" in result.details["tests"][0]["message"]
-        honest = small.grade(EXACT_PY, "python3", box=box)  # the same container grades the next one
+        with pool.lease() as lease:  # the same container grades the next one, once cleaned
+            assert lease.box is box
+            honest = small.grade(EXACT_PY, "python3", box=lease.box)
         assert honest.held_out_score == 1.0, honest.feedback
     finally:
-        box.stop()
+        pool.close()
 
 
 # -- 4. hidden inputs ------------------------------------------------------------------------------
