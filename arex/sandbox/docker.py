@@ -474,7 +474,9 @@ def orphans(client: docker.DockerClient, all_owners: bool = False, store: str | 
     """arex sandbox containers whose owning process is gone (or all of them); with `store`, only
     those of runs on that trajectory store (its absolute path)."""
     filters = {"label": [LABEL] + ([f"{STORE_LABEL}={store}"] if store else [])}
-    return [c for c in client.containers.list(all=True, filters=filters) if all_owners or owner_gone(c)]
+    # ignore_removed: a container removed between the listing and its inspection (a pool closing,
+    # another run's sandbox ending) is gone, which is what we want, not an error.
+    return [c for c in client.containers.list(all=True, filters=filters, ignore_removed=True) if all_owners or owner_gone(c)]
 
 
 def prune(all_owners: bool = False, store: str | None = None) -> list[str]:
