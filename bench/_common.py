@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -34,3 +35,24 @@ def tiny_env(root: Path) -> Env:
     if report.status not in ("accepted", "skipped"):
         raise SystemExit(f"bench env did not build: {report.reason}")
     return load_env(root / "envs" / "sum-two")
+
+
+def proc_cpu(pid: int, children: bool = True) -> float:
+    """CPU seconds (user + system) of a process now, its reaped children's too unless `children`
+    is False; 0 once it is gone. `/proc/<pid>/stat`, read past the command name (which may hold spaces)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return sum(int(f) for f in fields[11 : 15 if children else 13]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def cgroup_cpu(container_id: str) -> float | None:
+    """CPU seconds of a container's cgroup (v1 cpuacct or v2 cpu.stat); None if neither is found."""
+    for path in (f"/sys/fs/cgroup/cpuacct/docker/{container_id}/cpuacct.usage", f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/cpu.stat"):
+        try:
+            text = Path(path).read_text()
+        except OSError:
+            continue
+        return int(text) / 1e9 if path.endswith("usage") else int(text.split()[1]) / 1e6
+    return None

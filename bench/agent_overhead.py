@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Callable
 
 import docker
-from _common import ROOT, tiny_env
+from _common import ROOT, cgroup_cpu, proc_cpu, tiny_env
 
 from arex.envs.docs_index import agent_image
 from arex.envs.runtime import load_env
@@ -107,28 +107,15 @@ class Run:
         return (self.wall_s / STEPS - LATENCY) * 1000
 
 
-def _ticks(pid: int) -> float:
-    """CPU seconds of a process and its reaped children; 0 once it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
 def _ppid(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 def _cgroup_cpu(container_id: str) -> float:
-    """CPU seconds of a container's cgroup (v1 cpuacct or v2 cpu.stat)."""
-    for path in (f"/sys/fs/cgroup/cpuacct/docker/{container_id}/cpuacct.usage", f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/cpu.stat"):
-        try:
-            text = Path(path).read_text()
-        except OSError:
-            continue
-        return int(text) / 1e9 if path.endswith("usage") else int(text.split()[1]) / 1e6
-    raise SystemExit(f"bench/agent_overhead.py: no CPU accounting found for container {container_id[:12]} under /sys/fs/cgroup")
+    seconds = cgroup_cpu(container_id)
+    if seconds is None:
+        raise SystemExit(f"bench/agent_overhead.py: no CPU accounting found for container {container_id[:12]} under /sys/fs/cgroup")
+    return seconds
 
 
 def _daemon_pids() -> list[int]:
@@ -173,15 +160,15 @@ class Probe:
             if time.monotonic() > end:
                 return False
             self.find()
-            now = (self.containers, _ticks(self.pid) + sum(_cgroup_cpu(c) for c in self.containers))
+            now = (self.containers, proc_cpu(self.pid) + sum(_cgroup_cpu(c) for c in self.containers))
             quiet = quiet + 1 if last is not None and now[0] == last[0] and now[1] - last[1] < 0.01 else 0
             last = now
             time.sleep(0.2)
         return True
 
     def sample(self) -> Sample:
-        engine = sum(_ticks(pid) for pid in self.pids[1:])
-        return Sample(time.perf_counter(), _ticks(self.pid), engine, sum(_cgroup_cpu(c) for c in self.containers))
+        engine = sum(proc_cpu(pid) for pid in self.pids[1:])
+        return Sample(time.perf_counter(), proc_cpu(self.pid), engine, sum(_cgroup_cpu(c) for c in self.containers))
 
     def run(self, info: dict) -> Run:
         if self.start is None or self.end is None:

@@ -23,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-from _common import SOLUTION, tiny_env
+from _common import SOLUTION, proc_cpu, tiny_env
 
 from arex.envs.runtime import load_env
 from arex.rollout.batch import run_batch
@@ -41,7 +41,6 @@ def commands(n: int) -> list[str]:
 
 
 DAEMONS = ("dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v2", "runc")
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 def daemon_cpu() -> dict[int, float]:
@@ -52,9 +51,9 @@ def daemon_cpu() -> dict[int, float]:
             stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             continue
-        name, fields = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
         if name in DAEMONS or name.startswith("containerd-shim"):
-            seen[int(pid)] = sum(int(f) for f in fields[11:15]) / TICK
+            seen[int(pid)] = proc_cpu(int(pid))
     return seen
 
 

@@ -29,6 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _common import cgroup_cpu, proc_cpu  # noqa: E402
+
 from arex.envs.judge_build import load_spec  # noqa: E402
 from arex.grading.checkers import check_builtin  # noqa: E402
 from arex.grading.judge import Judge  # noqa: E402
@@ -79,22 +81,7 @@ def _host_cpu() -> float:
 
 
 def _box_cpu(container_id: str) -> float:
-    """CPU seconds of a container's cgroup (v1 cpuacct or v2 cpu.stat), 0 if not found."""
-    for path in (f"/sys/fs/cgroup/cpuacct/docker/{container_id}/cpuacct.usage", f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/cpu.stat"):
-        try:
-            text = Path(path).read_text()
-        except OSError:
-            continue
-        return int(text) / 1e9 if path.endswith("usage") else int(text.split()[1]) / 1e6
-    return 0.0
-
-
-def _proc_cpu(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
+    return cgroup_cpu(container_id) or 0.0
 
 
 def _shim_pid(container_id: str) -> int:
@@ -104,9 +91,9 @@ def _shim_pid(container_id: str) -> int:
 
 def arex_grade(judge: Judge, box, code: str, language: str) -> Timing:
     shim = _shim_pid(box.id)
-    before = (time.perf_counter(), _host_cpu(), _box_cpu(box.id), _proc_cpu(shim))
+    before = (time.perf_counter(), _host_cpu(), _box_cpu(box.id), proc_cpu(shim, children=False))
     result = judge.grade(code, language, box=box)
-    after = (time.perf_counter(), _host_cpu(), _box_cpu(box.id), _proc_cpu(shim))
+    after = (time.perf_counter(), _host_cpu(), _box_cpu(box.id), proc_cpu(shim, children=False))
     tests = result.details["tests"]
     return Timing(
         wall_s=after[0] - before[0], host_cpu_s=after[1] - before[1], box_cpu_s=after[2] - before[2], shim_cpu_s=after[3] - before[3],
