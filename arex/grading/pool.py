@@ -29,7 +29,7 @@ limit (at most `ahead` at once), each for exactly one rollout.
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import functools
 import json
 import logging
 import threading
@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from arex.grading.judge import COMPILE_MEMORY, Judge
+from arex.hashing import bytes_sha256
 from arex.sandbox.base import JUDGE_AREA, RunLimits, Sandbox, SandboxError
 from arex.specs import GradeResult
 
@@ -147,15 +148,13 @@ class Lease:
                 box.stop()
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
+@functools.cache
 def _runtime_sources() -> dict[str, str]:
-    """The runtime's source files as shipped in the package, by their path in a container."""
+    """The runtime's source files' sha256 as shipped in the package, by their path in a container
+    (read once per process: the package does not change under a running batch)."""
     from arex.sandbox import runtime
 
-    return {f"{RUNTIME}/{name.rsplit('/', 1)[-1]}": _sha256(data) for name, data in runtime._sources().items()}
+    return {f"{RUNTIME}/{name.rsplit('/', 1)[-1]}": bytes_sha256(data) for name, data in runtime._sources().items()}
 
 
 class GradingPool:
@@ -176,6 +175,7 @@ class GradingPool:
         self._cond = threading.Condition()
         self._closed = False
         self._runner: dict[str, str] = {}  # /.arex file hashes of the pool's first fresh container
+        self._checker_hash: str | None = None
         self._graded: dict[str, GradeResult] = {}  # results by submission key, for every rollout drawing on this pool
         self._grading: dict[str, threading.Lock] = {}  # one lock per submission key being graded
         self.started = 0
@@ -343,8 +343,14 @@ class GradingPool:
         problems = self._clean_box(lease.box, keep={}, grading=True)
         if lease.checker is not None:
             checker = f"{lease.checker.config.workdir}/checker"
-            problems += [f"checker box: {p}" for p in self._clean_box(lease.checker, keep={checker: _sha256(self.judge.checker_binary().read_bytes())}, grading=False)]
+            problems += [f"checker box: {p}" for p in self._clean_box(lease.checker, keep={checker: self._checker_sha()}, grading=False)]
         return problems
+
+    def _checker_sha(self) -> str:
+        """The host's compiled checker's sha256, read once per pool (it is cached by content)."""
+        if self._checker_hash is None:
+            self._checker_hash = bytes_sha256(self.judge.checker_binary().read_bytes())
+        return self._checker_hash
 
     def _clean_box(self, box: Sandbox, keep: dict[str, str], grading: bool) -> list[str]:
         if grading and self.judge.spec.memory_mb < INSPECT_MEMORY_MB:  # the tests' limit is left on: too tight for this command
