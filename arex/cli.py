@@ -239,8 +239,9 @@ def draft_env_command(
 
 @app.command()
 def rollout(
+    ctx: typer.Context,
     envs: Path = typer.Option(..., "--envs", help="Folder of built envs (from build-envs), or one env folder."),
-    out: Path = typer.Option(Path("rollouts"), "--out", help="Trajectory store (one JSONL per rollout)."),
+    out: str = typer.Option("rollouts", "--out", help="Trajectory store (one JSONL per rollout): a folder, or an fsspec URL such as s3://bucket/prefix (pip install 'arex[cloud]')."),
     samples: int = typer.Option(1, "--samples", help="Rollouts per env."),
     rounds: Optional[int] = typer.Option(None, "--rounds", help="Rounds per rollout (default: rollout.rounds)."),
     concurrency: int = typer.Option(4, "--concurrency", help="Rollouts at once (with --variants: in all variants together)."),
@@ -259,6 +260,7 @@ def rollout(
     from arex.rollout.batch import run_batch
     from arex.rollout.executors import make_executor, nodes_lost
     from arex.summary import rollout_summary
+    from arex.url_store import is_url
     from arex.variants import check_unchanged, guard_store, load_variants, run_variants
 
     for name, value in (("--samples", samples), ("--concurrency", concurrency)):
@@ -270,6 +272,9 @@ def rollout(
         raise UserInputError(f"--executor {executor} does not run --variants yet; run each variant as its own `arex rollout`, or use --executor local")
     plan = load_variants(variants, config or [], rounds) if variants is not None else None
     found = _built_envs(envs)
+    if plan is not None and is_url(out):
+        raise UserInputError(f"--variants does not take a URL --out ({out}) yet; run each variant as its own `arex rollout --out {out}/<name>`")
+    out = _store_folder(ctx, out, write=True)
     guard_store(out, plan is not None)
     if plan is not None:
         check_unchanged(out, plan, variants)
@@ -287,6 +292,15 @@ def rollout(
     lost = nodes_lost(batches)
     if lost is not None:
         raise lost
+
+
+def _store_folder(ctx: typer.Context, value: str, write: bool) -> Path:
+    """--out/--store as a local folder until the command ends: a path as given; a URL as its local
+    mirror, brought up to date (and the URL locked, to write): arex.url_store."""
+    from arex.url_store import opened
+
+    notify = lambda line: err.print(f"arex: {line}", soft_wrap=True, markup=False)  # noqa: E731
+    return ctx.with_resource(opened(value, write, notify))
 
 
 def _built_envs(envs: Path) -> list:
@@ -362,7 +376,8 @@ def grade_command(
 
 @app.command("select")
 def select_command(
-    store: Path = typer.Option(Path("rollouts"), "--store", help="Trajectory store written by `arex rollout --out`."),
+    ctx: typer.Context,
+    store: str = typer.Option("rollouts", "--store", help="Trajectory store written by `arex rollout --out`: a folder or its URL (read into a local mirror)."),
     envs: Path = typer.Option(..., "--envs", help="The built envs the trajectories ran on (re-grading needs them)."),
     out: Path = typer.Option(Path("selected"), "--out", help="Where selection.json, kept.jsonl, drops.md go."),
     concurrency: int = typer.Option(2, "--concurrency", help="Trajectories checked (re-graded) at once."),
@@ -381,6 +396,7 @@ def select_command(
         raise UserInputError(f"--concurrency expects an integer of at least 1, got {concurrency}")
     from arex.variants import read_record
 
+    store = _store_folder(ctx, store, write=False)
     if read_record(store):
         names = ", ".join(str(store / v.name) for v in read_record(store))
         raise UserInputError(f"{store} holds variants (variants.json); select each variant's store on its own: {names}")
@@ -436,7 +452,8 @@ def export_command(
 
 @app.command("report")
 def report_command(
-    store: Path = typer.Argument(..., help="Trajectory store from `arex rollout --out` (with variants.json: one store per variant in <store>/<variant>/)."),
+    ctx: typer.Context,
+    store: str = typer.Argument(..., help="Trajectory store from `arex rollout --out`, a folder or its URL (with variants.json: one store per variant in <store>/<variant>/)."),
     selection: Optional[Path] = typer.Option(None, "--selection", help="Folder written by `arex select` (or one holding <variant>/selection.json), for the drops table."),
     out: Path = typer.Option(Path("report"), "--out", help="Folder for report.html, report.json and the trajectory pages (trajectories/)."),
     as_json: bool = JsonOpt,
@@ -446,7 +463,7 @@ def report_command(
     from arex.summary import print_summary
 
     started = time.monotonic()
-    result = write_report(store, out, selection)
+    result = write_report(_store_folder(ctx, store, write=False), out, selection)
     print_summary(report_summary(result, time.monotonic() - started), console, as_json, show_items=False)
 
 

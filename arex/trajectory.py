@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, Callable, ClassVar, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 
@@ -369,16 +369,20 @@ class Trajectory(BaseModel):
 
 
 class RecordWriter:
-    """Appends lines to a record file, each flushed as written."""
+    """Appends lines to a record file, each flushed as written. `on_commit(path)` is called once a
+    `round_end` or the `end` line is on disk: the file then ends with a complete round (a store at a
+    URL uploads it then, arex.url_store)."""
 
-    def __init__(self, path: Path):
-        self.path = path
+    def __init__(self, path: Path, on_commit: Callable[[Path], None] | None = None):
+        self.path, self.on_commit = path, on_commit
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = path.open("a", encoding="utf-8")
 
     def write(self, line: Header | RoundStart | Step | RoundEnd | Spent | End) -> None:
         self._file.write(json.dumps(line.model_dump(), ensure_ascii=False, separators=(",", ":")) + "\n")
         self._file.flush()
+        if self.on_commit is not None and isinstance(line, (RoundEnd, End)):
+            self.on_commit(self.path)
 
     def close(self) -> None:
         self._file.close()

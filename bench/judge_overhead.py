@@ -2,8 +2,10 @@
 programs natively on the host, side by side in one run.
 
 Run: python bench/judge_overhead.py   (B_N=50 B_ROUNDS=1 for a quicker look; B_PROFILE=1 adds a breakdown)
-arex:   Judge.grade in one grading box reused across gradings (as rollouts do): wipe, compile, the
-        memory limit, one isolated run per test (input on stdin from the host), the token checker.
+arex:   Judge.grade in a lease of a GradingPool of one container, reused across gradings (the
+        production path): compile, the memory limit, one isolated run per test (input on stdin
+        from the host), the token checker, then the pool's cleaning and check of the container
+        (run in the background after the grading: waited for, and its CPU counted).
 native: the same source compiled on the host with the same flags (python3 as is), then run once per
         test by subprocess over the same inputs, each output checked by the same checker.
 Both include their compile step. Wall seconds decide; CPU seconds are shown beside them: the host
@@ -35,6 +37,7 @@ from arex.envs.judge_build import load_spec  # noqa: E402
 from arex.grading.checkers import check_builtin  # noqa: E402
 from arex.grading.judge import Judge  # noqa: E402
 from arex.grading.languages import language_named  # noqa: E402
+from arex.grading.pool import GradingPool  # noqa: E402
 from arex.sandbox.docker import sandbox_client  # noqa: E402
 
 N_TESTS = int(os.environ.get("B_N", 200))
@@ -89,16 +92,35 @@ def _shim_pid(container_id: str) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
-def arex_grade(judge: Judge, box, code: str, language: str) -> Timing:
-    shim = _shim_pid(box.id)
-    before = (time.perf_counter(), _host_cpu(), _box_cpu(box.id), proc_cpu(shim, children=False))
-    result = judge.grade(code, language, box=box)
-    after = (time.perf_counter(), _host_cpu(), _box_cpu(box.id), proc_cpu(shim, children=False))
+def arex_grade(pool: GradingPool, box_id: str, code: str, language: str) -> Timing:
+    """One grading as a rollout's: lease, grade, give back; until the pool's cleaning and check of
+    the container is done (all in this process's threads and the container: both counted)."""
+    shim = _shim_pid(box_id)
+    before = (time.perf_counter(), _host_cpu(), _box_cpu(box_id), proc_cpu(shim, children=False))
+    with pool.lease() as lease:
+        _same_box(lease.box, box_id, pool)
+        result = pool.judge.grade(code, language, box=lease.box, checker_box=lease.checker)
+    _settle(pool)
+    after = (time.perf_counter(), _host_cpu(), _box_cpu(box_id), proc_cpu(shim, children=False))
     tests = result.details["tests"]
     return Timing(
         wall_s=after[0] - before[0], host_cpu_s=after[1] - before[1], box_cpu_s=after[2] - before[2], shim_cpu_s=after[3] - before[3],
         program_cpu_s=sum(t["time_s"] or 0.0 for t in tests), accepted=sum(t["verdict"] == "AC" for t in tests), tests=len(tests),
     )
+
+
+def _same_box(box, box_id: str, pool: GradingPool) -> None:
+    """The figures read one container's cgroup: a replaced container would make them meaningless."""
+    if box.id != box_id:
+        raise SystemExit(f"the grading pool replaced its container (a check failed: {pool.failures[-1:]}); the bench measures one reused container")
+
+
+def _settle(pool: GradingPool) -> None:
+    """Wait for the pool's cleaning of the lease just given back; it must have passed its check."""
+    if not pool.settle():
+        raise SystemExit("the grading pool's cleaning did not finish in time")
+    if pool.replaced:
+        raise SystemExit(f"a check failed after a grading and the container was removed: {pool.failures[-1]}")
 
 
 def native_run(env: Path, code: str, language: str, work: Path) -> Timing:
@@ -136,13 +158,24 @@ def _interpreter(program: str) -> str:
     return "/usr/bin/python3" if Path("/usr/bin/python3").is_file() else sys.executable
 
 
-def profile(judge: Judge, box, code: str, language: str) -> dict[str, float]:
-    """Where arex's time goes for one language: one grading's steps timed apart (B_PROFILE=1)."""
+def profile(pool: GradingPool, box_id: str, code: str, language: str) -> dict[str, float]:
+    """Where arex's time goes for one language: one grading's steps timed apart (B_PROFILE=1),
+    the pool's cleaning after it last."""
+    with pool.lease() as lease:
+        _same_box(lease.box, box_id, pool)
+        parts = _profile_steps(pool.judge, lease.box, code, language)
+        started = time.perf_counter()
+    _settle(pool)
+    parts["clean_s"] = time.perf_counter() - started
+    return parts
+
+
+def _profile_steps(judge: Judge, box, code: str, language: str) -> dict[str, float]:
     lang = language_named(language).for_submission(code, judge.spec.memory_mb)
     parts: dict[str, float] = {}
     started = time.perf_counter()
     judge._compile(box, lang, code)
-    parts["wipe+compile_s"] = time.perf_counter() - started
+    parts["compile_s"] = time.perf_counter() - started
     started = time.perf_counter()
     judge._limit_memory(box)
     parts["memory_limit_s"] = time.perf_counter() - started
@@ -171,27 +204,30 @@ def main() -> None:
         root = Path(tmp)
         env = make_env(root, N_TESTS)
         judge = Judge(env, load_spec(env))
-        box = judge.open_box()
+        pool = GradingPool(judge, cap=1, name="bench")
         try:
-            judge.grade(CPP, "cpp17", box=box, samples_only=True)  # warm: first exec, image pages
+            with pool.lease() as lease:  # warm: the container's start and first check, first exec, image pages
+                box_id = lease.box.id
+                judge.grade(CPP, "cpp17", box=lease.box, samples_only=True)
+            _settle(pool)
             runs: dict[str, tuple[list[Timing], list[Timing]]] = {label: ([], []) for label, _, _ in languages}
             # Other load on the host stretches either side at random: sides alternate, and each
             # keeps its best round (the one least disturbed).
             for round_ in range(ROUNDS):
                 for label, language, code in languages:
-                    sides = [lambda: runs[label][0].append(arex_grade(judge, box, code, language)),
+                    sides = [lambda: runs[label][0].append(arex_grade(pool, box_id, code, language)),
                              lambda: runs[label][1].append(native_run(env, code, language, root / f"native-{language}-{round_}"))]
                     for side in sides if round_ % 2 == 0 else sides[::-1]:
                         side()
             rows = [(label, min(a, key=lambda t: t.wall_s), min(n, key=lambda t: t.wall_s)) for label, (a, n) in runs.items()]
-            parts = {language: profile(judge, box, code, language) for _, language, code in languages} if os.environ.get("B_PROFILE") else {}
+            parts = {language: profile(pool, box_id, code, language) for _, language, code in languages} if os.environ.get("B_PROFILE") else {}
         finally:
-            box.stop()
+            pool.close()
     report(rows, parts)
 
 
 def report(rows, parts) -> None:
-    print(f"{N_TESTS} tests per language, best of {ROUNDS} alternating rounds; arex: one reused grading box; native: subprocess per test on the host")
+    print(f"{N_TESTS} tests per language, best of {ROUNDS} alternating rounds; arex: one pooled grading container, its cleaning included; native: subprocess per test on the host")
     header = f"{'language':9} {'side':7} {'wall s':>8} {'ms/test':>8} {'host CPU s':>11} {'box CPU s':>10} {'shim CPU s':>11} {'program CPU s':>14} {'AC':>8}"
     print(header)
     for label, arex, native in rows:

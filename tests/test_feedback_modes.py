@@ -242,8 +242,9 @@ def test_the_mode_is_part_of_the_rollout_key_and_full_keeps_old_keys():
     base = RolloutConfig(rounds=2)
     sampling = TEACHER.model_dump(include={"model", "temperature", "top_p", "max_tokens", "seed", "stop", "extra_body"})
     # The settings added since the key was defined (each left out at its default).
-    before = _hash({"teacher": sampling, "rollout": base.model_dump(exclude={"action_format", "feedback", "general_skills", "task_skills", "docs"})})
-    assert config_hash(TEACHER, base) == before  # rollouts made before the setting existed keep their keys
+    before = _hash({"teacher": sampling, "rollout": base.model_dump(exclude={"action_format", "feedback", "general_skills", "task_skills", "docs", "grading_containers"})})
+    assert config_hash(TEACHER, base) == before
+    assert config_hash(TEACHER, RolloutConfig(rounds=2, grading_containers=1)) == before  # the grading cap changes no trajectory  # rollouts made before the setting existed keep their keys
     hashes = {config_hash(TEACHER, RolloutConfig(rounds=2, feedback=m)) for m in MODES}
     assert len(hashes) == 3
 

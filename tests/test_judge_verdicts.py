@@ -65,11 +65,22 @@ def _hidden(result) -> list[dict]:
 
 
 def _grade_all(judge) -> dict[str, tuple[set[str], list[dict]]]:
-    box = judge.open_box()
+    """Every program in turn, leased from a pool of one container as in a batch: each grading runs
+    in the container the one before left (a memory bomb, a sleeper), cleaned and checked by the pool."""
+    from arex.grading.pool import GradingPool
+
+    pool = GradingPool(judge, cap=1)
     try:
-        return {name: ({t["verdict"] for t in _hidden(r)}, _hidden(r)) for name, r in ((n, judge.grade(c, "cpp17", box=box)) for n, c in PROGRAMS.items())}
+        return {name: ({t["verdict"] for t in _hidden(r)}, _hidden(r)) for name, r in ((n, _grade(pool, c)) for n, c in PROGRAMS.items())}
     finally:
-        box.stop()
+        pool.close()
+
+
+def _grade(pool, code: str):
+    with pool.lease() as lease:
+        result = pool.judge.grade(code, "cpp17", box=lease.box, checker_box=lease.checker)
+    assert pool.replaced == 0, pool.failures  # the container the previous grading left passed its check
+    return result
 
 
 def _expected(name: str) -> str:

@@ -9,6 +9,7 @@ from arex.envs.build import write_env
 from arex.envs.judge_sources import load
 from arex.grading.judge import Judge
 from arex.grading.languages import LANGUAGES, java_main_class, jvm_heap_mb, language_for, language_named
+from arex.grading.pool import GradingPool
 
 TASK = """
 id: add-two
@@ -80,7 +81,8 @@ def test_placeholders_filled_per_submission():
 # -- graded for real ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def judged(tmp_path_factory):
-    """The judge of a tiny problem, and one grading box reused by every test here (as rollouts do)."""
+    """A grading pool of one container for a tiny problem: every test here leases it in turn, so
+    each grading runs in the container the previous one left, cleaned by the pool (as in a batch)."""
     src = tmp_path_factory.mktemp("src") / "add-two"
     (src / "private" / "tests").mkdir(parents=True)
     (src / "solutions").mkdir()
@@ -93,10 +95,17 @@ def judged(tmp_path_factory):
     problem = load(src)[0]
     env = tmp_path_factory.mktemp("env") / "add-two"
     write_env(problem, env)
-    judge = Judge(env, problem.spec)
-    box = judge.open_box()
-    yield judge, box
-    box.stop()
+    pool = GradingPool(Judge(env, problem.spec), cap=1)
+    yield pool
+    pool.close()
+
+
+def _grade(pool: GradingPool, code: str, language: str, **options):
+    """Grade in a lease, as a rollout does; the container the previous grading left passed its check."""
+    with pool.lease() as lease:
+        result = pool.judge.grade(code, language, box=lease.box, checker_box=lease.checker, **options)
+    assert pool.replaced == 0, pool.failures
+    return result
 
 
 def _verdicts(result) -> set[str]:
@@ -106,8 +115,7 @@ def _verdicts(result) -> set[str]:
 @pytest.mark.docker
 @pytest.mark.parametrize("language,code", [("c11", C_OK), ("java", JAVA_OK), ("java", JAVA_PACKAGED), ("pypy3", PYPY_OK)], ids=["c11", "java", "java-package", "pypy3"])
 def test_accepted(judged, language, code):
-    judge, box = judged
-    result = judge.grade(code, language, box=box)
+    result = _grade(judged, code, language)
     assert _verdicts(result) == {"AC"}, result.details["tests"]
     assert result.held_out_score == 1.0 and result.public_score == 1.0
     assert all(t["time_s"] < 1.0 and t["memory_kb"] < 128 * 1024 for t in result.details["tests"])
@@ -116,17 +124,15 @@ def test_accepted(judged, language, code):
 @pytest.mark.docker
 @pytest.mark.parametrize("language", list(COMPILE_ERRORS))
 def test_compile_error_with_its_log(judged, language):
-    judge, box = judged
     code, fragment = COMPILE_ERRORS[language]
-    result = judge.grade(code, language, box=box)
+    result = _grade(judged, code, language)
     assert _verdicts(result) == {"CE"} and result.held_out_score == 0.0
     assert fragment in result.details["compile_log"] and fragment in result.feedback
 
 
 @pytest.mark.docker
 def test_java_over_the_memory_limit_is_not_accepted(judged):
-    judge, box = judged
-    result = judge.grade(JAVA_HOG, "java", box=box)
+    result = _grade(judged, JAVA_HOG, "java")
     hidden = [t for t in result.details["tests"] if not t["sample"]]
     # Its heap cap (-Xmx) stops it with OutOfMemoryError (RE), or the container's limit does (MLE).
     assert {t["verdict"] for t in hidden} <= {"MLE", "RE"} and result.held_out_score == 0.0, hidden
@@ -136,8 +142,7 @@ def test_java_over_the_memory_limit_is_not_accepted(judged):
 
 @pytest.mark.docker
 def test_java_infinite_loop_is_tle_by_cpu_time(judged):
-    judge, box = judged
-    result = judge.grade(JAVA_LOOP, "java", box=box, stop_on_failure=True)
+    result = _grade(judged, JAVA_LOOP, "java", stop_on_failure=True)
     first = result.details["tests"][0]
     assert first["verdict"] == "TLE" and first["time_s"] >= 0.9, first
 

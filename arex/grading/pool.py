@@ -259,6 +259,12 @@ class GradingPool:
         with self._cond:
             self._ahead_locked()
 
+    def settle(self, timeout: float = INSPECT_TIMEOUT_S) -> bool:
+        """Wait until no lease is being cleaned or started (False on timeout): a bench counts a
+        grading's background cleaning as part of it."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._cleaning == 0 and self._starting == 0, timeout)
+
     def _ahead_locked(self) -> None:
         while not self._closed and self._total < self.cap and len(self._idle) + self._starting < 1:
             self._total += 1

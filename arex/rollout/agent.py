@@ -28,6 +28,7 @@ from arex.snapshots import SnapshotStore
 from arex.specs import TeacherIdentity
 from arex.teacher.client import Reply, TeacherClient, TeacherError
 from arex.trajectory import SCHEMA_VERSION, TOOLS_SCHEMA_VERSION, Action, Call, End, Exec, Header, RecordWriter, Reflection, RoundEnd, RoundStart, Spent, Step, Trajectory, load
+from arex.url_store import publisher
 
 INFRA = "infra_failed"
 # The store cannot take more (full, read-only): every rollout would fail alike, so this one stops
@@ -107,6 +108,7 @@ class Rollout:
         self.tokens, self.cost, self.rounds_done = 0, 0.0, 0
         self.started = time.monotonic()
         self.on_round = None  # callback(rollout, RoundEnd) for progress displays
+        self.publish = publisher(path)  # a store at a URL: each complete round is uploaded (arex.url_store)
 
     # -- the loop ------------------------------------------------------------------------------
     async def run(self) -> End:
@@ -116,7 +118,7 @@ class Rollout:
         if previous.end is not None and previous.end.status != INFRA:
             return previous.end
         previous = load(self.path, truncate=True, keep_end=False)  # drop a cut round; redo an infra failure
-        self.writer = RecordWriter(self.path)
+        self.writer = RecordWriter(self.path, on_commit=self.publish)
         status, reason = "done", f"all {self.config.rounds} rounds played"
         try:
             if previous.header is None:
@@ -180,6 +182,8 @@ class Rollout:
         if self.box is not None:
             self.box.stop()  # synchronous: it must run even while the task is being cancelled
         self.grading.close()
+        if self.publish is not None:
+            self.publish.wait()  # the last round and the end are at the URL (UrlStoreError naming it if not)
         return end
 
     async def _warm_grading(self) -> None:

@@ -38,6 +38,7 @@ from arex.sandbox import SandboxConfig, SandboxError
 from arex.storage import STORE_ENV, StoreLock, write_error
 from arex.teacher.client import TeacherClient, TeacherConfig
 from arex.trajectory import RecordError, RoundEnd, load
+from arex.url_store import publish_file
 
 UNREADABLE = "unreadable_record"
 """The status of a rollout whose record cannot be read (damaged, not UTF-8, a newer schema): it is
@@ -54,9 +55,10 @@ def _hash(obj) -> str:
 
 def config_hash(teacher: TeacherConfig, rollout: RolloutConfig) -> str:
     sampling = teacher.model_dump(include={"model", "temperature", "top_p", "max_tokens", "seed", "stop", "extra_body"})
-    # Settings added later are left out at their defaults, so the keys of rollouts made before they existed hold.
+    # Settings added later are left out at their defaults, so the keys of rollouts made before they existed hold;
+    # the grading cap changes no trajectory: always left out.
     later = {"action_format": "text", "feedback": "full", "general_skills": True, "task_skills": True, "docs": True}
-    return _hash({"teacher": sampling, "rollout": rollout.model_dump(exclude={k for k, v in later.items() if getattr(rollout, k) == v})})
+    return _hash({"teacher": sampling, "rollout": rollout.model_dump(exclude={k for k, v in later.items() if getattr(rollout, k) == v} | {"grading_containers"})})
 
 
 def rollout_key(env: Env, chash: str, sample: int) -> str:
@@ -178,8 +180,8 @@ def _remove_leftovers(out: Path, notify) -> None:
 async def _run_locked(envs, teacher_config, rollout_config, sandbox_config, out: Path, samples: int, concurrency: int, base_url, console, shared=(None, None)) -> dict:
     teacher = TeacherClient(teacher_config, base_url=base_url)
     # Grading containers shared by the rollouts of each env; agent sandboxes started ahead for waiting rollouts.
-    # At most one grading container per two rollouts at once: a grading is a small part of a round.
-    pools, ahead = GradingPools(cap=-(-concurrency // 2)), SandboxesAhead(AHEAD)
+    # At most one grading container per two rollouts at once (a grading is a small part of a round), unless set.
+    pools, ahead = GradingPools(cap=rollout_config.grading_containers or -(-concurrency // 2)), SandboxesAhead(AHEAD)
     try:  # the teacher's identity, while the first grading containers and the agent image get ready
         identity, _ = await asyncio.gather(teacher.identity(), asyncio.to_thread(_prepare, envs, -(-concurrency // samples), rollout_config, sandbox_config, pools))
     except BaseException:
@@ -238,6 +240,7 @@ def write_summary(summary: dict, out: Path) -> dict:
         os.replace(out / "summary.json.tmp", out / "summary.json")
     except OSError as exc:
         raise write_error(exc, out / "summary.json", KEPT) from None
+    publish_file(out / "summary.json")  # a store at a URL: uploaded too
     return summary
 
 

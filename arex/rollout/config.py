@@ -84,6 +84,11 @@ class RolloutConfig(BaseModel):
     read-only beside the general ones (`/skills` → `/task-skills`), listed in the catalogue as
     written for this task, readable with `read_skill`. Off (an ablation): none of that. Both off:
     nothing is mounted and the system prompt says there are no skills."""
+    grading_containers: int | None = Field(default=None, ge=1)
+    """Most grading containers per env alive at once in a batch (each is reused, cleaned between
+    gradings); unset: one per two rollouts in flight (`--concurrency`, rounded up). Lower it on a
+    memory-tight node; it changes no trajectory, so it is not part of the rollout key. The local
+    executor's setting: under Ray each rollout keeps its own one."""
 
     def load_prompts(self) -> dict[str, str]:
         path = Path(self.prompts) if self.prompts else BUNDLED / "prompts" / "default.yaml"

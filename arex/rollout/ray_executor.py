@@ -4,7 +4,8 @@ The driver (the `arex rollout` process) holds the store's lock, computes the key
 local executor does (config_hash, rollout_key), keeps at most --concurrency rollouts in flight,
 draws the same live table and writes the same summary.json. A task runs one `Rollout` with its
 node's own Docker engine. Only the store needs shared storage (the same absolute path on every
-node, checked by a marker file the driver writes); env folders travel by content (packed once, put
+node, checked by a marker file the driver writes; or a URL: each task works on its node's mirror
+and uploads per round, arex.url_store); env folders travel by content (packed once, put
 in the object store, unpacked into a node-local cache keyed by the pack's hash), and an env image a
 node lacks (ML envs' `spec.image`) is loaded there from a copy the driver saves once under
 `<store>/.arex-images/`, by image id.
@@ -28,6 +29,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import ray
 import ray.exceptions
@@ -45,6 +47,7 @@ from arex.specs import GradeResult, TeacherIdentity, Usage
 from arex.storage import STORE_ENV, write_error
 from arex.teacher.client import TeacherClient, TeacherConfig
 from arex.trajectory import RecordError, RoundEnd
+from arex.url_store import Remote, is_url, url_of
 
 MARKER = ".arex-cluster-store"
 """The file the driver writes in the store; every task reads it back to prove it sees the store."""
@@ -110,15 +113,19 @@ class RayExecutor:
         finally:
             await teacher.close()
         store = Path(out).resolve()
-        marker, images = mark_store(store), await asyncio.to_thread(save_images, envs, store)
+        url = url_of(store)  # a store at a URL: no shared path; each task works on its node's mirror (arex.url_store)
+        marker, images = "" if url else mark_store(store), await asyncio.to_thread(save_images, envs, store)
+        images = await asyncio.to_thread(share_images, images, Remote(url, mirror=store)) if url and images else images
         packs = {env.id: pack_env(env) for env in envs}
         chash = config_hash(teacher_config, rollout_config)
-        common = dict(config_hash=chash, store=str(store), marker=marker, teacher=teacher_config, base_url=base_url, identity=identity, rollout=rollout_config, sandbox=sandbox_config, images=images)
+        common = dict(config_hash=chash, store=url or str(store), marker=marker, teacher=teacher_config, base_url=base_url, identity=identity,
+                      rollout=rollout_config, sandbox=sandbox_config, images=images)  # fmt: skip
         jobs = []
         for env in envs:
             for sample in range(samples):
                 key = rollout_key(env, chash, sample)
-                job = RemoteJob(env_sha=packs[env.id][0], env_name=env.dir.name, sample=sample, key=key, path=str(store / env.id / f"{key}.jsonl"), **common)
+                record = f"{env.id}/{key}.jsonl" if url else str(store / env.id / f"{key}.jsonl")  # a URL store: relative to it
+                job = RemoteJob(env_sha=packs[env.id][0], env_name=env.dir.name, sample=sample, key=key, path=record, **common)
                 jobs.append((job, out / env.id / f"{key}.jsonl", env.id))
         node = ray.get_runtime_context().get_node_id()
         board = ProgressBoard.options(scheduling_strategy=pinned(node)).remote()
@@ -127,6 +134,8 @@ class RayExecutor:
         progress.total = len(jobs)
         run = _Run(self, progress, board, limiter, asyncio.Semaphore(concurrency), {k: ray.put(blob) for k, (_, blob) in packs.items()})
         results, usage = await run.all(jobs, console)
+        if url:  # the records as the tasks uploaded them, for the summary
+            await asyncio.to_thread(Remote(url, mirror=store).pull, "", lambda rel: rel.endswith(".jsonl") and rel.count("/") == 1)
         summary = summarize(results, out, time.monotonic() - started, usage.model_dump())
         summary["nodes_lost"] = sorted(r["key"] for r in results if r.get("reason", "").startswith(NODE_LOST))
         return write_summary(summary, out)
@@ -301,8 +310,9 @@ def save_images(envs: list[Env], store: Path) -> dict[str, str]:
     return saved
 
 
-def ensure_images(images: dict[str, str]) -> None:
-    """Load each image this node's engine lacks from its saved copy on the store."""
+def ensure_images(images: dict[str, str], local: Callable[[str], str] = str) -> None:
+    """Load each image this node's engine lacks from its saved copy on the store (`local`: a saved
+    copy's path here, e.g. downloaded from a URL store)."""
     if not images:
         return
     import docker.errors
@@ -314,7 +324,7 @@ def ensure_images(images: dict[str, str]) -> None:
         try:
             client.images.get(name)
         except docker.errors.ImageNotFound:
-            with open(path, "rb") as f:
+            with open(local(path), "rb") as f:
                 client.images.load(f)
 
 
@@ -330,20 +340,20 @@ def rollout_task(job: RemoteJob, blob: bytes, board, limiter: RayLimiter) -> dic
 
 async def _play(job: RemoteJob, blob: bytes, board, limiter: RayLimiter) -> dict:
     node = ray.get_runtime_context().get_node_id()
-    check_store(job.store, job.marker)
+    path = await asyncio.to_thread(_record_path, job)
     os.environ[STORE_ENV] = job.store  # the sandboxes carry the store's label, for leftover removal
     await asyncio.to_thread(_prepare_node, job)
     env = load_env(unpack_env(job.env_sha, job.env_name, blob))
     board.note.remote({"kind": "start", "key": job.key, "node": node, "pid": os.getpid(), "host": platform.node()})
     teacher = TeacherClient(job.teacher, base_url=job.base_url, limiter=RayLimiter(limiter.actor, node))
-    rollout = Rollout(env, teacher, job.identity, job.rollout, job.sandbox, Path(job.path), job.sample, job.key, job.config_hash)
+    rollout = Rollout(env, teacher, job.identity, job.rollout, job.sandbox, path, job.sample, job.key, job.config_hash)
     rollout.on_round = lambda r, end: board.note.remote({"kind": "round", "key": job.key, "env": env.id, "best": end.best.held_out, "tokens": r.tokens, "cost": r.cost})
     try:
         end = await rollout.run()
     except RecordError as exc:
         return {"status": UNREADABLE, "reason": str(exc), "rounds": 0, "tokens": 0, "cost_usd": 0.0, "usage": teacher.usage.model_dump()}
     except OSError as exc:
-        raise write_error(exc, Path(job.path), KEPT) from None
+        raise write_error(exc, path, KEPT) from None
     finally:
         await teacher.close()
     return {**end.model_dump(exclude={"type"}), "usage": teacher.usage.model_dump()}
@@ -357,6 +367,29 @@ def regrade_task(sha: str, name: str, blob: bytes, images: dict[str, str], archi
     return load_env(unpack_env(sha, name, blob)).regrade(Path(archive), end, sandbox)
 
 
+def _record_path(job: RemoteJob) -> Path:
+    """Where this task writes its record: the shared store, once its marker proves this node sees
+    it; or, for a store at a URL, this node's mirror, holding the record as the URL has it (resume)."""
+    if not is_url(job.store):
+        check_store(job.store, job.marker)
+        return Path(job.path)
+    remote = Remote(job.store)
+    remote.check()  # one sentence naming the URL if this node cannot reach it
+    return remote.pull_record(job.path)
+
+
+def share_images(images: dict[str, str], remote: Remote) -> dict[str, str]:
+    """A URL store's copies of the saved images: uploaded once; name → path relative to the URL."""
+    there = remote.listing(IMAGES)
+    shared = {}
+    for name, path in images.items():
+        rel = f"{IMAGES}/{Path(path).name}"
+        if rel not in there:
+            remote.upload(Path(path), rel)
+        shared[name] = rel
+    return shared
+
+
 def _prepare_node(job: RemoteJob) -> None:
     """Once per worker process and store: remove what dead runs left on this engine; load missing images."""
     if job.sandbox.backend == "docker" and job.store not in _pruned:
@@ -364,4 +397,4 @@ def _prepare_node(job: RemoteJob) -> None:
 
         prune(store=job.store)
         _pruned.add(job.store)
-    ensure_images(job.images)
+    ensure_images(job.images, Remote(job.store).fetch if is_url(job.store) else str)
