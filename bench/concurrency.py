@@ -1,5 +1,5 @@
-"""Concurrency: 16 rollouts of 5 rounds against a teacher with 300 ms latency per reply, run one
-at a time and then all at once.
+"""Concurrency: 16 rollouts of arex's default length (rollout.rounds: 10 rounds) against a teacher
+with 300 ms latency per reply, run one at a time and then all at once.
 
 Run: python bench/concurrency.py
 speedup = serial time / concurrent time for the same 16 rollouts (ideal: 16). Grading draws on the
@@ -32,8 +32,9 @@ from arex.sandbox import SandboxConfig
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import RoundScript, ScriptedServer
 
-# B_N, B_ROUNDS and B_LAT override the count, the rounds and the latency for experiments; the benchmark is the default.
-ROLLOUTS, ROUNDS, LATENCY = int(os.environ.get("B_N", 16)), int(os.environ.get("B_ROUNDS", 5)), float(os.environ.get("B_LAT", 0.3))
+# Rollouts of arex's default length (rollout.rounds). B_N, B_ROUNDS and B_LAT override the count,
+# the rounds and the latency for experiments; the benchmark is the default.
+ROLLOUTS, ROUNDS, LATENCY = int(os.environ.get("B_N", 16)), int(os.environ.get("B_ROUNDS", RolloutConfig().rounds)), float(os.environ.get("B_LAT", 0.3))
 
 
 def commands(n: int) -> list[str]:

@@ -475,33 +475,33 @@ class SandboxesAhead:
             if key not in self._started:
                 self._started[key] = loop.run_in_executor(None, self._plans[key])
 
-    async def take(self, key: str) -> Sandbox | None:
-        """Rollout `key`'s started sandbox (None if none was started for it, or its start failed:
-        it then starts its own, which reports the failure)."""
+    def first(self, wave: list[tuple[str, Callable[[], Sandbox | None]]]) -> None:
+        """Start the sandboxes of the rollouts that run first, all at once (beyond `ahead`): the
+        batch starts them while it asks the teacher's identity, and they take them right after."""
+        loop = asyncio.get_running_loop()
+        for key, plan in wave:
+            self._started[key] = loop.run_in_executor(None, plan)
+
+    def take(self, key: str) -> "asyncio.Future[Sandbox | None] | None":
+        """The start of rollout `key`'s sandbox (it may still be running), or None if none was
+        started for it. The caller owns it: it removes the sandbox if it does not use it."""
         if key in self._waiting:
             self._waiting.remove(key)
         self._plans.pop(key, None)
-        started = self._started.get(key)
-        box = None
-        if started is not None:
-            try:
-                box = await asyncio.shield(started)
-            except Exception:  # noqa: BLE001 - see the docstring
-                box = None
-            finally:
-                self._started.pop(key, None)
+        started = self._started.pop(key, None)
         self._fill()
-        return box
+        return started
 
     def close(self) -> None:
         """Remove the sandboxes started for no rollout (the batch ended or stopped)."""
         self._closed = True
         for future in list(self._started.values()):
-            future.add_done_callback(_stop_result)
+            future.add_done_callback(stop_started)
         self._started.clear()
         self._waiting.clear()
 
 
-def _stop_result(future: asyncio.Future) -> None:
+def stop_started(future: asyncio.Future) -> None:
+    """Done-callback of a sandbox start nobody uses: remove the sandbox it started, if any."""
     if not future.cancelled() and future.exception() is None and future.result() is not None:
         future.result().stop()

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from arex import __version__
 from arex.envs.runtime import Env
-from arex.grading.pool import GradingPools
+from arex.grading.pool import GradingPools, stop_started
 from arex.rollout.config import RolloutConfig
 from arex.rollout.keep import Keeper
 from arex.rollout.memory import Memory
@@ -37,6 +40,7 @@ _STORE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 # Agent sandboxes being started by this process. Each is on its rollout's critical path, so grading
 # warm-ups (needed a round later) wait for them rather than compete for the CPU.
 _starting = [0]
+_counting = threading.Lock()
 
 
 def _call(call: Reply, tools: bool) -> Call:
@@ -81,15 +85,49 @@ def start_ahead(env: Env, config: RolloutConfig, sandbox: SandboxConfig, path: P
     except Exception:  # noqa: BLE001 - the rollout itself reports an unreadable record
         return None
     box = make_sandbox(agent_config(env, config, sandbox), sandbox_name(env, sample))
-    box.start()
+    with starting():
+        box.start()
     return box
+
+
+@contextmanager
+def starting() -> Iterator[None]:
+    """Count an agent sandbox start (in any thread): grading containers wait for none to be left."""
+    with _counting:
+        _starting[0] += 1
+    try:
+        yield
+    finally:
+        with _counting:
+            _starting[0] -= 1
+
+
+async def _adopt(ahead: "asyncio.Future[Sandbox | None] | None") -> Sandbox | None:
+    """The sandbox started ahead for this rollout, once up; None if there was none or its start
+    failed (the rollout then starts its own, which reports the failure)."""
+    if ahead is None:
+        return None
+    try:
+        return await asyncio.shield(ahead)
+    except asyncio.CancelledError:
+        _discard(ahead)
+        raise
+    except Exception:  # noqa: BLE001 - see the docstring
+        return None
+
+
+def _discard(ahead: "asyncio.Future[Sandbox | None] | None") -> None:
+    """Remove a sandbox started ahead that its rollout will not use, once its start ends."""
+    if ahead is not None:
+        ahead.add_done_callback(stop_started)
 
 
 class Rollout:
     def __init__(self, env: Env, teacher: TeacherClient, identity: TeacherIdentity, config: RolloutConfig, sandbox: SandboxConfig, path: Path, sample: int, key: str, config_hash: str,
-                 pools: GradingPools | None = None, box: Sandbox | None = None):  # fmt: skip
-        """`pools`: the batch's shared grading containers; `box`: this rollout's agent sandbox,
-        started ahead by the batch (start_ahead), else the rollout starts its own."""
+                 pools: GradingPools | None = None, box: "asyncio.Future[Sandbox | None] | None" = None):  # fmt: skip
+        """`pools`: the batch's shared grading containers; `box`: this rollout's agent sandbox being
+        started ahead by the batch (start_ahead; it may still be starting), else (or if that start
+        failed) the rollout starts its own."""
         self.env, self.teacher, self.identity, self.config = env, teacher, identity, config
         self.skill_set = ss = _skills(env, config)
         self.sandbox_config = agent_config(env, config, sandbox)
@@ -116,6 +154,7 @@ class Rollout:
         cannot be read."""
         previous = load(self.path)
         if previous.end is not None and previous.end.status != INFRA:
+            _discard(self._ahead)
             return previous.end
         previous = load(self.path, truncate=True, keep_end=False)  # drop a cut round; redo an infra failure
         self.writer = RecordWriter(self.path, on_commit=self.publish)
@@ -150,8 +189,25 @@ class Rollout:
                     await asyncio.wait([self._ready])
                 if not self._ready.cancelled():
                     self._ready.exception()  # seen: a start that failed before any command is this ending's cause or moot
+            if self._ready is None:  # ended before its sandbox was wanted
+                _discard(self._ahead)
             end = self._close(status, reason)
+            await self._remove_box()
         return end
+
+    async def _remove_box(self) -> None:
+        """Remove the sandbox in a worker thread: a removal takes ~0.1 s of the engine, and rollouts
+        ending together must not stall the event loop the others' teacher calls run on. A task
+        cancelled again meanwhile removes it itself before going on (stop() is idempotent)."""
+        box, self.box = self.box, None
+        if box is None:
+            return
+        removal = asyncio.ensure_future(asyncio.to_thread(box.stop))
+        try:
+            await asyncio.shield(removal)
+        except asyncio.CancelledError:
+            box.stop()
+            raise
 
     async def _box(self) -> Sandbox:
         """The started sandbox (SandboxError if it could not start)."""
@@ -159,12 +215,9 @@ class Rollout:
         return self.box
 
     async def _start(self) -> None:
-        self.box = self._ahead or make_sandbox(self.sandbox_config, sandbox_name(self.env, self.sample))
-        _starting[0] += 1
-        try:
-            await asyncio.to_thread(self.box.start)
-        finally:
-            _starting[0] -= 1
+        self.box = await _adopt(self._ahead) or make_sandbox(self.sandbox_config, sandbox_name(self.env, self.sample))
+        with starting():
+            await asyncio.to_thread(self.box.start)  # nothing for a started one
         last = self.keeper.last()
         if self.rounds_done and last:  # resuming: as the last kept round left it
             await asyncio.to_thread(self.box.restore, self.store.path(last), self.sandbox_config.workdir)
@@ -179,15 +232,13 @@ class Rollout:
         self.writer.close()
         if self._warming is not None:
             self._warming.cancel()
-        if self.box is not None:
-            self.box.stop()  # synchronous: it must run even while the task is being cancelled
         self.grading.close()
         if self.publish is not None:
             self.publish.wait()  # the last round and the end are at the URL (UrlStoreError naming it if not)
         return end
 
     async def _warm_grading(self) -> None:
-        for _ in range(100):  # at most 2 s
+        for _ in range(100):  # at most 2 s: agent sandboxes first, they are on every rollout's path
             if not _starting[0]:
                 break
             await asyncio.sleep(0.02)

@@ -14,6 +14,7 @@ with one sentence naming the path (finished rounds are kept).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -22,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from rich.console import Console
 from rich.live import Live
@@ -34,7 +36,7 @@ from arex.hashing import json_sha256
 from arex.rollout.agent import Rollout, agent_config, start_ahead
 from arex.rollout.config import RolloutConfig
 from arex.rollout.skills import catalogue
-from arex.sandbox import SandboxConfig, SandboxError
+from arex.sandbox import Sandbox, SandboxConfig, SandboxError
 from arex.storage import STORE_ENV, StoreLock, write_error
 from arex.teacher.client import TeacherClient, TeacherConfig
 from arex.trajectory import RecordError, RoundEnd, load
@@ -153,16 +155,17 @@ class _store_label:
             os.environ[STORE_ENV] = self.before
 
 
-def _prepare(envs: list[Env], first: int, rollout_config: RolloutConfig, sandbox_config: SandboxConfig, pools: GradingPools) -> None:
-    """Start a grading lease for each of the `first` envs (those of the first rollouts to run), then
-    make sure of the agent sandboxes' images (a judge env's docs image takes ~10 s to build the
-    first time): both off the first rollouts' path."""
-    for env in envs[:first]:
-        grading = env.open_grading(sandbox_config, pools)
-        grading.warm()
-        grading.close()  # the pool stays, with its lease starting
+def _prepare(envs: list[Env], rollout_config: RolloutConfig, sandbox_config: SandboxConfig) -> None:
+    """Make sure of the agent sandboxes' images (a judge env's docs image takes ~10 s to build the
+    first time) before any sandbox starts from them. Grading containers start later, once the
+    agent sandboxes are up (Rollout._warm_grading): a grading is a round away."""
     for env in {env.kind: env for env in envs}.values():
         agent_config(env, rollout_config, sandbox_config)
+
+
+def _plan(env: Env, sample: int, rollout_config: RolloutConfig, sandbox_config: SandboxConfig, out: Path, chash: str) -> Callable[[], Sandbox | None]:
+    """Starts rollout (env, sample)'s agent sandbox ahead (in a worker thread)."""
+    return functools.partial(start_ahead, env, rollout_config, sandbox_config, out / env.id / f"{rollout_key(env, chash, sample)}.jsonl", sample)
 
 
 def _remove_leftovers(out: Path, notify) -> None:
@@ -182,11 +185,6 @@ async def _run_locked(envs, teacher_config, rollout_config, sandbox_config, out:
     # Grading containers shared by the rollouts of each env; agent sandboxes started ahead for waiting rollouts.
     # At most one grading container per two rollouts at once (a grading is a small part of a round), unless set.
     pools, ahead = GradingPools(cap=rollout_config.grading_containers or -(-concurrency // 2)), SandboxesAhead(AHEAD)
-    try:  # the teacher's identity, while the first grading containers and the agent image get ready
-        identity, _ = await asyncio.gather(teacher.identity(), asyncio.to_thread(_prepare, envs, -(-concurrency // samples), rollout_config, sandbox_config, pools))
-    except BaseException:
-        pools.close()
-        raise
     chash = config_hash(teacher_config, rollout_config)
     jobs = [(env, s) for env in envs for s in range(samples)]
     limit, progress = shared
@@ -194,6 +192,18 @@ async def _run_locked(envs, teacher_config, rollout_config, sandbox_config, out:
         # Sandbox and grading calls block; give every running rollout its own threads for them.
         asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=2 * concurrency + 4))
         limit = asyncio.Semaphore(concurrency)
+    first = [] if shared[0] is not None else jobs[:concurrency]  # with a shared limit, who runs first is not known
+
+    async def begin() -> None:
+        await asyncio.to_thread(_prepare, envs, rollout_config, sandbox_config)
+        ahead.first([(rollout_key(env, chash, s), _plan(env, s, rollout_config, sandbox_config, out, chash)) for env, s in first])
+
+    try:  # the teacher's identity, while the agent images get ready and the first rollouts' sandboxes start
+        identity, _ = await asyncio.gather(teacher.identity(), begin())
+    except BaseException:
+        ahead.close()
+        pools.close()
+        raise
     progress = progress or Progress(total=0)
     progress.total = len(jobs)
     started = time.monotonic()
@@ -206,10 +216,10 @@ async def _run_locked(envs, teacher_config, rollout_config, sandbox_config, out:
         path = out / env.id / f"{key}.jsonl"
         result = {"env": env.id, "sample": sample, "key": key, "path": str(path)}
         if limit.locked():  # it waits: its sandbox may be started meanwhile
-            ahead.want(key, lambda: start_ahead(env, rollout_config, sandbox_config, path, sample))
+            ahead.want(key, _plan(env, sample, rollout_config, sandbox_config, out, chash))
         async with limit:
-            box = await ahead.take(key)
-            rollout = Rollout(env, teacher, identity, rollout_config, sandbox_config, path, sample, key, chash, pools=pools, box=box)
+            # The rollout owns its sandbox's start from here (it removes the sandbox if unused).
+            rollout = Rollout(env, teacher, identity, rollout_config, sandbox_config, path, sample, key, chash, pools=pools, box=ahead.take(key))
             rollout.on_round = on_round
             try:
                 end = await rollout.run()
@@ -218,9 +228,6 @@ async def _run_locked(envs, teacher_config, rollout_config, sandbox_config, out:
                 return {**result, "status": UNREADABLE, "reason": str(exc), "rounds": 0, "tokens": 0, "cost_usd": 0.0}
             except OSError as exc:  # the record could not be written: disk full, read-only
                 raise write_error(exc, path, KEPT) from None
-            finally:
-                if box is not None and rollout.box is not box:  # its record was finished: used by no one
-                    box.stop()
         progress.done += 1
         return {**result, **end.model_dump(exclude={"type"})}
 
