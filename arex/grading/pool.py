@@ -33,6 +33,7 @@ import functools
 import json
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -408,8 +409,9 @@ class GradingPool:
             idle, self._idle = self._idle, []
             self._total -= len(idle)
             self._cond.notify_all()
-        for lease in idle:
-            lease.stop()
+        if idle:  # removed at once: a removal is mostly waiting for the engine
+            with ThreadPoolExecutor(max_workers=len(idle)) as workers:
+                list(workers.map(Lease.stop, idle))
         with self._cond:
             threads = list(self._threads)
         for thread in threads:  # a lease being started or cleaned is removed by its thread
@@ -439,11 +441,13 @@ class GradingPools:
             return list(self._pools.values())
 
     def close(self) -> None:
+        """Close every pool, at once: the batch's end waits for the slowest removal, not their sum."""
         with self._lock:
             self._closed = True
             pools, self._pools = list(self._pools.values()), {}
-        for pool in pools:
-            pool.close()
+        if pools:
+            with ThreadPoolExecutor(max_workers=len(pools)) as workers:
+                list(workers.map(GradingPool.close, pools))
 
 
 class SandboxesAhead:

@@ -37,8 +37,9 @@ INFRA = "infra_failed"
 # The store cannot take more (full, read-only): every rollout would fail alike, so this one stops
 # open to resume and the error goes up to the batch, which names the path.
 _STORE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
-# Agent sandboxes being started by this process. Each is on its rollout's critical path, so grading
-# warm-ups (needed a round later) wait for them rather than compete for the CPU.
+# Agent sandboxes being started (and their workspaces put in place) by this process. Each is on its
+# rollout's critical path, so grading warm-ups (needed a round later) wait for them rather than
+# compete for the CPU.
 _starting = [0]
 _counting = threading.Lock()
 
@@ -152,12 +153,16 @@ class Rollout:
     async def run(self) -> End:
         """Play the rollout to its end, or resume it. RecordError (nothing written) if its record
         cannot be read."""
-        previous = load(self.path)
-        if previous.end is not None and previous.end.status != INFRA:
+        try:
+            previous = load(self.path)
+            if previous.end is not None and previous.end.status != INFRA:
+                _discard(self._ahead)
+                return previous.end
+            previous = load(self.path, truncate=True, keep_end=False)  # drop a cut round; redo an infra failure
+            self.writer = RecordWriter(self.path, on_commit=self.publish)
+        except BaseException:  # an unreadable record, a store that cannot be written: no sandbox is wanted
             _discard(self._ahead)
-            return previous.end
-        previous = load(self.path, truncate=True, keep_end=False)  # drop a cut round; redo an infra failure
-        self.writer = RecordWriter(self.path, on_commit=self.publish)
+            raise
         status, reason = "done", f"all {self.config.rounds} rounds played"
         try:
             if previous.header is None:
@@ -191,8 +196,10 @@ class Rollout:
                     self._ready.exception()  # seen: a start that failed before any command is this ending's cause or moot
             if self._ready is None:  # ended before its sandbox was wanted
                 _discard(self._ahead)
-            end = self._close(status, reason)
-            await self._remove_box()
+            try:
+                end = self._close(status, reason)
+            finally:
+                await self._remove_box()
         return end
 
     async def _remove_box(self) -> None:
@@ -215,14 +222,14 @@ class Rollout:
         return self.box
 
     async def _start(self) -> None:
-        self.box = await _adopt(self._ahead) or make_sandbox(self.sandbox_config, sandbox_name(self.env, self.sample))
-        with starting():
+        with starting():  # until its workspace is in place
+            self.box = await _adopt(self._ahead) or make_sandbox(self.sandbox_config, sandbox_name(self.env, self.sample))
             await asyncio.to_thread(self.box.start)  # nothing for a started one
-        last = self.keeper.last()
-        if self.rounds_done and last:  # resuming: as the last kept round left it
-            await asyncio.to_thread(self.box.restore, self.store.path(last), self.sandbox_config.workdir)
-        else:
-            await asyncio.to_thread(self.env.prepare, self.box)
+            last = self.keeper.last()
+            if self.rounds_done and last:  # resuming: as the last kept round left it
+                await asyncio.to_thread(self.box.restore, self.store.path(last), self.sandbox_config.workdir)
+            else:
+                await asyncio.to_thread(self.env.prepare, self.box)
         self._warming = asyncio.ensure_future(self._warm_grading())
 
     def _close(self, status: str, reason: str) -> End:

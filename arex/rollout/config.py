@@ -9,6 +9,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from arex import yamltext
 from arex.errors import UserInputError
 
 # Package data, so a wheel install has them too. A real folder (not a zip member): the skills
@@ -95,7 +96,7 @@ class RolloutConfig(BaseModel):
         if not path.is_file():
             raise UserInputError(f"rollout.prompts: no file {path}; point it at a prompts file, or unset it for the bundled one")
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = yamltext.safe_load(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError) as exc:
             raise UserInputError(f"rollout.prompts: prompts file {path} cannot be read ({exc}); give a readable UTF-8 YAML file") from None
         except (yaml.YAMLError, ValueError) as exc:

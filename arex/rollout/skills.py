@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 
+from arex import yamltext
 from arex.errors import UserInputError
 
 
@@ -29,7 +30,7 @@ def read_skill(folder: Path) -> Skill:
         raise SkillError(f"{path}: must start with '---' front matter holding name and description")
     try:
         _, front, body = text.split("---", 2)
-        meta = yaml.safe_load(front) or {}
+        meta = yamltext.safe_load(front) or {}
     except (ValueError, yaml.YAMLError) as exc:
         raise SkillError(f"{path}: unreadable front matter ({exc})") from None
     name, description = meta.get("name"), meta.get("description")
