@@ -128,3 +128,36 @@ def test_a_sandbox_is_removed_off_the_event_loop(env, tmp_path, monkeypatch):
     assert summary["endings"] == {"done": 2}
     assert sorted(removals) == [("rollout-overlap-0", False, True), ("rollout-overlap-1", False, True)]
     assert _left(before) == []
+
+
+def test_sandboxes_started_ahead_are_removed_when_the_batch_cannot_begin(env, tmp_path, monkeypatch):
+    """The identity call fails after the first sandboxes started: the batch fails with that error
+    and removes every sandbox it started (none was taken by a rollout)."""
+    from arex.sandbox.docker import DockerSandbox
+    from arex.teacher.client import TeacherClient
+
+    started: list[str] = []
+    real_start = DockerSandbox.start
+
+    def start(self) -> None:
+        fresh = self.id is None
+        real_start(self)
+        if fresh:
+            started.append(self.name)
+
+    async def identity(self):
+        deadline = time.monotonic() + DEADLINE_S
+        while len(started) < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        raise RuntimeError("identity probe failed on purpose")
+
+    monkeypatch.setattr(DockerSandbox, "start", start)
+    monkeypatch.setattr(TeacherClient, "identity", identity)
+    before = _ours()
+    with pytest.raises(RuntimeError, match="on purpose"):
+        _batch(env, tmp_path / "store", rollouts=2, concurrency=2)
+    assert sorted(started) == ["rollout-overlap-0", "rollout-overlap-1"]
+    deadline = time.monotonic() + DEADLINE_S
+    while _left(before) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _left(before) == []

@@ -483,7 +483,7 @@ class SandboxesAhead:
         """Start the sandboxes of the rollouts that run first, all at once (beyond `ahead`): the
         batch starts them while it asks the teacher's identity, and they take them right after."""
         loop = asyncio.get_running_loop()
-        for key, plan in wave:
+        for key, plan in wave if not self._closed else ():
             self._started[key] = loop.run_in_executor(None, plan)
 
     def take(self, key: str) -> "asyncio.Future[Sandbox | None] | None":

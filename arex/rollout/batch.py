@@ -37,6 +37,7 @@ from arex.rollout.agent import Rollout, agent_config, start_ahead
 from arex.rollout.config import RolloutConfig
 from arex.rollout.skills import catalogue
 from arex.sandbox import Sandbox, SandboxConfig, SandboxError
+from arex.specs import TeacherIdentity
 from arex.storage import STORE_ENV, StoreLock, write_error
 from arex.teacher.client import TeacherClient, TeacherConfig
 from arex.trajectory import RecordError, RoundEnd, load
@@ -163,6 +164,23 @@ def _prepare(envs: list[Env], rollout_config: RolloutConfig, sandbox_config: San
         agent_config(env, rollout_config, sandbox_config)
 
 
+async def _teacher(config: TeacherConfig, base_url: str | None, begun: asyncio.Future) -> tuple[TeacherClient, TeacherIdentity]:
+    """The batch's teacher client and the teacher's identity, once `begun` (the sandboxes' start) is
+    done too. The client is made in a worker thread: the first one of a process imports its HTTP
+    stack (~0.15 s), which the sandboxes' start need not wait for. On a failure, `begun` is waited
+    for (what it started is then known to be removed) and the client closed."""
+    teacher = None
+    try:
+        teacher = await asyncio.to_thread(TeacherClient, config, base_url=base_url)
+        identity, _ = await asyncio.gather(teacher.identity(), begun)
+        return teacher, identity
+    except BaseException:
+        await asyncio.wait([begun])
+        if teacher is not None:
+            await teacher.close()
+        raise
+
+
 def _plan(env: Env, sample: int, rollout_config: RolloutConfig, sandbox_config: SandboxConfig, out: Path, chash: str) -> Callable[[], Sandbox | None]:
     """Starts rollout (env, sample)'s agent sandbox ahead (in a worker thread)."""
     return functools.partial(start_ahead, env, rollout_config, sandbox_config, out / env.id / f"{rollout_key(env, chash, sample)}.jsonl", sample)
@@ -181,7 +199,6 @@ def _remove_leftovers(out: Path, notify) -> None:
 
 
 async def _run_locked(envs, teacher_config, rollout_config, sandbox_config, out: Path, samples: int, concurrency: int, base_url, console, shared=(None, None)) -> dict:
-    teacher = TeacherClient(teacher_config, base_url=base_url)
     # Grading containers shared by the rollouts of each env; agent sandboxes started ahead for waiting rollouts.
     # At most one grading container per two rollouts at once (a grading is a small part of a round), unless set.
     pools, ahead = GradingPools(cap=rollout_config.grading_containers or -(-concurrency // 2)), SandboxesAhead(AHEAD)
@@ -198,8 +215,8 @@ async def _run_locked(envs, teacher_config, rollout_config, sandbox_config, out:
         await asyncio.to_thread(_prepare, envs, rollout_config, sandbox_config)
         ahead.first([(rollout_key(env, chash, s), _plan(env, s, rollout_config, sandbox_config, out, chash)) for env, s in first])
 
-    try:  # the teacher's identity, while the agent images get ready and the first rollouts' sandboxes start
-        identity, _ = await asyncio.gather(teacher.identity(), begin())
+    try:  # the agent images get ready and the first rollouts' sandboxes start, while the teacher client is made and asked its identity
+        teacher, identity = await _teacher(teacher_config, base_url, asyncio.ensure_future(begin()))
     except BaseException:
         ahead.close()
         pools.close()
