@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from polling import deadline_poll
 
 from arex.envs.runtime import load_env
 from arex.sandbox.base import SandboxConfig
@@ -69,12 +70,12 @@ def _ours() -> set[str]:
     return {c.id for c in docker_client().containers.list(all=True, filters={"label": f"arex.owner_pid={os.getpid()}"})}
 
 
-def test_the_first_rollouts_sandboxes_start_while_the_identity_is_asked(env, tmp_path, monkeypatch):
+def _record_starts(monkeypatch) -> list[str]:
+    """The names of the sandboxes started from now on (a start, not a no-op on a started one)."""
     from arex.sandbox.docker import DockerSandbox
-    from arex.teacher.client import TeacherClient
 
     started: list[str] = []
-    real_start, real_identity = DockerSandbox.start, TeacherClient.identity
+    real_start = DockerSandbox.start
 
     def start(self) -> None:
         fresh = self.id is None
@@ -82,15 +83,28 @@ def test_the_first_rollouts_sandboxes_start_while_the_identity_is_asked(env, tmp
         if fresh:
             started.append(self.name)
 
+    monkeypatch.setattr(DockerSandbox, "start", start)
+    return started
+
+
+async def _until(check) -> None:
+    """Wait on the event loop until `check()` holds, or DEADLINE_S passed (the caller's assert then fails)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while not check() and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+
+
+def test_the_first_rollouts_sandboxes_start_while_the_identity_is_asked(env, tmp_path, monkeypatch):
+    from arex.teacher.client import TeacherClient
+
+    started, real_identity = _record_starts(monkeypatch), TeacherClient.identity
+
     async def identity(self):
-        deadline = time.monotonic() + DEADLINE_S
-        while sum(n.startswith("rollout-") for n in started) < 3 and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
+        await _until(lambda: sum(n.startswith("rollout-") for n in started) >= 3)
         seen.append(sorted(n for n in started if n.startswith("rollout-")))
         return await real_identity(self)
 
     seen: list[list[str]] = []
-    monkeypatch.setattr(DockerSandbox, "start", start)
     monkeypatch.setattr(TeacherClient, "identity", identity)
     before = _ours()
     summary = _batch(env, tmp_path / "store", rollouts=4, concurrency=3)
@@ -133,31 +147,17 @@ def test_a_sandbox_is_removed_off_the_event_loop(env, tmp_path, monkeypatch):
 def test_sandboxes_started_ahead_are_removed_when_the_batch_cannot_begin(env, tmp_path, monkeypatch):
     """The identity call fails after the first sandboxes started: the batch fails with that error
     and removes every sandbox it started (none was taken by a rollout)."""
-    from arex.sandbox.docker import DockerSandbox
     from arex.teacher.client import TeacherClient
 
-    started: list[str] = []
-    real_start = DockerSandbox.start
-
-    def start(self) -> None:
-        fresh = self.id is None
-        real_start(self)
-        if fresh:
-            started.append(self.name)
+    started = _record_starts(monkeypatch)
 
     async def identity(self):
-        deadline = time.monotonic() + DEADLINE_S
-        while len(started) < 2 and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
+        await _until(lambda: len(started) >= 2)
         raise RuntimeError("identity probe failed on purpose")
 
-    monkeypatch.setattr(DockerSandbox, "start", start)
     monkeypatch.setattr(TeacherClient, "identity", identity)
     before = _ours()
     with pytest.raises(RuntimeError, match="on purpose"):
         _batch(env, tmp_path / "store", rollouts=2, concurrency=2)
     assert sorted(started) == ["rollout-overlap-0", "rollout-overlap-1"]
-    deadline = time.monotonic() + DEADLINE_S
-    while _left(before) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _left(before) == []
+    deadline_poll(lambda: not _left(before), DEADLINE_S, "the sandboxes started ahead to be removed")

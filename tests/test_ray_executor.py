@@ -11,13 +11,13 @@ import os
 import sys
 import tarfile
 import threading
-import time
 import types
 from pathlib import Path
 
 import docker
 import pytest
 import ray
+from polling import deadline_poll
 from ray.cluster_utils import Cluster
 
 from arex.envs.build import build_envs
@@ -39,17 +39,6 @@ PERMITS = 2
 TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False, backoff_base_s=0.01, max_attempts=2, concurrency=PERMITS)
 ROUNDS = 4
 RIGHT = "x, y = map(int, input().split())\nprint(x + y)\n"
-
-
-def deadline_poll(check, seconds: float, what: str):
-    """Poll `check` until it returns something true; fail naming `what` after `seconds`."""
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,11 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 import test_loop_fast as fast
+from polling import deadline_poll
 from test_loop_fast import climbing
 from typer.testing import CliRunner
 
@@ -90,16 +90,6 @@ def kinds_of(data: bytes) -> list[str]:
     return [line["type"] for line in lines(data)]
 
 
-def poll(check, seconds: float, what: str):
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 # -- what a URL is, where its mirror lives ------------------------------------------------------------
 def test_urls_and_their_mirrors(tmp_path, monkeypatch, s3):
     monkeypatch.setenv("AREX_CACHE", str(tmp_path / "cache"))
@@ -139,10 +129,10 @@ def test_rollout_to_s3_uploads_each_round_and_a_fresh_machine_resumes_it(env, tm
         log = (tmp_path / "run-a.log").open("wb")
         proc = subprocess.Popen([sys.executable, "-c", ARex, *args], env={**os.environ, "AREX_CACHE": str(first_cache)}, stdout=log, stderr=subprocess.STDOUT)
         try:
-            poll(lambda: reached.is_set() or proc.poll() is not None, 120, "the run to reach round 2")
+            deadline_poll(lambda: reached.is_set() or proc.poll() is not None, 120, "the run to reach round 2")
             assert proc.poll() is None, (tmp_path / "run-a.log").read_text()
             # Round 1 is at the URL, whole, with its workspace archive, before round 2 is over.
-            uploaded = poll(lambda: {k: v for k, v in objects(s3, "run").items() if k.endswith(".jsonl")}, 30, "round 1 at the URL")
+            uploaded = deadline_poll(lambda: {k: v for k, v in objects(s3, "run").items() if k.endswith(".jsonl")}, 30, "round 1 at the URL")
             [(rel, data)] = uploaded.items()
             assert kinds_of(data) == ["header", "round_start", "step", "step", "step", "round_end"]
             assert lines(data)[-1]["round"] == 1

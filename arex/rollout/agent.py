@@ -223,8 +223,10 @@ class Rollout:
 
     async def _start(self) -> None:
         with starting():  # until its workspace is in place
-            self.box = await _adopt(self._ahead) or make_sandbox(self.sandbox_config, sandbox_name(self.env, self.sample))
-            await asyncio.to_thread(self.box.start)  # nothing for a started one
+            self.box = await _adopt(self._ahead)
+            if self.box is None:  # none started ahead, or that start failed: this one reports why
+                self.box = make_sandbox(self.sandbox_config, sandbox_name(self.env, self.sample))
+                await asyncio.to_thread(self.box.start)
             last = self.keeper.last()
             if self.rounds_done and last:  # resuming: as the last kept round left it
                 await asyncio.to_thread(self.box.restore, self.store.path(last), self.sandbox_config.workdir)

@@ -181,9 +181,15 @@ async def _teacher(config: TeacherConfig, base_url: str | None, begun: asyncio.F
         raise
 
 
-def _plan(env: Env, sample: int, rollout_config: RolloutConfig, sandbox_config: SandboxConfig, out: Path, chash: str) -> Callable[[], Sandbox | None]:
-    """Starts rollout (env, sample)'s agent sandbox ahead (in a worker thread)."""
-    return functools.partial(start_ahead, env, rollout_config, sandbox_config, out / env.id / f"{rollout_key(env, chash, sample)}.jsonl", sample)
+def record_path(out: Path, env: Env, key: str) -> Path:
+    """Where rollout `key` of `env` keeps its record in the store `out`."""
+    return out / env.id / f"{key}.jsonl"
+
+
+def _plan(env: Env, sample: int, rollout_config: RolloutConfig, sandbox_config: SandboxConfig, out: Path, chash: str) -> tuple[str, Callable[[], Sandbox | None]]:
+    """(rollout key, what starts the rollout's agent sandbox ahead, in a worker thread)."""
+    key = rollout_key(env, chash, sample)
+    return key, functools.partial(start_ahead, env, rollout_config, sandbox_config, record_path(out, env, key), sample)
 
 
 def _remove_leftovers(out: Path, notify) -> None:
@@ -213,7 +219,7 @@ async def _run_locked(envs, teacher_config, rollout_config, sandbox_config, out:
 
     async def begin() -> None:
         await asyncio.to_thread(_prepare, envs, rollout_config, sandbox_config)
-        ahead.first([(rollout_key(env, chash, s), _plan(env, s, rollout_config, sandbox_config, out, chash)) for env, s in first])
+        ahead.first([_plan(env, s, rollout_config, sandbox_config, out, chash) for env, s in first])
 
     try:  # the agent images get ready and the first rollouts' sandboxes start, while the teacher client is made and asked its identity
         teacher, identity = await _teacher(teacher_config, base_url, asyncio.ensure_future(begin()))
@@ -229,11 +235,11 @@ async def _run_locked(envs, teacher_config, rollout_config, sandbox_config, out:
         progress.note_round(rollout.key, rollout.env.id, rollout.tokens, rollout.cost, end.best.held_out)
 
     async def one(env: Env, sample: int) -> dict:
-        key = rollout_key(env, chash, sample)
-        path = out / env.id / f"{key}.jsonl"
+        key, plan = _plan(env, sample, rollout_config, sandbox_config, out, chash)
+        path = record_path(out, env, key)
         result = {"env": env.id, "sample": sample, "key": key, "path": str(path)}
         if limit.locked():  # it waits: its sandbox may be started meanwhile
-            ahead.want(key, _plan(env, sample, rollout_config, sandbox_config, out, chash))
+            ahead.want(key, plan)
         async with limit:
             # The rollout owns its sandbox's start from here (it removes the sandbox if unused).
             rollout = Rollout(env, teacher, identity, rollout_config, sandbox_config, path, sample, key, chash, pools=pools, box=ahead.take(key))

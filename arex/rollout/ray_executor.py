@@ -39,7 +39,7 @@ from arex.envs.runtime import Env, load_env
 from arex.errors import ArexError, UserInputError
 from arex.hashing import bytes_sha256
 from arex.rollout.agent import INFRA, Rollout
-from arex.rollout.batch import KEPT, UNREADABLE, Progress, _gather, config_hash, rollout_key, summarize, write_summary
+from arex.rollout.batch import KEPT, UNREADABLE, Progress, _gather, config_hash, record_path, rollout_key, summarize, write_summary
 from arex.rollout.config import RolloutConfig
 from arex.rollout.ray_actors import ProgressBoard, RayLimiter, pinned, teacher_limit
 from arex.sandbox import SandboxConfig, SandboxError
@@ -124,9 +124,9 @@ class RayExecutor:
         for env in envs:
             for sample in range(samples):
                 key = rollout_key(env, chash, sample)
-                record = f"{env.id}/{key}.jsonl" if url else str(store / env.id / f"{key}.jsonl")  # a URL store: relative to it
+                record = record_path(Path(), env, key).as_posix() if url else str(record_path(store, env, key))  # a URL store: relative to it
                 job = RemoteJob(env_sha=packs[env.id][0], env_name=env.dir.name, sample=sample, key=key, path=record, **common)
-                jobs.append((job, out / env.id / f"{key}.jsonl", env.id))
+                jobs.append((job, record_path(out, env, key), env.id))
         node = ray.get_runtime_context().get_node_id()
         board = ProgressBoard.options(scheduling_strategy=pinned(node)).remote()
         limiter = RayLimiter(teacher_limit(teacher.base_url, teacher_config.concurrency, teacher_config.timeout_s, node), "")
