@@ -16,7 +16,7 @@ import pytest
 from arex.envs.build import write_env
 from arex.envs.judge_sources import load
 from arex.grading.checkers import Check
-from arex.grading.interactive import Failure, decide
+from arex.grading.interactive import INTERACTOR_CRASHED, Failure, decide
 from arex.grading.judge import Judge
 from arex.sandbox.base import ExecResult, InteractResult
 
@@ -182,6 +182,31 @@ def test_sample_feedback_shows_the_interactor_message_hidden_ones_do_not(guess, 
     assert "123456789" not in result.feedback  # a hidden secret never reaches the feedback
 
 
+# -- output that crashes the interactor ------------------------------------------------------------
+# The guess interactor checks `isdigit()`, then calls int(): "²" passes the check and int() refuses
+# it, and so does a 5,000-digit number (Python's limit on int() of a string is 4,300 digits). The
+# interactor then dies with a traceback on every test: that is the program's wrong answer, never a
+# judge error that would end the rollout as an infrastructure failure (and again on a re-run).
+CRASHING_LINES = {"5000-digit-number": "? " + "9" * 5000, "superscript-two": "? \u00b2"}
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("name", list(CRASHING_LINES))
+def test_output_that_crashes_the_interactor_is_the_programs_wrong_answer(guess, guess_box, name):
+    code = f"import sys\ninput()\nprint({CRASHING_LINES[name]!r}, flush=True)\nsys.stdin.read()\n"
+    result = guess.grade(code, "python3", box=guess_box)
+    assert result.infra_error is None, result.infra_error
+    assert {t["verdict"] for t in result.details["tests"]} == {"WA"}, result.details["tests"]
+    assert result.held_out_score == 0.0 and result.public_score == 0.0
+    hidden = _hidden(result)
+    assert all(t["message"].startswith(INTERACTOR_CRASHED) for t in hidden), hidden
+    # A hidden test's message is our own words: not the interactor's traceback, which may quote its source or data.
+    assert not any("Traceback" in t["message"] or "int(" in t["message"] for t in hidden)
+    assert "123456789" not in str(result.model_dump())  # a hidden secret appears nowhere in the result
+    sample = next(t for t in result.details["tests"] if t["sample"])
+    assert "ValueError" in sample["message"]  # a sample, public, shows what the interactor choked on
+
+
 # -- the verdict rules, without Docker -----------------------------------------------------------
 def _outcome(first, program_status="ok", code=0, signal=None, ia_exit=42, ia_signal=None, ia_output="", cpu=0.1, memory_kb=1000):
     program = ExecResult(status=program_status, exit_code=code, stdout="", stderr="", duration_s=0.2, cpu_s=cpu, memory_kb=memory_kb, signal=signal)
@@ -218,9 +243,18 @@ def test_verdict_rules():
     assert _verdict(_outcome("interactor", ia_exit=1, ia_output="BrokenPipeError: [Errno 32]"), broken) == "WA"
     assert _verdict(_outcome(None, "timeout", 124, ia_exit=137), broken) == "TLE"
     assert _verdict(_outcome("program", ia_exit=1), broken) == "WA"  # it exited before the interactor was done
-    # The interactor failing on its own while the program waits: a judge error.
-    assert _verdict(_outcome("interactor", ia_exit=1, ia_output="Traceback: ZeroDivisionError"), broken) == "JE"
-    assert _verdict(_outcome("program", ia_exit=3), Check(False, 0.0, 0.0, "FAIL", judge_error=True), "testlib") == "JE"
+    # The interactor crashing (a traceback, a signal, testlib's FAIL) while the program talks: the
+    # program's output made it fail, a wrong answer (the build showed honest output does not).
+    assert _verdict(_outcome("interactor", ia_exit=1, ia_output="Traceback: ZeroDivisionError"), broken) == "WA"
+    assert _verdict(_outcome("interactor", ia_exit=139, ia_signal=11), broken) == "WA"
+    fail = Check(False, 0.0, 0.0, "FAIL", judge_error=True)
+    assert _verdict(_outcome("interactor", ia_exit=3), fail, "testlib") == "WA"
+    assert _verdict(_outcome("program", ia_exit=3), fail, "testlib") == "WA"
+    assert _verdict(_outcome("interactor", ia_exit=1, memory_kb=200_000), broken) == "MLE"  # as after a rejection
+    # Only an interactor that never started (staging failed, cannot execute, not found) is a judge error.
+    for code in (125, 126, 127):
+        stage_failed = _outcome("interactor", ia_exit=code, ia_output="arex: staging the interactor files failed")
+        assert _verdict(stage_failed, broken) == "JE"
 
 
 # -- attacks on the interactor and its data --------------------------------------------------------

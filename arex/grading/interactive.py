@@ -16,6 +16,15 @@ Both run in the grading container, which holds no test data between runs (docs/s
   stopped talking (EPIPE, SIGPIPE, end of file after it exited), or that runs out of time beside
   it, is the submission's failure, never a judge error: the agent cannot end a grading as an
   infrastructure failure that way.
+- An interactor that crashes (a traceback, a signal, an exit code outside its protocol's verdicts,
+  testlib's FAIL) while the submission is still talking is rejecting the submission's output: WA,
+  with our own words on a hidden test (INTERACTOR_CRASHED). The build is where a crash is the
+  env's fault: its gates run the env's own solutions on every test and feed the interactor
+  malformed and oversized output (judge_build._hostile_output_gate), and reject an interactor that
+  crashes on either. So at grading the one thing that differs from what the build saw is the
+  program's output, and an agent cannot end a rollout as an infrastructure failure by printing
+  what the interactor cannot parse (a 5,000-digit number, "²"). Only a failure to start the
+  interactor at all (staging, exec: exit codes 125-127) is a judge error.
 """
 
 from __future__ import annotations
@@ -43,6 +52,13 @@ BINARY = f"{JUDGE_AREA}/interactor"
 FEEDBACK_FILES = ("judgemessage.txt", "score.txt", "judgeerror.txt")
 FEEDBACK_CAP = 16384
 SIGKILL, SIGPIPE, SIGXCPU = 9, 13, 24
+INTERACTOR_CRASHED = "wrong answer: the interactor crashed on the program's output"
+"""How a crash of the interactor's begins a test's message: the build gates look for it."""
+ENDED_EARLY = (
+    "the interaction ended before the interactor could accept (the program stopped reading or writing, or exited early)"
+)
+# The interactor never ran: _STAGE's own failure (125), or sh's "cannot execute" / "not found".
+STARTUP_FAILED = (125, 126, 127)
 # Runs as the judge's uid with the runner's stdin on fd 3: unpack this test's files (and the
 # interactor, on a grading's first test) into a fresh private folder, then become the interactor.
 _STAGE = (
@@ -123,10 +139,7 @@ class InteractiveRun:
         failure = program_failure(r.program, self.judge.limits, idle="waiting for the interactor or idle")
         decided = decide(self.spec.checker.protocol, r, check, failure)
         if isinstance(decided, Failure):
-            # Our own words (and a judge error's cause); the interactor's message and the program's
-            # stderr may quote the test, so only samples show them.
-            detail = decided.message + (_sample_detail(check.message, p.stderr) if test.sample and decided.verdict != "JE" else "")
-            return _make(test, decided.verdict, 0.0, 0.0, detail, evidence)
+            return _make(test, decided.verdict, 0.0, 0.0, _failure_message(test, decided, check, r), evidence)
         scored = self.spec.scoring == "ratio" and decided.ratio > 0
         verdict = "AC" if decided.accepted or scored else "WA"
         # A sample's stderr is shown even when the interactor decided: it is the agent's only trace of the dialogue.
@@ -145,9 +158,15 @@ def interactor_check(protocol: str, r: InteractResult, feedback: dict[str, str])
 def decide(protocol: str, r: InteractResult, check: Check, failure: Failure | None) -> Check | Failure:
     """The verdict, by the Kattis rules (see the module doc)."""
     if check.judge_error:
-        if _judge_fault(protocol, r):
+        if _startup_failed(r):
             return Failure("JE", f"interactor failed: {check.message[:300]}")
-        return failure or Failure("WA", "the interaction ended before the interactor could accept (the program stopped reading or writing, or exited early)")
+        if not _crashed_first(r):
+            return failure or Failure("WA", ENDED_EARLY)
+        if failure is not None and failure.verdict in ("MLE", "OLE"):
+            return failure  # as for a rejection: over a hard limit, the kernel would have stopped it first
+        # It died reading what the program wrote: the program's output was not acceptable (the
+        # build showed the interactor survives honest and malformed output; see the module doc).
+        return Failure("WA", f"{INTERACTOR_CRASHED} ({crash_status(r)})")
     if failure is not None and failure.verdict in ("MLE", "OLE"):
         return failure  # over a hard resource limit: the kernel would have stopped it there
     if not check.accepted and r.first == "interactor":
@@ -157,11 +176,19 @@ def decide(protocol: str, r: InteractResult, check: Check, failure: Failure | No
     return failure or check
 
 
-def _judge_fault(protocol: str, r: InteractResult) -> bool:
-    """Did the interactor fail on its own, not because of the program (which may not end a grading
-    as a judge error by hanging up, crashing, or exhausting the interactor's time)?"""
-    if protocol == "testlib" and r.interactor_exit == 3:
-        return True  # testlib's FAIL: the interactor's own assertion
+def crash_status(r: InteractResult) -> str:
+    """How the interactor ended, in our words: never its output, which may quote the test."""
+    return f"signal {r.interactor_signal}" if r.interactor_signal else f"exit code {r.interactor_exit}"
+
+
+def _startup_failed(r: InteractResult) -> bool:
+    """Did the interactor fail to start (nothing of the program's had reached it)?"""
+    return r.interactor_signal is None and r.interactor_exit in STARTUP_FAILED
+
+
+def _crashed_first(r: InteractResult) -> bool:
+    """Did the interactor fail while the program was still talking, other than because the program
+    hung up on it (SIGPIPE, BrokenPipeError) or used up the time (the program's own failures)?"""
     hung_up = r.interactor_signal == SIGPIPE or "BrokenPipeError" in r.interactor_output or "Broken pipe" in r.interactor_output
     out_of_time = r.interactor_signal in (SIGKILL, SIGXCPU) or r.program.status in ("timeout", "oom", "output_limit")
     return r.first == "interactor" and not hung_up and not out_of_time
@@ -174,6 +201,31 @@ def _parse_feedback(text: str) -> dict[str, str]:
         if name in FEEDBACK_FILES:
             files[name] = base64.b64decode(data).decode("utf-8", "replace")
     return files
+
+
+def _failure_message(test: TestCase, decided: Failure, check: Check, r: InteractResult) -> str:
+    """Our own words (and a judge error's cause); the interactor's message and the program's stderr
+    may quote the test, so only samples show them. A crash's own text is a traceback, which quotes
+    the interactor's source: a sample shows its last line (the error), inside the crash's account."""
+    if not test.sample or decided.verdict == "JE":
+        return decided.message
+    if decided.message.startswith(INTERACTOR_CRASHED):
+        error = _last_line(r.interactor_output)
+        crashed = f"{INTERACTOR_CRASHED} ({crash_status(r)}{': ' + error if error else ''})"
+        return crashed + _sample_detail("", r.program.stderr)
+    return decided.message + _sample_detail(check.message, r.program.stderr)
+
+
+def crash_of(message: str) -> str | None:
+    """A test message's account of an interactor crash ("exit code 1: ValueError: ..."), else None."""
+    if not message.startswith(INTERACTOR_CRASHED):
+        return None
+    return message.removeprefix(INTERACTOR_CRASHED).split("; stderr: ")[0].strip().removeprefix("(").removesuffix(")")
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1].strip()[:300] if lines else ""
 
 
 def _sample_detail(interactor_message: str, stderr: str) -> str:
