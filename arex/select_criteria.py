@@ -8,6 +8,7 @@ applies. Re-grading and the LLM judge are not here: they need sandboxes and a te
 
 from __future__ import annotations
 
+import functools
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Callable
 
 from arex.envs.runtime import Env
 from arex.select_config import SelectConfig
+from arex.select_leaks import HiddenContent, find_in
 from arex.snapshots import MemberError, SnapshotStore, read_member
 from arex.trajectory import RoundEnd, Trajectory
 
@@ -209,6 +211,20 @@ def snapshots_present(t: Trajectory, env: Env, c: SelectConfig) -> Drop | None:
     return None
 
 
+def hidden_content(t: Trajectory, env: Env, c: SelectConfig) -> Drop | None:
+    """Hidden-test content (or the canary, or label rows) in what the agent saw or wrote, plain or
+    transformed (arex.select_leaks): grading let private data through, and the record teaches
+    whatever it used it for. Always on: a trust check, not a taste."""
+    found = find_in(t, _hidden_of(str(env.dir), env.spec_hash))
+    return Drop("hidden_content", found) if found else None
+
+
+@functools.lru_cache(maxsize=64)
+def _hidden_of(env_dir: str, spec_hash: str) -> HiddenContent:
+    """An env's private data, read once per selection process (the spec hash keys a rebuild)."""
+    return HiddenContent(Path(env_dir))
+
+
 def protected_changes(archive: Path, env: Env) -> list[str]:
     """The protected files (relative to the workspace) that differ from the env's originals in `archive`."""
     changed = []
@@ -238,5 +254,5 @@ RECORD_ONLY = frozenset({
 PRECONDITIONS: tuple[Criterion, ...] = (no_rounds, env_missing, env_changed)
 CRITERIA: tuple[Criterion, ...] = (
     ending, below_baseline, best_below_baseline, no_improvement, protocol, missing_reflection,
-    repeated_actions, unchanged_resubmits, snapshots_present, protected_files,
+    repeated_actions, unchanged_resubmits, hidden_content, snapshots_present, protected_files,
 )  # fmt: skip

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from arex.sandbox import runtime
+from arex.sandbox import cleaning, runtime
 from arex.sandbox.conformance import CHECKS, Harness, readonly_source, run_check, suite_config
 from arex.sandbox.docker import DockerSandbox
 from arex.sandbox.execd import text as execd_text
@@ -149,6 +149,13 @@ NO_SETGROUPS_CHECK = ('if (setgroups(0, NULL) != 0) die("setgroups");', "setgrou
 
 # name → what is removed, and the checks that must then fail. The suite's config stays as it is
 # unless a mutation says otherwise: the backend simply stops applying one protection.
+def _replaced(text: str, old: str, new: str) -> str:
+    """`text` with its one `old` replaced (a mutation that no longer applies must say so)."""
+    if text.count(old) != 1:
+        raise LookupError(f"{old.strip()!r} is not exactly once in the cleaning's script")
+    return text.replace(old, new)
+
+
 MUTATIONS: dict[str, Mutation] = {
     "no memory limit": Mutation(["out_of_memory_is_distinct"], options=lambda o: (o.pop("mem_limit"), o.pop("memswap_limit"))),
     "memory limit not tightened": Mutation(["memory_limit_can_be_tightened"], patches=[(DockerSandbox, "set_memory_limit", lambda self, memory: None)]),
@@ -243,6 +250,18 @@ MUTATIONS: dict[str, Mutation] = {
     "archive follows symlinks": Mutation(["archive_restore_roundtrip"], patches=[(DockerSandbox, "_helper", _helper_tar_follows_links)]),
     "archive ignores its cap": Mutation(["archive_size_cap"], patches=[(DockerSandbox, "archive", _archive_without_cap)]),
     "restore with GNU tar": Mutation(["archive_restore_roundtrip"], patches=[(DockerSandbox, "_unpack", _unpack_with_gnu_tar)]),
+    # Reuse: the cleaning a grading pool runs between gradings, and its check.
+    "cleaning: own roots not restored": Mutation(
+        ["reuse_cleaning_restores_a_sealed_sandbox"],
+        patches=[(cleaning, "INSPECT", _replaced(cleaning.INSPECT, "        os.chmod(path, mode)\n", ""))],
+    ),
+    "cleaning: attributes kept": Mutation(
+        ["reuse_cleaning_restores_a_sealed_sandbox"],
+        patches=[(cleaning, "INSPECT", _replaced(cleaning.INSPECT, "            os.removexattr(path, name, follow_symlinks=False)\n", "            pass\n"))],
+    ),
+    "cleaning: places not checked": Mutation(
+        ["reuse_check_sees_a_sealed_sandbox"], patches=[(cleaning, "_place_problems", lambda *args: [])],
+    ),
 }
 
 

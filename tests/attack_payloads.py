@@ -321,3 +321,89 @@ LONG_PATH_PY = textwrap.dedent(
     print("path length", depth)
     """
 )
+
+# Every run appends its stdin to a file in each writable place, then prints what the files hold to
+# stderr and fails: a run whose stderr is shown (a sample's) shows what every earlier run of the
+# same grading read. It beat an arex that ran the hidden tests before the samples in one container.
+STASH_PY = textwrap.dedent(
+    """
+    import os, sys
+    data = sys.stdin.read()
+    places = ["/tmp", "/dev/shm", os.path.expanduser("~"), os.getcwd()]
+    for d in places:
+        try:
+            with open(os.path.join(d, ".stash"), "a") as f:
+                f.write(" ".join(data.split()) + "\\n")
+        except OSError:
+            pass
+    seen = []
+    for d in places:
+        try:
+            seen += open(os.path.join(d, ".stash")).read().splitlines()
+        except OSError:
+            pass
+    # the hidden lines at the end: the sample's stderr is cut to its tail
+    sys.stderr.write("STASH runs=%d %s" % (len(seen) // len(places), " | ".join(seen[-3:])))
+    sys.exit(1)
+    """
+)
+
+# Leaves what the cleaning between gradings used to keep: its own mount roots made read-only
+# (files under them out of the cleaner's reach, and the next grading unable to write its source),
+# an extended attribute on each root, and ~`MB` MB of tmpfs pages that count against the next
+# grading's memory limit.
+def sealer_py(megabytes: int) -> str:
+    return textwrap.dedent(
+        f"""
+        import os, sys
+        places = ["/tmp", os.path.expanduser("~"), "/workspace"]  # the mount roots (cwd is a folder below)
+        done = []
+        for i, d in enumerate(places):
+            try:
+                os.makedirs(os.path.join(d, "notes", "deep"), exist_ok=True)
+                with open(os.path.join(d, "notes", "note.txt"), "w") as f:
+                    f.write("a note for the next grading\\n")
+                with open(os.path.join(d, "ballast.bin"), "wb") as f:
+                    for _ in range({megabytes} // len(places)):  # 1 MB at a time: the pages are the point
+                        f.write(b"x" * (1 << 20))
+                for name in ("notes/note.txt", "ballast.bin"):
+                    os.chmod(os.path.join(d, name), 0o444)
+                os.chmod(os.path.join(d, "notes", "deep"), 0o555)
+                os.chmod(os.path.join(d, "notes"), 0o555)
+                os.setxattr(d, "user.arex-note", b"left by an earlier grading")
+                os.chmod(d, 0o555)
+                done.append(d)
+            except OSError as e:
+                print("cannot seal", d, e, file=sys.stderr)
+        run = os.getcwd()  # the grading's own folder below the workdir root, sealed too
+        for name in os.listdir(run):
+            os.chmod(os.path.join(run, name), 0o444)
+        os.chmod(run, 0o555)
+        print("SEALED " + " ".join(done), file=sys.stderr)
+        sys.exit(2)
+        """
+    )
+
+
+# Run right after the sealer in the same container: fails, saying what, if anything of it is left.
+SEAL_PROBE_PY = (
+    textwrap.dedent(
+        """
+        import os, stat, sys
+        found = []
+        for d in ["/tmp", os.path.expanduser("~"), "/workspace"]:
+            st = os.stat(d)
+            if stat.S_IMODE(st.st_mode) & 0o200 == 0:
+                found.append(d + " mode " + oct(st.st_mode))
+            names = [n for n in os.listdir(d) if n != "run"]
+            if names:
+                found.append(d + " holds " + ",".join(names))
+            if os.listxattr(d):
+                found.append(d + " xattrs " + ",".join(os.listxattr(d)))
+        if found:
+            print("LEFT: " + "; ".join(found), file=sys.stderr)
+            sys.exit(1)
+        """
+    )
+    + EXACT_PY
+)

@@ -11,6 +11,7 @@ the submission read apart from the snapshot, selection trusting recorded scores)
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import re
@@ -25,12 +26,15 @@ from attack_payloads import (
     INODE_FLOOD_PY,
     LEFTOVER_PY,
     LONG_PATH_PY,
+    SEAL_PROBE_PY,
+    STASH_PY,
     STATE_PROBE_PY,
     STOP_EVERYTHING_PY,
     crafted_tar_py,
     fanout_cpp,
     forger_py,
     includer_cpp,
+    sealer_py,
 )
 from solutions import EXACT_PY
 
@@ -41,6 +45,7 @@ from arex.grading.pool import GradingPool
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
 from arex.sandbox import SandboxConfig, make_sandbox
+from arex.sandbox.docker import docker_client
 from arex.select import SelectConfig, select
 from arex.snapshots import MemberError, SnapshotStore, read_member
 from arex.teacher.client import TeacherConfig
@@ -469,3 +474,114 @@ def test_select_drops_a_corrupt_archive_and_an_edited_first_score(env, tmp_path)
     report = json.loads((tmp_path / "sel" / "selection.json").read_text())
     assert report["kept"] == 1 and report["dropped"] == 2
 
+
+
+# -- 9. one grading's hidden runs stash what they read for a later run the agent sees -------------
+def test_hidden_inputs_stashed_in_one_grading_never_reach_a_sample_run(env, tmp_path):
+    """Each run appends its input to files in every writable place and prints what they hold on
+    stderr: a sample run after the hidden ones printed their inputs into the feedback (four rounds
+    gave all eight). Samples now run first in every grading; the container is wiped between them."""
+    markers = hidden_markers(env)
+
+    def commands(n):
+        return [write("solution.py", STASH_PY)]
+
+    _, record, path = rollout(env, commands, tmp_path / "store", rounds=2)
+    assert record.end.status == "done"
+    for round_ in record.rounds:
+        grade = round_.end.grade
+        sample = next(t for t in grade.details["tests"] if t["sample"])
+        assert sample["verdict"] == "RE" and "STASH runs=1 " in sample["message"], sample  # it ran, and ran first
+        assert [t["name"] for t in grade.details["tests"]] == [t.name for t in env.spec.tests]  # reported in spec order
+    text = path.read_text()
+    assert leaked(text, markers) == [], leaked(text, markers)[:3]
+
+    selection = select(tmp_path / "store", env.dir.parent, tmp_path / "sel", SelectConfig(), SandboxConfig())
+    verdicts = selection.kept + selection.dropped
+    assert len(verdicts) == 1 and "hidden_content" not in verdicts[0].reasons, verdicts[0].details
+
+
+def test_a_record_holding_hidden_content_in_any_form_is_dropped_at_selection(env, tmp_path):
+    """The net under the isolation: a record that holds a hidden input, however re-encoded (here a
+    teacher that knows one and writes it base64-encoded in its reflection, reversed in a command),
+    is dropped by `arex select` with its own reason, naming where."""
+    hidden = next(t for t in env.spec.tests if not t.sample)
+    line = (env.dir / "private" / hidden.input).read_text().split("\n")[1].strip()
+    encoded = base64.b64encode(line.encode()).decode()
+
+    def commands(n):
+        return [f"echo '{line[::-1]}' > /dev/null", write("solution.py", EXACT_PY)]
+
+    def reflection(n):
+        return f"REVIEW: graded.\nDIAGNOSE: the hidden case was {encoded}.\nPLAN: hard-code it.\nSTATE: round {n} done."
+
+    _, record, path = rollout(env, commands, tmp_path / "store", rounds=1, script=RoundScript(commands, reflection))
+    assert record.end.status == "done" and record.rounds[0].held_out == 1.0
+    selection = select(tmp_path / "store", env.dir.parent, tmp_path / "sel", SelectConfig(min_improvement=None), SandboxConfig())
+    [verdict] = selection.dropped
+    assert "hidden_content" in verdict.reasons, verdict.details
+    detail = verdict.details["hidden_content"]
+    assert "round 1 step 0 reply" in detail and "reversed" in detail, detail  # the first place it is (steps count from 0), and how
+    assert "hidden_content" in (tmp_path / "sel" / "drops.md").read_text()
+
+
+# -- 10. a pooled grading container sealed by the grading before ----------------------------------
+def test_a_sealed_grading_container_is_restored_or_replaced_never_handed_on(env):
+    """The submission chmods its own tmpfs roots 0555 over 0444 notes and 240 MB of ballast, and
+    tags the roots with an extended attribute: an unprivileged cleaner could remove none of it, the
+    next grading could not write its source, and an honest program was MLE on every test."""
+    pool = GradingPool(env.judge(), cap=1)
+    try:
+        with pool.lease() as lease:
+            box = lease.box
+            sealed = pool.judge.grade(sealer_py(240), "python3", samples_only=True, box=box)
+        [sample] = sealed.details["tests"]
+        assert sample["verdict"] == "RE" and "SEALED /tmp /home/arex /workspace" in sample["message"], sample
+        with pool.lease() as lease:
+            assert lease.box is box  # the same container, cleaned and checked
+            probe = pool.judge.grade(SEAL_PROBE_PY, "python3", box=lease.box)
+        assert probe.held_out_score == 1.0 and probe.public_score == 1.0, probe.feedback
+        assert {t["verdict"] for t in probe.details["tests"]} == {"AC"}
+        assert pool.replaced == 0, pool.failures  # restored, not thrown away
+    finally:
+        pool.close()
+
+
+def test_two_rollouts_sharing_a_grading_container_pass_nothing_to_each_other(env, tmp_path):
+    """Two rollouts of one env, one grading container between them: each seals it in round 1
+    and probes it in round 2. Neither is hurt by the other's leftovers, and no grading fails."""
+
+    def commands(n):
+        return [write("solution.py", sealer_py(120) if n == 1 else SEAL_PROBE_PY)]
+
+    store = tmp_path / "store"
+    with ScriptedServer(RoundScript(commands), model="scripted-teacher") as server:
+        config = RolloutConfig(rounds=2, grading_containers=1)
+        summary = asyncio.run(run_batch([env], TEACHER, config, SandboxConfig(), store, 2, 2, server.base_url))
+    paths = sorted((store / env.id).glob("*.jsonl"))
+    assert len(paths) == 2, summary
+    for path in paths:
+        record = load(path)
+        assert record.end.status == "done", record.end
+        assert [r.held_out for r in record.rounds] == [0.0, 1.0], [r.end.feedback for r in record.rounds]
+
+
+def test_a_container_that_fails_a_grading_is_replaced_and_the_grading_repeated(env):
+    """The grading container dies under a grading (its engine removed it): the pool grades the
+    submission again in another container; the failure is neither its verdict nor the rollout's end."""
+    pool = GradingPool(env.judge(), cap=1)
+    boxes = []
+
+    def run(lease):
+        boxes.append(lease.box)
+        if len(boxes) == 1:
+            docker_client().containers.get(lease.box.id).remove(force=True)  # the engine's side: gone mid-grading
+        return pool.judge.grade(EXACT_PY, "python3", box=lease.box, checker_box=lease.checker)
+
+    try:
+        result = pool.grade(run)
+        assert result.held_out_score == 1.0 and result.infra_error is None, result.feedback
+        assert len(boxes) == 2 and boxes[0] is not boxes[1]
+        assert pool.settle() and pool.replaced == 1 and "failed in it" in pool.failures[0], pool.failures
+    finally:
+        pool.close()

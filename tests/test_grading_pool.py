@@ -23,8 +23,9 @@ import pytest
 
 from arex.envs.runtime import load_env
 from arex.grading.judge import Judge
-from arex.grading.pool import INSPECT, GradingPool
+from arex.grading.pool import GradingPool
 from arex.sandbox.base import RunLimits, SandboxConfig, SandboxError
+from arex.sandbox.cleaning import INSPECT
 from arex.specs import JudgeSpec
 from arex.trajectory import RoundEnd
 
@@ -204,7 +205,7 @@ def test_the_check_sees_what_an_attack_leaves(pool):
         daemon = "setsid nohup sleep 1000 >/dev/null 2>&1 & python3 -c 'import os, time; os.fork() or (os.setsid(), time.sleep(1000))' >/dev/null 2>&1 &"
         box.exec(["bash", "-c", daemon], timeout=30)  # not isolated: they live on
         box.exec(["bash", "-c", "chmod 000 /tmp/fifo; mkdir -p /dev/shm/x && chmod 0 /dev/shm/x"])
-        seen = box.exec(["python3", "-I", "-S", "-c", INSPECT.replace('subprocess.run(["ipcrm"', 'None and subprocess.run(["ipcrm"').replace('["rm", "-rf"', '["true"'), "[]", "[]"], cwd="/")
+        seen = box.exec(["python3", "-I", "-S", "-c", INSPECT.replace('subprocess.run(["ipcrm"', 'None and subprocess.run(["ipcrm"').replace('["rm", "-rf"', '["true"'), "[]", "[]", "{}"], cwd="/")
         report = json.loads(seen.stdout)
         assert any("sleep" in p for p in report["procs"]) and any("python3" in p for p in report["procs"]), report["procs"]
         assert len(report["ipc"]) >= 6 and {"/tmp/fifo", "/tmp/sock", "/dev/shm/x"} <= set(report["left"]), report

@@ -190,11 +190,10 @@ class JudgeEnv(Env):
         assert isinstance(grading, JudgeGrading)
 
         def grade() -> GradeResult:
-            with grading.lease() as lease:
-                return grading.judge.grade(text, language, box=lease.box, checker_box=lease.checker)
+            return grading.pool.grade(lambda lease: grading.judge.grade(text, language, box=lease.box, checker_box=lease.checker))
 
-        # Judge grading is deterministic (a build gate checks it): a submission graded before in this
-        # batch (by this rollout or another of the env's) is not run again.
+        # A submission that graded the same twice in this batch (for this rollout or another of the
+        # env's) is not run again; one whose gradings disagree is run for every request.
         result, cached = grading.pool.grade_once(text_sha256(f"{language}\0{text}"), grade)
         return result.model_copy(update={"details": {**result.details, "cached": True}}) if cached else result
 

@@ -103,7 +103,11 @@ class Judge:
         """Grade one submission, in `box` (a fresh one from open_box or a GradingPool lease: clean)
         or in a fresh grading container. A broken submission is a low score; a broken env sets infra_error."""
         lang = language_named(language).for_submission(source, self.spec.memory_mb)  # Java: its class, its heap
-        tests = [t for t in self.spec.tests if t.sample or not samples_only]
+        # Samples run first: the runs of one grading share the container's writable places, and a
+        # sample's output (its stderr, its checker message) is shown to the agent. A hidden run
+        # comes after every run the agent sees, so nothing it read or wrote can reach the feedback;
+        # the pool wipes the container before the next grading.
+        tests = [t for t in self.spec.tests if t.sample] + [t for t in self.spec.tests if not t.sample and not samples_only]
         results: list[TestResult] = []
         outputs: dict[str, str] = {}
         own = box is None
@@ -130,7 +134,8 @@ class Judge:
                 box.stop()
         checks = self.check_outputs(outputs, checker_box)
         final = []
-        for result in results:
+        order = {t.name: i for i, t in enumerate(self.spec.tests)}
+        for result in sorted(results, key=lambda r: order[r.name]):  # reported in the spec's order
             check = checks.get(result.name)
             if check is not None:
                 verdict = "JE" if check.judge_error else ("AC" if check.accepted or (self.spec.scoring == "ratio" and check.ratio > 0) else "WA")

@@ -2,19 +2,13 @@
 
 A `GradingPool` hands out a `Lease` (a grading container and, for custom checkers, a checker
 container) for ONE grading; the lease comes back after it. Before a container is handed out
-(again, or for the first time) it is made clean and checked, in one isolated command run as the
-sandbox user (`INSPECT`):
-- every process of the user is killed before it starts (the runner's sweep), and it then checks
-  that no process of any uid but root is alive;
-- the container's root filesystem must be read-only; every other read-write mount is walked (not
-  a list of folders: the mount table), every folder the user can write is emptied (made writable
-  first: a submission may chmod what it leaves), then walked again: nothing may be left, and no
-  place the user can write may exist beyond the expected ones (workdir, home, /tmp, /dev/shm,
-  /dev/mqueue);
-- SysV IPC objects are removed, and /proc/sysvipc must then list none;
-- the files grading relies on are hashed: the runtime (/.arex) against the package's sources and
-  the first fresh container of the pool, the compiled checker in a checker container against the
-  host's binary.
+(again, or for the first time) it is made clean and checked by arex.sandbox.cleaning: every
+process of the user killed, every place it can write emptied and put back to its fresh owner, mode
+and attributes, its filesystems back to the pages and inodes of the pool's first fresh container
+(tmpfs pages would count against the next program's memory), no other place writable, no IPC
+object or process left, and the files grading relies on hashed: the runtime (/.arex) against the
+package's sources and the first fresh container of the pool, the compiled checker in a checker
+container against the host's binary.
 An interactive problem's private area (JUDGE_AREA) is emptied as the judge's uid and checked empty.
 A container failing any check is removed and replaced by a fresh one: never reused (fail closed).
 The tests' inputs and answers come from the host's private/ folder, pinned by hash when the pool
@@ -30,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -40,97 +33,16 @@ from typing import Callable, Iterator
 
 from arex.grading.judge import COMPILE_MEMORY, Judge
 from arex.hashing import bytes_sha256
-from arex.sandbox.base import JUDGE_AREA, RunLimits, Sandbox, SandboxError
+from arex.sandbox import cleaning
+from arex.sandbox.base import JUDGE_AREA, Sandbox, SandboxError
 from arex.specs import GradeResult
 
 log = logging.getLogger("arex")
 
 RUNTIME = "/.arex"
-INSPECT_TIMEOUT_S = 120.0
 CLOSE_WAIT_S = 150.0
 INSPECT_MEMORY_MB = 112  # a problem's memory limit under which the cleaning command gets more room first
-# Run as the sandbox user, isolated (nothing of the user alive before it starts). argv: the paths
-# to keep (absolute), the paths to hash. Prints one JSON report; the host judges it (`_verdict`).
-INSPECT = r"""
-import hashlib, json, os, re, stat, subprocess, sys
-keep, hashed = set(json.loads(sys.argv[1])), json.loads(sys.argv[2])
-PSEUDO = {"proc", "sysfs", "cgroup", "cgroup2", "devpts", "securityfs", "debugfs", "tracefs", "bpf", "pstore", "configfs", "fusectl", "binfmt_misc", "nsfs"}
-unescape = lambda s: re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), s)
-mounts = []
-for line in open("/proc/self/mountinfo"):
-    head, _, tail = line.partition(" - ")
-    f, (fstype, _src, sopts) = head.split(), tail.split()[:3]
-    mounts.append((unescape(f[4]), fstype, "ro" in f[5].split(",") or "ro" in sopts.split(",")))
-report = {"root_ro": [ro for p, t, ro in mounts if p == "/"][-1:] == [True], "writable": [], "left": [], "ipc": [], "procs": [], "hashes": {}}
-tops = sorted({p for p, t, ro in mounts if not ro and t not in PSEUDO})
-can_write = lambda p, st: os.access(p, (os.W_OK | os.X_OK) if stat.S_ISDIR(st.st_mode) else os.W_OK)
-def places(top):
-    # (folder the user can write, its entries) under a read-write mount, on that mount only;
-    # folders it cannot write are searched deeper, files it can write are reported
-    st = os.lstat(top)
-    if not stat.S_ISDIR(st.st_mode):  # a file mounted on its own (/etc/hosts; /dev/null over a masked /proc file)
-        if stat.S_ISREG(st.st_mode) and can_write(top, st):
-            report["writable"].append(top)
-        return
-    dev, stack = st.st_dev, [top]
-    while stack:
-        d = stack.pop()
-        try:
-            names = [os.path.join(d, n) for n in os.listdir(d)]
-        except OSError:
-            names = []
-        if can_write(d, os.lstat(d)):
-            yield d, [p for p in names if p not in keep and p not in tops]
-            continue
-        for p in names:
-            try:
-                st = os.lstat(p)
-            except OSError:
-                continue
-            if st.st_dev != dev or p in tops:
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                stack.append(p)
-            elif stat.S_ISREG(st.st_mode) and can_write(p, st) and p not in keep:
-                report["writable"].append(p)
-for top in tops:
-    for d, names in list(places(top)):
-        if names:  # made writable first: a submission may chmod what it leaves; rm copes with any depth
-            subprocess.run(["chmod", "-R", "u+rwX", "--", *names], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            subprocess.run(["rm", "-rf", "--", *names], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-subprocess.run(["ipcrm", "--all"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-report["writable"] = []
-for top in tops:
-    for d, names in places(top):
-        report["writable"].append(d)
-        report["left"] += names
-for kind in ("shm", "sem", "msg"):
-    try:
-        report["ipc"] += [kind + ": " + " ".join(x.split()) for x in open("/proc/sysvipc/" + kind).read().splitlines()[1:] if x.strip()]
-    except OSError:
-        pass
-try:
-    hashed += [os.path.join("/.arex", n) for n in os.listdir("/.arex")]
-except OSError:
-    pass
-for path in hashed:
-    try:
-        with open(path, "rb") as fh:
-            report["hashes"][path] = hashlib.sha256(fh.read()).hexdigest()
-    except OSError as exc:
-        report["hashes"][path] = "unreadable: " + str(exc.strerror)
-me = os.getpid()
-for name in os.listdir("/proc"):
-    if name.isdigit() and int(name) != me:
-        try:
-            uid = os.stat("/proc/" + name).st_uid
-            comm = open("/proc/" + name + "/comm").read().strip() if uid else ""
-        except OSError:
-            continue
-        if uid != 0:
-            report["procs"].append(name + " uid " + str(uid) + " " + comm)
-print(json.dumps(report))
-"""
+GRADE_ATTEMPTS = 2  # a grading the container broke is graded again, once, in another container
 _AREA_WIPE = 'find "$1" -mindepth 1 -delete 2>/dev/null; ls -A "$1"'
 
 
@@ -142,6 +54,8 @@ class Lease:
     box: Sandbox
     checker: Sandbox | None = None
     uses: int = 0
+    broken: str = ""
+    """Why the lease may not be reused, if a grading found it broken."""
 
     def stop(self) -> None:
         for box in (self.box, self.checker):
@@ -177,26 +91,51 @@ class GradingPool:
         self._closed = False
         self._runner: dict[str, str] = {}  # /.arex file hashes of the pool's first fresh container
         self._checker_hash: str | None = None
+        self._fresh_places: dict[str, dict] = {}  # box kind → its places' state in the first fresh container
         self._graded: dict[str, GradeResult] = {}  # results by submission key, for every rollout drawing on this pool
         self._grading: dict[str, threading.Lock] = {}  # one lock per submission key being graded
+        self._drawn: dict[str, GradeResult] = {}  # a key's first result, until a second grading agrees
+        self._unstable: set[str] = set()  # keys whose gradings disagreed: graded for every request
         self.started = 0
         self.replaced = 0
         """Containers removed because a check failed after a grading (never handed out again)."""
         self.failures: list[str] = []
 
     def grade_once(self, key: str, grade: Callable[[], GradeResult]) -> tuple[GradeResult, bool]:
-        """(the result for submission `key`, whether it was graded before): `grade()` runs once per
-        key for all the rollouts of the batch, the others wait for it. A result with an infra_error
-        is not kept: the next one grades again."""
+        """(the result for submission `key`, whether it is another grading's): `grade()` runs for
+        each request until two gradings of the key agree; from then on the batch's rollouts share
+        that result. A nondeterministic submission is graded for every request (its one lucky draw
+        must not stand for every rollout), and a result with an infra_error is never kept."""
         with self._cond:
             lock = self._grading.setdefault(key, threading.Lock())
         with lock:
             if key in self._graded:
                 return self._graded[key], True
             result = grade()
-            if result.infra_error is None:
-                self._graded[key] = result
+            if result.infra_error is None and key not in self._unstable:
+                earlier = self._drawn.pop(key, None)
+                if earlier is None:
+                    self._drawn[key] = result
+                elif _outcome(earlier) == _outcome(result):
+                    self._graded[key] = result
+                else:
+                    self._unstable.add(key)
             return result, False
+
+    def grade(self, run: Callable[[Lease], GradeResult]) -> GradeResult:
+        """`run(lease)` on a clean lease. A container that fails the grading itself (the source cannot
+        be written, a command cannot start: SandboxError or OSError) is removed, never reused, and
+        the submission is graded again in another: such a failure is never its verdict."""
+        for attempt in range(GRADE_ATTEMPTS):
+            with self.lease() as lease:  # never the broken one: it is removed
+                try:
+                    return run(lease)
+                except (SandboxError, OSError) as exc:
+                    if self._closed or attempt + 1 == GRADE_ATTEMPTS:
+                        raise
+                    lease.broken = f"the grading failed in it: {type(exc).__name__}: {exc}"
+                    log.warning("a grading container of %s failed a grading (%s); grading again in another", self.name, exc)
+        raise AssertionError("unreachable")
 
     # -- handing out -------------------------------------------------------------------------
     @contextmanager
@@ -260,7 +199,7 @@ class GradingPool:
         with self._cond:
             self._ahead_locked()
 
-    def settle(self, timeout: float = INSPECT_TIMEOUT_S) -> bool:
+    def settle(self, timeout: float = cleaning.INSPECT_TIMEOUT_S) -> bool:
         """Wait until no lease is being cleaned or started (False on timeout): a bench counts a
         grading's background cleaning as part of it."""
         with self._cond:
@@ -326,7 +265,7 @@ class GradingPool:
     # -- giving back -------------------------------------------------------------------------
     def _recycle(self, lease: Lease) -> None:
         try:
-            problems = [] if self._closed else self.clean(lease)
+            problems = [lease.broken] if lease.broken else [] if self._closed else self.clean(lease)
         except Exception as exc:  # noqa: BLE001 - a box that cannot be checked is not reused
             problems = [f"{type(exc).__name__}: {exc}"]
         with self._cond:
@@ -363,36 +302,22 @@ class GradingPool:
         if grading and self.judge.spec.memory_mb < INSPECT_MEMORY_MB:  # the tests' limit is left on: too tight for this command
             box.set_memory_limit(COMPILE_MEMORY)
         runtime = _runtime_sources()
-        hashed = sorted(set(keep) | set(runtime) | set(self._runner))
-        r = box.exec(["python3", "-I", "-S", "-c", INSPECT, json.dumps(sorted(keep)), json.dumps(hashed)], timeout=INSPECT_TIMEOUT_S, cwd="/", limits=RunLimits(isolated=True))
-        if not r.ok:
-            return [f"the cleaning command failed ({r.status}, exit {r.exit_code}): {r.stderr[-300:]}"]
-        try:
-            report = json.loads(r.stdout)
-        except ValueError:
-            return [f"the cleaning command's report is not JSON: {r.stdout[:200]!r}"]
-        expected = {**runtime, **keep}
-        problems = self._verdict(box, report, expected)
+        report = cleaning.inspect(box, sorted(keep), sorted(set(keep) | set(runtime) | set(self._runner)))
+        if isinstance(report, str):
+            return [report]
+        kind = "grading" if grading else "checker"
+        with self._cond:  # the first (fresh) container's places are the baseline of pages in use
+            fresh = self._fresh_places.setdefault(kind, report["places"])
+        problems = cleaning.problems(report, box.config, fresh) + self._hash_problems(report["hashes"], {**runtime, **keep})
         if box.config.judge_area:
             area = box.judge_exec(["sh", "-c", _AREA_WIPE, "arex-area-wipe", JUDGE_AREA], timeout=60)
             if not area.ok or area.stdout.strip():
                 problems.append(f"the judge's private area is not empty: {area.stdout.strip()[:200]!r} {area.stderr.strip()[:200]}")
         return problems
 
-    def _verdict(self, box: Sandbox, report: dict, expected: dict[str, str]) -> list[str]:
-        """Problems in an INSPECT report (`expected`: path → sha256 the file must have)."""
-        cfg = box.config
+    def _hash_problems(self, hashes: dict[str, str], expected: dict[str, str]) -> list[str]:
+        """Files grading relies on whose sha256 is not `expected`'s, or the reference runtime's."""
         problems = []
-        if not report.get("root_ro"):
-            problems.append("the root filesystem is not read-only")
-        allowed = {cfg.workdir, cfg.home, "/tmp", "/dev/shm", "/dev/mqueue"}
-        extra = sorted(set(report["writable"]) - allowed)
-        if extra:
-            problems.append(f"writable beyond the expected places: {extra[:5]}")
-        for key, what in (("left", "left after wiping"), ("ipc", "SysV IPC objects left"), ("procs", "processes alive after the sweep")):
-            if report[key]:
-                problems.append(f"{what}: {report[key][:5]}")
-        hashes = report["hashes"]
         with self._cond:
             if not self._runner:  # the first container's runtime binaries are the reference
                 self._runner = {p: h for p, h in hashes.items() if p.startswith(RUNTIME + "/") and p not in expected}
@@ -416,6 +341,13 @@ class GradingPool:
             threads = list(self._threads)
         for thread in threads:  # a lease being started or cleaned is removed by its thread
             thread.join(timeout=CLOSE_WAIT_S)
+
+
+def _outcome(result: GradeResult) -> tuple:
+    """What two gradings of one submission must agree on to share a result: the scores and each
+    test's verdict and ratio (times and memory vary from run to run and decide no verdict here)."""
+    tests = tuple((t["name"], t["verdict"], t["ratio"], t["raw"]) for t in result.details.get("tests", []))
+    return result.public_score, result.held_out_score, result.held_out_raw, tests
 
 
 class GradingPools:

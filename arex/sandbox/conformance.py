@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from arex.sandbox import Mount, Sandbox, SandboxConfig, SandboxError, make_sandbox
+from arex.sandbox import Mount, Sandbox, SandboxConfig, SandboxError, cleaning, make_sandbox
 from arex.sandbox.base import ArchiveTooLarge, RunLimits
 
 RO_TARGET = "/mnt/arex-ro"
@@ -524,6 +524,63 @@ for area in sys.argv[2:]:
             assert error == "No space left on device" and int(made) <= cfg.inodes, (
                 f"{area} took {made} files (bound {cfg.inodes}) and said {error!r}"
             )
+
+
+# -- reuse: a used sandbox made clean (arex.sandbox.cleaning, the grading pool's check) ----------
+SEAL = r"""
+import os, sys
+for d in sys.argv[1:]:
+    os.makedirs(d + "/sealed/deep", exist_ok=True)
+    with open(d + "/sealed/ballast", "wb") as f:
+        f.write(b"x" * (2 << 20))
+    os.chmod(d + "/sealed/ballast", 0o444)
+    os.chmod(d + "/sealed/deep", 0o555)
+    os.chmod(d + "/sealed", 0o555)
+    os.setxattr(d, "user.arex-note", b"for the next user")
+    os.chmod(d, 0o555)
+print("sealed")
+"""
+
+
+def _sealed(sb: Sandbox) -> None:
+    """What a hostile program leaves: its own tmpfs roots read-only over read-only folders and
+    pages of data, each root tagged with an extended attribute."""
+    cfg = sb.config
+    r = sb.exec(["python3", "-c", SEAL, cfg.workdir, cfg.home, "/tmp"], limits=RunLimits(isolated=True))
+    assert r.ok and "sealed" in r.stdout, r
+
+
+def check_reuse_cleaning_restores_a_sealed_sandbox(h: Harness) -> None:
+    """After the cleaning, every expected place is the empty folder of a fresh sandbox (owner, mode,
+    no attributes), its filesystem holds no pages, and the cleaning's own check agrees."""
+    with h.fresh("conformance-reuse") as sb:
+        fresh = cleaning.inspect(sb, [], [])
+        assert isinstance(fresh, dict), fresh
+        _sealed(sb)
+        report = cleaning.inspect(sb, [], [])
+        assert isinstance(report, dict), report
+        assert cleaning.problems(report, sb.config, fresh["places"]) == [], cleaning.problems(report, sb.config, fresh["places"])
+        probe = "import os, sys\nfor d in sys.argv[1:]:\n    s, v = os.stat(d), os.statvfs(d)\n    print(d, oct(s.st_mode), os.listdir(d), os.listxattr(d), v.f_blocks - v.f_bfree)"
+        r = sb.exec(["python3", "-c", probe, sb.config.workdir, sb.config.home, "/tmp"])
+        want = [f"{sb.config.workdir} 0o40755 [] [] 0", f"{sb.config.home} 0o40755 [] [] 0", "/tmp 0o41777 [] [] 0"]
+        assert r.stdout.splitlines() == want, f"not as fresh after cleaning: {r.stdout or r.stderr}"
+
+
+def check_reuse_check_sees_a_sealed_sandbox(h: Harness) -> None:
+    """The cleaning's check is not vacuous: what a sealed sandbox holds when nothing is restored or
+    removed (the report of an inspection that only looks) is reported, place by place."""
+    look_only = cleaning.INSPECT.replace("    restore(path, mode)\n", "    pass\n").replace('["rm", "-rf"', '["true"')
+    assert look_only != cleaning.INSPECT
+    with h.fresh("conformance-reuse-check") as sb:
+        fresh = cleaning.inspect(sb, [], [])
+        assert isinstance(fresh, dict), fresh
+        _sealed(sb)
+        report = cleaning.inspect(sb, [], [], script=look_only)
+        assert isinstance(report, dict), report
+        found = " | ".join(cleaning.problems(report, sb.config, fresh["places"]))
+        for place in (sb.config.workdir, sb.config.home, "/tmp"):
+            for what in (f"{place} is not the fresh folder", f"{place} carries extended attributes", f"{place}'s filesystem holds"):
+                assert what in found, f"the check missed {what!r}: {found or 'no problem reported'}"
 
 
 # -- isolation -----------------------------------------------------------------------------
