@@ -302,3 +302,29 @@ def test_a_batch_shares_one_grading_container_and_starts_sandboxes_ahead(tmp_pat
         if _ == 0:
             assert sorted(started) == ["judge-pooled", "rollout-pooled-0", "rollout-pooled-1", "rollout-pooled-2"], started
     assert [n for n in started if n.startswith("rollout-")] == []
+
+
+def test_a_result_is_shared_only_after_two_gradings_of_it_agree(pool):
+    """grade_once: a submission's result stands for later requests (other rollouts') only once two
+    real gradings of it agreed. A nondeterministic one (here: its draws pass, then fail) is graded
+    for every request, so its one lucky draw never stands for the rest."""
+    graded: list[str] = []
+
+    def grading(draws):
+        def grade():
+            source = draws[min(len(graded), len(draws) - 1)]
+            graded.append(source)
+            return pool.grade(lambda lease: pool.judge.grade(source, "python3", box=lease.box, checker_box=lease.checker))
+
+        return grade
+
+    flaky = grading([VICTIM_CLEAN, "print(0)", VICTIM_CLEAN])
+    outcomes = [pool.grade_once("flaky", flaky) for _ in range(3)]
+    assert [(_verdicts(r), cached) for r, cached in outcomes] == [(["AC", "AC"], False), (["WA", "WA"], False), (["AC", "AC"], False)]
+    assert len(graded) == 3  # every request graded: the two draws disagreed
+
+    graded.clear()
+    steady = grading([VICTIM_CLEAN])
+    outcomes = [pool.grade_once("steady", steady) for _ in range(3)]
+    assert [cached for _, cached in outcomes] == [False, False, True] and len(graded) == 2
+    assert all(_verdicts(r) == ["AC", "AC"] for r, _ in outcomes)
