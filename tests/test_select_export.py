@@ -227,7 +227,7 @@ def test_llm_judge_criterion_uses_the_teacher(world, tmp_path):
     variant(world, world["jpath"], store, "judged-1")
     variant(world, world["jpath"], store, "judged-2")
     config = SelectConfig(regrade=False, llm_judge={"enabled": True, "min_score": 5})
-    for reply, kept in (("Mostly logical. SCORE: 3", False), ("SCORE: 8", True)):
+    for reply, kept in (("Mostly logical.\nSCORE: 3", False), ("SCORE: 8", True)):  # the verdict is the last line
         with ScriptedServer(lambda request, index, reply=reply: reply, model="scripted-teacher") as server:
             teacher = TEACHER.model_copy(update={"base_url": server.base_url})
             selection = select(store, world["envs"], tmp_path / f"sel-{kept}", config, SandboxConfig(), teacher)
