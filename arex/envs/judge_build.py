@@ -20,6 +20,7 @@ from arex.envs.judge_sources import Problem, content_hash, load, source_files
 from arex.envs.report import EnvReport, GateLog, cached_rejection, finish, remember_rejection, skipped_report, write_task
 from arex.envs.sources.frontier import CANDIDATES_DIR
 from arex.grading.checkers import Check
+from arex.grading.interactive import crash_of
 from arex.grading.judge import Judge
 from arex.grading.languages import language_for
 from arex.sandbox import SandboxConfig, SandboxError
@@ -27,6 +28,10 @@ from arex.specs import GradeResult, JudgeSpec, SolutionRef, load_task_spec
 
 # judge-2: legacy time limits round up (as problemtools), reference-free gates, no-sample problems.
 BUILDER_VERSION = "judge-2"
+INTERACTIVE_GATES = "hostile-output-1"
+"""In an interactive problem's build key: grading takes an interactor's crash as the program's wrong
+answer, which holds only for an interactor that passed the hostile-output gate, so one accepted
+before that gate is built again (other problems keep their builds)."""
 STARTERS = {
     "cpp17": "#include <bits/stdc++.h>\nusing namespace std;\n\nint main() {\n    // read the input from stdin, write the answer to stdout\n    return 0;\n}\n",
     "python3": "import sys\n\n\ndef main():\n    data = sys.stdin.read().split()\n    # compute and print the answer\n\n\nmain()\n",
@@ -90,7 +95,7 @@ def run_gates(env_dir: Path, spec: JudgeSpec, problem: Problem, sandbox: Sandbox
         spec = _derive_time_limit(log, Judge(env_dir, spec, sandbox), accepted, problem.time_multiplier, problem.time_resolution)
     judge = Judge(env_dir, spec, sandbox)
     reference = _accepted_gates(log, judge, accepted)
-    if reference is not None and _failing_gates(log, judge):
+    if reference is not None and _hostile_output_gate(log, judge) and _failing_gates(log, judge):
         _noop_gate(log, judge, accepted[0].language, reference)
     return log, spec
 
@@ -171,8 +176,7 @@ def _accepted_gates(log: GateLog, judge: Judge, accepted: list[SolutionRef]) -> 
     slowest, reference = 0.0, None
     for solution in accepted:
         first, second = _grade(judge, solution), _grade(judge, solution)
-        if first.infra_error:
-            log.check("checker works", False, first.infra_error)
+        if _broken(log, judge, first, solution.path):
             return None
         log.scores[f"accepted:{solution.path}"] = first.held_out_score
         verdicts = first.details["verdicts_hidden"]
@@ -193,6 +197,8 @@ def _failing_gates(log: GateLog, judge: Judge, checker_box=None) -> bool:
     """Wrong, slow and crashing submissions are caught; partial ones score strictly between."""
     for solution in [s for category in CAUGHT_AS for s in gated(judge.spec.solutions, category)]:
         result = _grade(judge, solution, stop_on_failure=True, checker_box=checker_box)
+        if _broken(log, judge, result, solution.path):
+            return False
         seen = {t["verdict"] for t in result.details["tests"]}
         log.scores[f"{solution.expected}:{solution.path}"] = result.held_out_score
         if not log.check(f"{solution.expected} caught ({solution.path})", bool(seen & CAUGHT_AS[solution.expected]), f"verdicts seen: {sorted(seen)}"):
@@ -221,6 +227,107 @@ def _noop_gate(log: GateLog, judge: Judge, language: str, reference: GradeResult
     log.check("no-op scores clearly lower", noop.held_out_score <= 0.5 * reference.held_out_score, f"no-op {noop.held_out_score:.3f} vs reference {reference.held_out_score:.3f}")
 
 
+def _broken(log: GateLog, judge: Judge, result: GradeResult, whose: str, prefix: str = "") -> bool:
+    """Did grading one of the env's own programs break the judge? Logs the failed gate if so. The
+    env's programs are honest: an interactor that crashes on their output is the env's fault here
+    (at grading, a crash is the program's wrong answer: arex/grading/interactive.py)."""
+    if result.infra_error:
+        return not log.check("checker works", False, prefix + result.infra_error)
+    crash = _crash(result)
+    if crash is not None:
+        name, how = crash
+        detail = f"interactor {judge.spec.checker.source} crashed on the output of {whose} (test {name}: {how})"
+        return not log.check("interactor works", False, detail)
+    return False
+
+
+def _crash(result: GradeResult) -> tuple[str, str] | None:
+    """The first test on which the interactor crashed: (its name, how), or None."""
+    for test in result.details.get("tests", []):
+        how = crash_of(test.get("message") or "")
+        if how is not None:
+            return test["name"], how
+    return None
+
+
+# -- an interactor meets hostile output ----------------------------------------------------------
+HOSTILE_GATE = "interactor survives malformed output"
+# What a hostile program writes (a Python bytes expression; None: nothing) and how the report says it.
+HOSTILE_OUTPUTS: tuple[tuple[str | None, str], ...] = (
+    (None, "an end of file at once"),
+    ('b""', "an empty line"),
+    ('b"-1"', "a negative number"),
+    ('b"-9223372036854775809"', "a number below -2^63"),
+    ('"\\u00b2".encode()', "'\u00b2' (a digit to str.isdigit(), not to int())"),
+    ('b"9" * 5000', "a 5,000-digit number (over Python's 4,300-digit int() limit)"),
+    ('b"x" * (1 << 20)', "a 1 MiB line"),
+    # High bytes first: a line-reading interactor meets them (and invalid UTF-8) on the first line.
+    ("bytes(range(128, 256)) + bytes(range(128))", "binary bytes (every byte value)"),
+)
+# Each is also sent after the usual query and answer marks, so an interactor that reads an
+# operation first meets it where it parses a number.
+HOSTILE_PREFIXES = ("", "? ", "! ")
+# Writes its output, waits for the interactor's first words (its greeting, or its answer to the
+# output), then exits: the interactor then gets the end of file, which the runner gives it only
+# once the program has ended, and must give a verdict on both. Exiting before the greeting would
+# make the interactor die of the closed pipe (the program's doing, so no crash); never exiting
+# would leave an interactor that waits for more until the wall-clock limit. The wait is half of
+# that limit: a greeting slower than that would break an honest grading too.
+HOSTILE_PROGRAM = """import os
+import select
+import sys
+
+payload = {payload}
+try:
+    if payload is not None:
+        sys.stdout.buffer.write(payload + b"\\n")
+        sys.stdout.buffer.flush()
+except OSError:  # the interactor stopped reading: it has decided
+    os._exit(0)
+select.select([0], [], [], {wait})
+os._exit(0)
+"""
+
+
+def hostile_programs(wait_s: float) -> list[tuple[str, str]]:
+    """(Python source, what it writes) of every hostile program the gate runs."""
+    programs = []
+    for expression, what in HOSTILE_OUTPUTS:
+        for prefix in HOSTILE_PREFIXES if expression is not None else ("",):
+            payload = "None" if expression is None else f"{prefix.encode()!r} + {expression}"
+            said = f"a line of '{prefix.strip()}' and {what}" if prefix else what
+            programs.append((HOSTILE_PROGRAM.format(payload=payload, wait=f"{wait_s:g}"), said))
+    return programs
+
+
+def _hostile_output_gate(log: GateLog, judge: Judge) -> bool:
+    """An interactor answers malformed and oversized output with a verdict, never a crash: a
+    program writing each of HOSTILE_OUTPUTS is graded (on its first test: each one fails there),
+    and the interactor must not die of it. This is what lets grading take an interactor's crash as
+    the program's wrong answer (arex/grading/interactive.py). No gate for other checkers."""
+    if judge.spec.checker.kind != "interactive":
+        return True
+    source, programs = judge.spec.checker.source, hostile_programs(judge.wall_limit_s / 2)
+    box = judge.open_box()
+    try:
+        for program, what in programs:
+            result = judge.grade(program, "python3", stop_on_failure=True, box=box)
+            if result.infra_error:
+                return log.check(HOSTILE_GATE, False, f"grading a program that wrote {what}: {result.infra_error}")
+            crash = _crash(result)
+            if crash is not None:
+                name, how = crash
+                detail = (
+                    f"interactor {source} crashed ({how}) on test {name} when the program wrote {what}: an interactor "
+                    "must answer malformed output with its wrong-answer verdict (Kattis exit 43, testlib exit 1 or 2), not fail"
+                )
+                return log.check(HOSTILE_GATE, False, detail)
+    finally:
+        box.stop()
+    detail = f"{len(programs)} programs writing malformed or oversized output each got a verdict, no crash"
+    return log.check(HOSTILE_GATE, True, detail)
+
+
 # -- reference-free validation (scored problems without an accepted submission) ------------------
 # The rejection when nothing shows that grading rewards a better answer: what is missing, and the fix.
 NO_EVIDENCE = "no accepted submission, the answer files are not rated as answers (placeholder answers?), and no candidate solution scores above the no-op: add a solution (solutions/<name>.cpp)"
@@ -240,6 +347,8 @@ def _reference_free_gates(log: GateLog, judge: Judge) -> None:
         log.check(f"{program} compiles", False, str(exc))
         return
     log.check(f"{program} compiles", True, f"{judge.spec.checker.source} compiled")
+    if not _hostile_output_gate(log, judge):
+        return
     box = judge.open_checker_box() if program == "checker" else None  # an interactor checks no outputs
     try:
         applied = _better_answer_gates(log, judge, box)
@@ -319,8 +428,7 @@ def _grade_noop(log: GateLog, judge: Judge, box) -> GradeResult | None:
     """A program that prints nothing, graded; None (gate failed) if the grading itself broke."""
     language = language_for(judge.spec.starter).name if judge.spec.starter else "cpp17"
     noop = judge.grade(*_noop_source(language), checker_box=box)
-    if noop.infra_error:
-        log.check("checker works", False, noop.infra_error)
+    if _broken(log, judge, noop, "the no-op program"):
         return None
     log.scores["noop"] = noop.held_out_score
     return noop
@@ -333,8 +441,7 @@ def _grade_candidates(log: GateLog, judge: Judge, box) -> dict[str, float] | Non
         if solution.expected != "candidate":
             continue
         result = _grade(judge, solution, checker_box=box)
-        if result.infra_error:
-            log.check("checker works", False, f"grading {solution.path}: {result.infra_error}")
+        if _broken(log, judge, result, solution.path, prefix=f"grading {solution.path}: "):
             return None
         scores[solution.path] = log.scores[f"candidate:{solution.path}"] = result.held_out_score
     return scores
@@ -393,7 +500,14 @@ def judge_jobs(source: Path, digest_base: str | None = None) -> list[Job]:
     `digest_base`: the source's content hash, if the caller has it already."""
     problems = load(source)
     digest_base = digest_base or content_hash(source_files(source), BUILDER_VERSION.encode())
-    return [(problem, source, f"{digest_base}-{content_hash(_outside(problem, source), problem.spec.model_dump_json().encode())[:8]}") for problem in problems]
+    return [(problem, source, f"{digest_base}-{_problem_key(problem, source)}") for problem in problems]
+
+
+def _problem_key(problem: Problem, source: Path) -> str:
+    extra = problem.spec.model_dump_json().encode()
+    if problem.spec.checker.kind == "interactive":
+        extra += INTERACTIVE_GATES.encode()
+    return content_hash(_outside(problem, source), extra)[:8]
 
 
 def _outside(problem: Problem, source: Path) -> list[Path]:

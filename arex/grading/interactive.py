@@ -17,8 +17,8 @@ Both run in the grading container, which holds no test data between runs (docs/s
   it, is the submission's failure, never a judge error: the agent cannot end a grading as an
   infrastructure failure that way.
 - An interactor that crashes (a traceback, a signal, an exit code outside its protocol's verdicts,
-  testlib's FAIL) while the submission is still talking is rejecting the submission's output: WA,
-  with our own words on a hidden test (INTERACTOR_CRASHED). The build is where a crash is the
+  testlib's FAIL) on what the submission wrote, or on its end of file, is rejecting the
+  submission's output: WA, with our own words on a hidden test (INTERACTOR_CRASHED). The build is where a crash is the
   env's fault: its gates run the env's own solutions on every test and feed the interactor
   malformed and oversized output (judge_build._hostile_output_gate), and reject an interactor that
   crashes on either. So at grading the one thing that differs from what the build saw is the
@@ -160,12 +160,13 @@ def decide(protocol: str, r: InteractResult, check: Check, failure: Failure | No
     if check.judge_error:
         if _startup_failed(r):
             return Failure("JE", f"interactor failed: {check.message[:300]}")
-        if not _crashed_first(r):
+        if not _crashed(r):
             return failure or Failure("WA", ENDED_EARLY)
-        if failure is not None and failure.verdict in ("MLE", "OLE"):
-            return failure  # as for a rejection: over a hard limit, the kernel would have stopped it first
-        # It died reading what the program wrote: the program's output was not acceptable (the
-        # build showed the interactor survives honest and malformed output; see the module doc).
+        # It died of what the program wrote (or of its end of file): the program's output was not
+        # acceptable, since the build showed the interactor survives honest and malformed output
+        # (see the module doc). As after a rejection: a crash first decides, unless over a hard limit.
+        if failure is not None and (failure.verdict in ("MLE", "OLE") or r.first != "interactor"):
+            return failure
         return Failure("WA", f"{INTERACTOR_CRASHED} ({crash_status(r)})")
     if failure is not None and failure.verdict in ("MLE", "OLE"):
         return failure  # over a hard resource limit: the kernel would have stopped it there
@@ -186,12 +187,13 @@ def _startup_failed(r: InteractResult) -> bool:
     return r.interactor_signal is None and r.interactor_exit in STARTUP_FAILED
 
 
-def _crashed_first(r: InteractResult) -> bool:
-    """Did the interactor fail while the program was still talking, other than because the program
-    hung up on it (SIGPIPE, BrokenPipeError) or used up the time (the program's own failures)?"""
+def _crashed(r: InteractResult) -> bool:
+    """Did the interactor fail other than because the program hung up on it (SIGPIPE,
+    BrokenPipeError) or used up the time (the program's own failures)? An end of file is no
+    excuse: the program's end is output the interactor must judge too."""
     hung_up = r.interactor_signal == SIGPIPE or "BrokenPipeError" in r.interactor_output or "Broken pipe" in r.interactor_output
     out_of_time = r.interactor_signal in (SIGKILL, SIGXCPU) or r.program.status in ("timeout", "oom", "output_limit")
-    return r.first == "interactor" and not hung_up and not out_of_time
+    return not hung_up and not out_of_time
 
 
 def _parse_feedback(text: str) -> dict[str, str]:

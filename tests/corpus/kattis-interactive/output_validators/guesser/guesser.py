@@ -15,7 +15,9 @@ print(n, q, flush=True)
 asked = 0
 while True:
     line = sys.stdin.readline().split()
-    if len(line) != 2 or line[0] not in "?!" or not line[1].isdigit():
+    # ASCII digits, at most 18 of them: "²" is a digit to isdigit() and 5,000 digits are a number
+    # to it, but int() refuses both, and a crash is no verdict (an interactor must reject them).
+    if len(line) != 2 or line[0] not in "?!" or not (line[1].isascii() and line[1].isdigit() and len(line[1]) < 19):
         verdict(False, "expected '? y' or '! x', got %r" % " ".join(line)[:30])
     y = int(line[1])
     if line[0] == "!":
