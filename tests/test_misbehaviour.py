@@ -1,24 +1,33 @@
 """The program's misbehaviour is the program's verdict (issue 26): an interactor that cannot parse
-what a program wrote is the submission's
+what a program wrote, and a prediction too large for a metric's arithmetic, are the submission's
 failure, never an infrastructure failure that ends the rollout (and again on every re-run).
 
 - The build gate: each interactor is fed malformed and oversized output by hostile programs, and
   one that crashes on it is rejected, naming the interactor and the input (the grading side, a
   crash taken as the program's WA, is tested in tests/test_interactive.py).
+- ML metrics: finite predictions of 1e200 and beyond through the path a rollout grades with.
 """
 
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from arex.envs.build import build_envs, write_env
 from arex.envs.judge_build import HOSTILE_GATE, _hostile_output_gate
 from arex.envs.judge_sources import load
 from arex.envs.report import GateLog
+from arex.envs.runtime import load_env
+from arex.grading import ml
 from arex.grading.judge import Judge
+from arex.grading.ml import NUMERIC, MLGrader
+from arex.sandbox import SandboxConfig, make_sandbox
+from arex.snapshots import SnapshotStore
+from arex.specs import MLSpec
 
 CORPUS = Path(__file__).parent / "corpus"
 
@@ -168,6 +177,100 @@ def test_the_gate_names_the_input_that_crashed_the_interactor(tmp_path, name):
     assert f"on test sample-1 when the program wrote {expected}" in gate.detail, gate.detail
     if name == "cpp-fixed-buffer":  # the overrun ends it by a signal (SIGSEGV, or SIGABRT from a stack guard)
         assert gate.detail.startswith(f"interactor {source} crashed (signal "), gate.detail
+
+
+# -- ML metrics: predictions too large for a float's arithmetic -----------------------------------
+LABELS = "id,y,split\n" + "".join(f"{i},{i % 2},{'public' if i < 4 else 'private'}\n" for i in range(8))
+
+
+def ml_env(root: Path, metric: str) -> Path:
+    """A built ML env's folder as a rollout loads it: task.yaml, statement, private labels."""
+    direction = "minimize" if metric in ("rmse", "mae", "log_loss") else "maximize"
+    spec = {"kind": "ml", "id": f"big-{metric}", "title": "t", "run": "test -f submission.csv",
+            "metric": {"name": metric, "direction": direction}, "data": {"table": "data/full.csv", "target": "y"}}
+    (root / "private").mkdir(parents=True)
+    (root / "task.yaml").write_text(yaml.safe_dump(spec))
+    (root / "statement.md").write_text("Predict y.\n")
+    (root / "private" / "labels.csv").write_text(LABELS)
+    return root
+
+
+def predictions(values: list[str]) -> bytes:
+    return ("id,prediction\n" + "".join(f"{i},{v}\n" for i, v in enumerate(values))).encode()
+
+
+EXTREME = {
+    "1e200": ["1e200"] * 8,
+    "-1e200": ["-1e200"] * 8,
+    "1.7e308 and -1.7e308": ["1.7e308", "-1.7e308"] * 4,  # their squares overflow, and so do their sums
+    "one huge among small": ["0.5"] * 7 + ["1e160"],
+    "subnormal": ["5e-324"] * 8,
+}
+
+
+@pytest.mark.parametrize("metric", sorted(NUMERIC))
+@pytest.mark.parametrize("case", list(EXTREME))
+def test_any_finite_prediction_gets_a_score_or_an_invalid_verdict(tmp_path, metric, case):
+    env = ml_env(tmp_path / "env", metric)
+    grader = MLGrader(env, MLSpec.model_validate(yaml.safe_load((env / "task.yaml").read_text())))
+    result = grader.score(predictions(EXTREME[case]))
+    assert math.isfinite(result.held_out_score) and math.isfinite(result.public_score)
+    assert result.feedback.startswith(("Submission valid", "Submission rejected")), result.feedback
+    if "invalid" in result.details:  # the worst value, and why, in words that quote no label
+        assert result.held_out_raw == grader.spec.metric.worst and "not a finite number" in result.details["invalid"]
+
+
+def test_rmse_of_huge_predictions_is_their_true_size():
+    # (1e200)² overflows a float; the root mean square does not, and is what the agent earned.
+    assert ml.rmse([0, 1], [1e200, 1e200]) == pytest.approx(1e200)
+    assert ml.rmse([0, 0], [3e200, 4e200]) == pytest.approx(math.sqrt(12.5) * 1e200)
+    assert ml.r2([0, 1], [1e200, 1e200]) == -math.inf  # below any float: the grader calls it invalid
+
+
+def test_any_exception_inside_a_metric_is_an_invalid_submission(tmp_path, monkeypatch):
+    env = ml_env(tmp_path / "env", "rmse")
+
+    def broken(y, p):
+        raise ZeroDivisionError("label 1 divided by zero")
+
+    monkeypatch.setitem(ml.METRICS, "rmse", broken)
+    grader = MLGrader(env, MLSpec.model_validate(yaml.safe_load((env / "task.yaml").read_text())))
+    result = grader.score(predictions(["0.5"] * 8))
+    assert result.details["invalid"] == "rmse cannot be computed on these predictions (ZeroDivisionError)"
+    assert "label 1" not in result.feedback  # the exception's own text may quote a label: never shown
+    assert result.held_out_raw == 1e6 and result.infra_error is None
+
+
+@pytest.fixture(scope="module")
+def agent_box():
+    box = make_sandbox(SandboxConfig(), "ml-big-predictions")
+    box.start()
+    yield box
+    box.stop()
+
+
+# Through Env.grade_round, as a rollout grades a round: the task's command runs in the agent's
+# sandbox, the workspace is archived, and the prediction file read from the archive is scored.
+ROUND_CASES = {
+    ("rmse", "1e200"): "Submission valid (8 rows). Public rmse: ",
+    ("r2", "1e200"): "Submission rejected: r2 of these predictions is -inf, not a finite number",
+    ("mae", "1e200"): "Submission valid (8 rows). Public mae: ",
+    ("rmse", "nan"): "Submission rejected: submission.csv line 2: prediction 'nan' is not finite",
+    ("r2", "inf"): "Submission rejected: submission.csv line 2: prediction 'inf' is not finite",
+}
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("metric, value", list(ROUND_CASES))
+def test_a_round_with_huge_predictions_is_graded_never_an_infra_failure(tmp_path, agent_box, metric, value):
+    env = load_env(ml_env(tmp_path / "env", metric))
+    agent_box.write_file("submission.csv", predictions([value] * 8))
+    result, sha, text = env.grade_round(agent_box, env.open_grading(), SnapshotStore(tmp_path / "snapshots"))
+    assert result.feedback.startswith(ROUND_CASES[metric, value]), result.feedback
+    assert result.infra_error is None and math.isfinite(result.held_out_score)
+    assert sha is not None and text.startswith("id,prediction\n0," + value)
+    if value == "1e200" and metric == "rmse":
+        assert result.details["private"] == pytest.approx(1e200)  # a score: the true (awful) error
 
 
 def test_an_interactive_env_built_before_the_gate_is_built_again(monkeypatch):

@@ -2,7 +2,9 @@
 
 The agent's sandbox runs the task's command; arex copies the submission out with a size cap and
 computes the metric here, on labels that never entered the sandbox. A missing, malformed or
-mis-sized submission scores nothing and says exactly what is wrong.
+mis-sized submission scores nothing and says exactly what is wrong. The predictions are the
+agent's: whatever they make a metric do (raise, overflow, come out NaN or infinite) is an invalid
+submission, never a failure of the run; a finite prediction whose metric is a finite number is scored.
 """
 
 from __future__ import annotations
@@ -72,7 +74,25 @@ def log_loss(y: list, p: list) -> float:
 
 
 def rmse(y: list, p: list) -> float:
-    return math.sqrt(sum((float(a) - float(b)) ** 2 for a, b in zip(y, p)) / len(y))
+    return _root_mean_square([float(a) - float(b) for a, b in zip(y, p)])
+
+
+def _root_mean_square(d: list[float]) -> float:
+    """The square of a difference over ~1.3e154 overflows a float (OverflowError), but the root mean
+    square is still a float: then it is computed scaled by the largest difference (NaN if a
+    difference itself overflowed)."""
+    total = _sum_of_squares(d)
+    if math.isfinite(total):
+        return math.sqrt(total / len(d))
+    scale = max(abs(x) for x in d)
+    return scale * math.sqrt(sum((x / scale) ** 2 for x in d) / len(d))
+
+
+def _sum_of_squares(d: list[float]) -> float:
+    try:
+        return sum(x**2 for x in d)
+    except OverflowError:
+        return math.inf
 
 
 def mae(y: list, p: list) -> float:
@@ -83,8 +103,8 @@ def r2(y: list, p: list) -> float:
     ys = [float(a) for a in y]
     mean = sum(ys) / len(ys)
     total = sum((a - mean) ** 2 for a in ys)
-    residual = sum((a - float(b)) ** 2 for a, b in zip(ys, p))
-    return 1 - residual / total if total else 0.0
+    residual = _sum_of_squares([a - float(b) for a, b in zip(ys, p)])
+    return 1 - residual / total if total else 0.0  # -inf past a float's range: an invalid submission
 
 
 def _binary(value) -> int:
@@ -168,9 +188,21 @@ class MLGrader:
         self.sign = 1.0 if spec.metric.direction == "maximize" else -1.0
 
     def _metric(self, rows: list[dict[str, str]], predictions: dict[str, str]) -> float:
-        target = self.spec.data.target
-        ids = [r[self.spec.data.id_column] for r in rows]
-        return float(self.metric([r[target] for r in rows], [predictions[i] for i in ids]))
+        """The metric's value; SubmissionError if the predictions make it fail or leave a float's range."""
+        target, name = self.spec.data.target, self.spec.metric.name
+        truth, predicted = [r[target] for r in rows], [predictions[r[self.spec.data.id_column]] for r in rows]
+        try:
+            value = float(self.metric(truth, predicted))
+        except SubmissionError:
+            raise
+        except Exception as exc:  # the agent's numbers broke the arithmetic: its submission, not the run, failed
+            # Only the exception's type: its text may quote a label.
+            raise SubmissionError(f"{name} cannot be computed on these predictions ({type(exc).__name__})") from None
+        if not math.isfinite(value):
+            raise SubmissionError(
+                f"{name} of these predictions is {value}, not a finite number: predictions too far from any label"
+            )
+        return value
 
     def score(self, data: bytes) -> GradeResult:
         id_column = self.spec.data.id_column
