@@ -318,8 +318,8 @@ def _hostile_output_gate(log: GateLog, judge: Judge) -> bool:
             if crash is not None:
                 name, how = crash
                 detail = (
-                    f"interactor {source} crashed ({how}) on test {name} when the program wrote {what}: an interactor "
-                    "must answer malformed output with its wrong-answer verdict (Kattis exit 43, testlib exit 1 or 2), not fail"
+                    f"interactor {source} crashed ({how}) on test {name} when the program wrote {what}: an interactor must "
+                    "answer malformed output with its wrong-answer verdict (Kattis exit 43, testlib exit 1 or 2), not fail"
                 )
                 return log.check(HOSTILE_GATE, False, detail)
     finally:
