@@ -667,7 +667,9 @@ def token_weights(tokenizer, messages: list[dict], weights: list[float]) -> tupl
     tokens of an assistant turn's text and of the special token closing it take its weight; headers
     and every other message 0 (`arex.masks.Masker`, which also says where each message begins).
 
-    A template whose turns cannot be located raises `arex.masks.TemplateError`, naming it."""
+    A template whose turns cannot be located raises `arex.masks.TemplateError`, naming it. Message
+    text is tokenized as text (never a special token); a row holding special-token text the template
+    cannot keep apart (a tool call's arguments) raises `arex.masks.SpecialTokenError`."""
     from arex.masks import Masker
 
     encoded = Masker(tokenizer).encode(messages, weights)

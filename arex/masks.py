@@ -17,6 +17,15 @@ of its text, through its tool calls, to the special token that closes it; `tool`
 loss. The conversation is rendered with the row's `tools`. A template that does not render the
 calls inside that stretch (one without tool support) raises a `TemplateError` naming it.
 
+Text written during a rollout (replies, command output, feedback, tool-call arguments) is data,
+never markup: the template's markup between messages is tokenized with special-token parsing and
+each message's text without (`split_special_tokens`), so a reply or an output holding
+`<|im_end|>\n<|im_start|>assistant` stays those characters and cannot open a turn in the row. Each
+row is checked: its special tokens must number exactly those the template inserts (counted from the
+rendering with every text replaced, and with neutral tool calls); a row that holds more (a tool
+call's arguments, a tokenizer that merges text into a special token) raises `SpecialTokenError`
+and is left out of the export, counted in `TokenStats.refused`.
+
 The tokenizer is a local folder or a `.gguf` file, loaded with `local_files_only=True`: arex never
 downloads one. transformers is imported only here (and only when a tokenizer is given).
 """
@@ -35,6 +44,11 @@ from arex.errors import UserInputError
 
 class TemplateError(UserInputError):
     """A chat template whose turns arex cannot locate; the message names the template."""
+
+
+class SpecialTokenError(UserInputError):
+    """A row whose tokens hold special tokens the chat template did not put there: text the agent,
+    its programs or a tool call wrote would be read as turn markup. The row is left out."""
 
 
 def load_tokenizer(spec: str | Path, key: str = "export.tokenizer"):
@@ -148,6 +162,9 @@ class Masker:
         # gap would take the next turn's opening token (`\n<|im_start|>`) for a closing one.
         self._end = re.compile("|".join(map(re.escape, specials))) if specials else None
         self._headers: dict[str, str] = {}
+        decoder = getattr(tokenizer, "added_tokens_decoder", {})
+        self._special_ids = set(tokenizer.all_special_ids)
+        self._special_ids |= {i for i, t in decoder.items() if getattr(t, "special", False)}
 
     def render(self, messages: list[dict], tools: list[dict] | None = None, **kwargs) -> str:
         from jinja2 import TemplateError as JinjaError
@@ -240,24 +257,19 @@ class Masker:
     def encode(self, messages: list[dict], weights: list[float], tools: list[dict] | None = None) -> Encoded:
         """Tokens of the rendered conversation (with `tools`, the tool definitions); each takes the
         weight of the assistant turn it belongs to (text, tool calls and closing special token), 0
-        elsewhere. Linear in the conversation."""
+        elsewhere. Linear in the conversation. Message text never becomes a special token; a row
+        that would hold more special tokens than the template inserts raises SpecialTokenError."""
         messages = _templated(messages)
         text, spans = self.spans(messages, tools)
-        ranges, owned, previous = [], [], 0  # weighted (start, end, weight); where each message begins
-        for index, (message, span) in enumerate(zip(messages, spans)):
-            owned.append(previous)
-            if message["role"] == "assistant" and message.get("tool_calls"):
-                span = self._tool_turn(text, spans, index, message, previous, tools)
-                end = span[1]
-            elif span is None:
-                continue
-            else:
-                end = self._reply_end(text, span[1], index) if message["role"] == "assistant" else span[1]
-            if message["role"] == "assistant" and weights[index]:
-                ranges.append((span[0], end, float(weights[index])))
-            previous = end
-        encoded = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-        ids, offsets = list(encoded["input_ids"]), encoded["offset_mapping"]
+        ranges, owned = self._ranges(text, spans, messages, weights, tools)
+        ids, offsets, markup = self._tokenize(text, spans)
+        found = sum(i in self._special_ids for i in ids)
+        # Without tool calls the markup is the template's rendering of slots alone; a call's name and
+        # arguments are agent-written text inside the markup, so then the template's own count is
+        # taken from the conversation rendered with neutral calls.
+        own = self._own_specials(messages, tools) if any(m.get("tool_calls") for m in messages) else markup
+        if found != own:
+            raise SpecialTokenError(self._smuggled(messages, found, own))
         token_weights, r = [0.0] * len(ids), 0
         for t, (s, e) in enumerate(offsets):
             while r < len(ranges) and ranges[r][1] <= s:
@@ -270,6 +282,77 @@ class Masker:
                 t += 1
             starts.append(t)
         return Encoded(ids, token_weights, starts)
+
+    def _ranges(self, text: str, spans: list, messages: list[dict], weights: list[float], tools) -> tuple[list, list]:
+        """The weighted character ranges (start, end, weight) of the assistant turns, and where each
+        message's rendering begins."""
+        ranges, owned, previous = [], [], 0
+        for index, (message, span) in enumerate(zip(messages, spans)):
+            owned.append(previous)
+            if message["role"] == "assistant" and message.get("tool_calls"):
+                span = self._tool_turn(text, spans, index, message, previous, tools)
+                end = span[1]
+            elif span is None:
+                continue
+            else:
+                end = self._reply_end(text, span[1], index) if message["role"] == "assistant" else span[1]
+            if message["role"] == "assistant" and weights[index]:
+                ranges.append((span[0], end, float(weights[index])))
+            previous = end
+        return ranges, owned
+
+    def _tokenize(self, text: str, spans: list) -> tuple[list[int], list[tuple[int, int]], int]:
+        """Tokens and character offsets of `text`, and how many special tokens its markup holds.
+        The template's markup (the text between messages) is tokenized with special-token parsing,
+        each message's text without: a reply or a command output holding `<|im_end|>` stays those
+        characters, never an end of turn. One batch call for each kind."""
+        cuts, pos = [], 0
+        for start, end in (s for s in spans if s is not None):  # in text order (spans checks it)
+            cuts += [(pos, start, True), (start, end, False)]
+            pos = end
+        cuts = [c for c in [*cuts, (pos, len(text), True)] if c[1] > c[0]]
+        pieces = {}
+        for markup in (True, False):
+            chosen = [c for c in cuts if c[2] is markup]
+            if not chosen:
+                continue
+            texts = [text[a:b] for a, b, _ in chosen]
+            encoded = self.tokenizer(
+                texts, add_special_tokens=False, return_offsets_mapping=True, split_special_tokens=not markup
+            )
+            pieces.update(zip(chosen, zip(encoded["input_ids"], encoded["offset_mapping"])))
+        ids, offsets, specials = [], [], 0
+        for cut in cuts:
+            piece_ids, piece_offsets = pieces[cut]
+            ids += piece_ids
+            offsets += [(cut[0] + s, cut[0] + e) for s, e in piece_offsets]
+            specials += sum(i in self._special_ids for i in piece_ids) if cut[2] else 0
+        return ids, offsets, specials
+
+    def _own_specials(self, messages: list[dict], tools: list[dict] | None) -> int:
+        """The special tokens the template inserts for this conversation: rendered with every text
+        a plain word and every tool call an empty call of a plain name, tokenized with parsing on."""
+        neutral = []
+        for m in messages:
+            calls = {"tool_calls": [_neutral_call(c) for c in m["tool_calls"]]} if m.get("tool_calls") else {}
+            neutral.append({**m, "content": "x" if m["content"] else "", **calls})
+        skeleton = self.render(neutral, tools)
+        ids = self.tokenizer(skeleton, add_special_tokens=False, split_special_tokens=False)["input_ids"]
+        return sum(i in self._special_ids for i in ids)
+
+    def _smuggled(self, messages: list[dict], found: int, own: int) -> str:
+        """Why a row is refused, with the first special-token text found in its messages."""
+        texts = (m["content"] + json.dumps(m.get("tool_calls") or "", ensure_ascii=False) for m in messages)
+        example = next((match.group(0) for t in texts if self._end for match in [self._end.search(t)] if match), None)
+        held = f" (a message or tool call holds {example!r})" if example else ""
+        return (
+            f"this row would hold {found} special tokens under {self.name}, which inserts {own}{held}: "
+            "text written during the rollout would be trained as turn markup, so the row is left out"
+        )
+
+
+def _neutral_call(call: dict) -> dict:
+    return {**call, "function": {**call["function"], "name": "f", "arguments": {}}}
 
 
 @dataclass(frozen=True)
@@ -296,6 +379,10 @@ class TokenStats:
     """Rounds of split rows that fit in no part (a round alone over max_length)."""
     unsupervised: int = 0
     """Rows left out because no token carries loss."""
+    refused: int = 0
+    """Rows left out because their text would yield special tokens (SpecialTokenError)."""
+    refusals: list[str] = field(default_factory=list)
+    """Why, for the first few refused rows."""
 
     def summary(self) -> dict:
         values = sorted(self.lengths)
@@ -316,7 +403,17 @@ class TokenRows:
 
     def parts(self, messages: list[dict], weights: list[float], segments: list[Segment], stats: TokenStats, tools: list[dict] | None = None) -> list[tuple[Encoded, int, int]]:
         """(encoded, first segment, last segment) per row part. Rounds and calls rows have one
-        segment: over the limit they are dropped. A trajectory row is cut at round boundaries."""
+        segment: over the limit they are dropped. A trajectory row is cut at round boundaries. A row
+        holding special-token text the template did not insert is refused whole (counted, with why)."""
+        try:
+            return self._parts(messages, weights, segments, stats, tools)
+        except SpecialTokenError as exc:
+            stats.refused += 1
+            if len(stats.refusals) < 10:
+                stats.refusals.append(str(exc))
+            return []
+
+    def _parts(self, messages, weights, segments, stats: TokenStats, tools) -> list[tuple[Encoded, int, int]]:
         whole = self.masker.encode(messages, weights, tools)
         stats.lengths.append(len(whole.input_ids))
         if not whole.supervised:

@@ -34,6 +34,8 @@ class CheckedRow:
     input_ids: list[int]
     weights: list[float]
     row: dict
+    refused: str = ""
+    """Why arex would not tokenize this row (masks.SpecialTokenError); then it has no tokens."""
 
 
 @dataclass
@@ -103,7 +105,7 @@ def load_rows(folder: Path, config: str, limit: int):
 
 def encode_rows(rows, config: str, tokenizer) -> list[CheckedRow]:
     """Tokens and weights per row: as stored for token rows, else through the chat template."""
-    from arex.masks import Masker
+    from arex.masks import Masker, SpecialTokenError
     from arex.rows import conversation, tools_of
 
     if config.endswith("-tokens"):
@@ -115,7 +117,11 @@ def encode_rows(rows, config: str, tokenizer) -> list[CheckedRow]:
     masker = Masker(tokenizer)
     out = []
     for row in rows:
-        encoded = masker.encode(*conversation(config, row), tools_of(row))
+        try:
+            encoded = masker.encode(*conversation(config, row), tools_of(row))
+        except SpecialTokenError as exc:  # special-token text outside any message's text: a problem row
+            out.append(CheckedRow([], [], row, refused=str(exc)))
+            continue
         out.append(CheckedRow(encoded.input_ids, encoded.weights, row))
     return out
 
@@ -126,7 +132,8 @@ def check(folder: Path, tokenizer, config: str | None = None, limit: int = 200) 
     rows = load_rows(Path(folder), name, limit)
     report = CheckReport(name, encode_rows(rows, name, tokenizer), features=dict(rows.features))
     for index, checked in enumerate(report.rows):
-        report.problems += [f"row {index}: {p}" for p in mask_problems(checked.input_ids, checked.weights)]
+        found = [checked.refused] if checked.refused else mask_problems(checked.input_ids, checked.weights)
+        report.problems += [f"row {index}: {p}" for p in found]
     return report
 
 

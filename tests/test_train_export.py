@@ -207,7 +207,9 @@ def test_supervised_tokens_are_exactly_the_assistant_turns_under_each_template(s
         assert supervised_runs(tokenizer, encoded.input_ids, broken) != expected
 
 
-def test_masks_are_linear_one_render_pair_and_one_tokenization_per_row():
+def test_masks_are_linear_one_render_pair_and_two_tokenizations_per_row():
+    """Two batch tokenizations, not one per message: the template's markup (special tokens parsed)
+    and the messages' text (parsed as plain text)."""
     tokenizer = bpe_tokenizer(CHATML, ["<|im_start|>", "<|im_end|>"])
     calls = {"render": 0, "tokenize": 0}
     render, tokenize = tokenizer.apply_chat_template, tokenizer.__call__
@@ -229,7 +231,7 @@ def test_masks_are_linear_one_render_pair_and_one_tokenization_per_row():
     masker = Masker(Counting())
     messages = [{"role": "system", "content": "sys"}] + [{"role": r, "content": f"{r} turn {i}"} for i in range(120) for r in ("user", "assistant")]
     encoded = masker.encode(messages, [float(m["role"] == "assistant") for m in messages])
-    assert len(messages) == 241 and calls == {"render": 2, "tokenize": 1}
+    assert len(messages) == 241 and calls == {"render": 2, "tokenize": 2}
     assert len(supervised_runs(tokenizer, encoded.input_ids, encoded.weights)) == 120
 
 
