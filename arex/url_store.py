@@ -158,9 +158,11 @@ class Remote:
             self.download(rel, target)
 
     def _inside(self, rel: str) -> Path | None:
-        """Where `rel` goes in the mirror; None for a name arex keeps local, or one that would leave the mirror."""
+        """Where `rel` goes in the mirror; None for a name arex keeps local, or one that would leave the mirror.
+        A marker at any depth is refused: `url_of` reads the nearest `.arex-url` above a record, so
+        one taken from the store would send that folder's uploads to a URL of the store's choosing."""
         parts = rel.split("/")
-        if rel in _LOCAL_ONLY or any(p in ("", ".", "..") for p in parts):
+        if any(p in _LOCAL_ONLY for p in parts) or any(p in ("", ".", "..") for p in parts):
             return None
         return self.mirror.joinpath(*parts)
 
