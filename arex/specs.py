@@ -6,11 +6,13 @@ or checked with `validate_spec`: every problem is reported at once, with its key
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Literal, TypeVar
+import os
+import re
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from arex.errors import UserInputError, explain_validation
 
@@ -77,6 +79,83 @@ class Usage(BaseModel):
     cost_usd: float = 0.0
 
 
+# -- paths a spec names ---------------------------------------------------------------------
+# A spec or source is data from someone else: a path it names is read, copied or written by arex
+# on the host, so it must stay inside its folder, or it becomes a way to read or write host files.
+PATH_FIX = "name a file inside the source folder, relative to it, without '..'"
+
+
+def path_escape(value: str) -> str | None:
+    """How `value` would leave the folder it is relative to (absolute, `~`, a drive, `..`), or None."""
+    text = value.replace("\\", "/").strip()
+    if not text:
+        return "is empty"
+    if text.startswith(("/", "~")) or re.match(r"^[A-Za-z]:", text):
+        return "is an absolute path"
+    if ".." in PurePosixPath(text).parts:
+        return "climbs out of the folder with '..'"
+    return None
+
+
+def _relative_path(value: str) -> str:
+    escape = path_escape(value)
+    if escape is not None:
+        raise ValueError(f"it {escape}; {PATH_FIX}")
+    return value
+
+
+InsidePath = Annotated[str, AfterValidator(_relative_path)]
+"""A path relative to a folder that cannot leave it by its spelling (symlinks: `resolve_inside`)."""
+
+
+def is_inside(path: Path, root: Path) -> bool:
+    """Whether `path`, every symbolic link on the way resolved, lies in `root` (resolved too)."""
+    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root))
+
+
+def resolve_inside(root: Path, value: Any, where: str | Path, key: str, error: type[Exception] | None = None,
+                   base: Path | None = None) -> Path:
+    """`base / value` (base: `root`) when it is a path inside `root` once symbolic links are
+    resolved; else `error` (SpecError) in one sentence naming the file, the key and the fix."""
+    error = error or SpecError
+    if not isinstance(value, str):
+        raise error(f"{where}: key '{key}' must be a path (text), got {value!r}; {PATH_FIX}.")
+    escape = path_escape(value)
+    path = (base or root) / value
+    if escape is None and not is_inside(path, root):
+        escape = f"leads through a symbolic link to {os.path.realpath(path)}, outside {root}"
+    if escape is not None:
+        raise error(f"{where}: key '{key}' names '{value}', which {escape}; {PATH_FIX}.")
+    return path
+
+
+def links_leaving(root: Path) -> list[tuple[str, str]]:
+    """(path relative to `root`, target) of every symbolic link under `root` that resolves outside
+    it (`.git` not entered: arex never reads a repository's own folder through the tree)."""
+    found = []
+    real_root = os.path.realpath(root)
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            if os.path.islink(path) and not Path(os.path.realpath(path)).is_relative_to(real_root):
+                found.append((os.path.relpath(path, root), os.path.realpath(path)))
+    return sorted(found)
+
+
+def refuse_links_leaving(root: Path, error: type[Exception] | None = None, shown: str | Path | None = None) -> None:
+    """`error` (SpecError) naming the first symbolic link under `root` that leads outside it;
+    `shown`: how the message names `root` (the user's folder, when `root` is arex's copy of it)."""
+    leaving = links_leaving(root)
+    if leaving:
+        rel, target = leaving[0]
+        more = f" (and {len(leaving) - 1} more)" if len(leaving) > 1 else ""
+        raise (error or SpecError)(
+            f"{shown or root}/{Path(rel).as_posix()}: a symbolic link to {target}, outside the source folder{more}; "
+            "arex reads only the source's own files, so replace the link by a copy of what it points to, or remove it."
+        )
+
+
 # -- online-judge environments -------------------------------------------------------------
 Verdict = Literal["AC", "WA", "TLE", "MLE", "RE", "OLE", "CE", "JE"]
 """JE: judge error, the env's own checker failed. Never the submission's fault."""
@@ -103,7 +182,7 @@ class CheckerSpec(_Frozen):
     """Relative tolerance for the float checker."""
     case_sensitive: bool = True
     """Compare tokens case-sensitively."""
-    source: str | None = None
+    source: InsidePath | None = None
     """Custom checker source, relative to the env's private/ folder (kattis, testlib)."""
     flags: tuple[str, ...] = ()
     """Extra arguments passed to a custom checker (Kattis validator flags)."""
@@ -111,9 +190,9 @@ class CheckerSpec(_Frozen):
 
 class TestCase(_Frozen):
     name: str
-    input: str
+    input: InsidePath
     """Path relative to the env's private/ folder."""
-    answer: str
+    answer: InsidePath
     group: str = "main"
     sample: bool = False
     """Samples: the agent sees full detail. Hidden tests: only counts by verdict."""
@@ -126,7 +205,7 @@ class TestGroup(_Frozen):
 
 
 class SolutionRef(_Frozen):
-    path: str
+    path: InsidePath
     """Relative to the env folder."""
     language: str
     expected: Literal["accepted", "wrong_answer", "time_limit_exceeded", "run_time_error", "partially_accepted", "candidate"]
@@ -142,7 +221,7 @@ class JudgeSpec(_Frozen):
     kind: Literal["judge"] = "judge"
     domain: Literal["algorithmic"] = "algorithmic"
     title: str
-    statement: str = "statement.md"
+    statement: InsidePath = "statement.md"
     time_limit_s: float
     memory_mb: int = 256
     output_limit_mb: int = 16
@@ -152,7 +231,7 @@ class JudgeSpec(_Frozen):
     groups: tuple[TestGroup, ...] = ()
     tests: tuple[TestCase, ...]
     languages: tuple[str, ...] = ("cpp17", "python3")
-    starter: str = "solution.cpp"
+    starter: InsidePath = "solution.cpp"
     """The submission file in the agent's workspace."""
     solutions: tuple[SolutionRef, ...] = ()
     source_format: str = "arex"
@@ -216,7 +295,7 @@ class MetricSpec(_Frozen):
 
 
 class SubmissionSpec(_Frozen):
-    file: str = "submission.csv"
+    file: InsidePath = "submission.csv"
     """Written by the run command, relative to the workspace."""
     id_column: str = "id"
     prediction_column: str = "prediction"
@@ -235,15 +314,15 @@ class SplitSpec(_Frozen):
 class DataSpec(_Frozen):
     prepare: str | None = None
     """Command run at build time (no network) that writes `table`; unset if the repo ships it."""
-    table: str
+    table: InsidePath
     """The labelled dataset (CSV). Never enters the agent's workspace as it is."""
     target: str
     """Label column."""
     id_column: str = "id"
     """Row id column; created (0..n-1) if the table lacks it."""
-    train_file: str = "data/train.csv"
+    train_file: InsidePath = "data/train.csv"
     """Where the agent's labelled training rows are written."""
-    test_file: str = "data/test.csv"
+    test_file: InsidePath = "data/test.csv"
     """Where the evaluation rows' features (no labels) are written."""
     split: SplitSpec = Field(default_factory=SplitSpec)
     encoding: str = "auto"
@@ -253,7 +332,7 @@ class DataSpec(_Frozen):
 
 
 class Mutation(_Frozen):
-    file: str
+    file: InsidePath
     find: str
     replace: str
 
@@ -266,11 +345,11 @@ class MLSpec(_Frozen):
     kind: Literal["ml"] = "ml"
     domain: Literal["ml"] = "ml"
     title: str
-    statement: str = "README.md"
+    statement: InsidePath = "README.md"
     """Task description file in the repository."""
     requirements: tuple[str, ...] = ()
     """pip requirements installed into the image at build time."""
-    requirements_file: str | None = None
+    requirements_file: InsidePath | None = None
     """A requirements file in the repository, installed too (merged with `requirements`; `-r` files
     it names are read from the repository; editable or local-path lines are refused)."""
     requirements_relax: bool = False
@@ -288,7 +367,7 @@ class MLSpec(_Frozen):
     data: DataSpec
     time_limit_s: float = 300.0
     """Limit for one run of `run`."""
-    protected: tuple[str, ...] = ()
+    protected: tuple[InsidePath, ...] = ()
     """Files the agent must not change (checked by selection)."""
     tolerance: float = 1e-9
     """Two baseline runs must agree within this (metric units)."""

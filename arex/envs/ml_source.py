@@ -27,9 +27,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arex.envs.judge_sources import SourceError
 from arex.envs.layout import IMAGE_WORKSPACE
+from arex.envs.local_git import shadow
 from arex.grading.ml import resolve_metric
 from arex.hashing import cache_dir, text_sha256, tree_sha256
-from arex.specs import MLSpec, read_spec_yaml, validate_spec
+from arex.specs import MLSpec, read_spec_yaml, refuse_links_leaving, resolve_inside, validate_spec
 
 SPEC_FILE = "arex.yaml"
 BUILDER_VERSION = "ml-1"
@@ -103,7 +104,7 @@ def parse_source(path: Path) -> MLSource:
         repo = str((path.parent / repo).resolve())
     spec = data.spec
     if isinstance(spec, str):
-        spec_path = path.parent / spec
+        spec_path = resolve_inside(path.parent, spec, path, "spec", SourceError)
         if not spec_path.is_file():
             raise SourceError(f"{path}: field 'spec': file {spec} does not exist")
         spec = read_spec_yaml(spec_path, SourceError)
@@ -122,7 +123,8 @@ def _inside(yaml_path: Path, key: str, entry: str) -> str:
 
 
 def _added_file(yaml_path: Path, rel: str, file: str) -> Path:
-    host = yaml_path.parent / file
+    """The file an `add` entry puts into the tree: one beside the YAML (in its folder), never any host file."""
+    host = resolve_inside(yaml_path.parent, file, yaml_path, f"add.{rel}", SourceError)
     if not host.is_file():
         raise SourceError(f"{yaml_path}: key 'add', entry '{rel}': file {file} does not exist (paths on the right of 'add' are relative to {yaml_path.parent})")
     return host.resolve()
@@ -195,16 +197,15 @@ def _git_reason(exc: git.GitCommandError) -> str:
 def worktree(local: Path) -> tuple[str, dict[str, Path]]:
     """A local repository as the user sees it: tracked files (with their uncommitted changes) and
     untracked files git does not ignore, deleted ones left out; and its commit, `<HEAD>+worktree`
-    when the tree differs from HEAD (`worktree` before the first commit)."""
-    repo = git.Repo(local)
-    listed = repo.git.ls_files("-co", "--exclude-standard", "-z").split("\0")
-    files = {rel: local / rel for rel in listed if rel and ((local / rel).is_symlink() or (local / rel).is_file())}
-    try:
-        head = repo.head.commit.hexsha
-    except ValueError:  # no commit yet
-        return WORKTREE, files
-    # --no-optional-locks: reading the status must not take the index lock the user's tools may hold.
-    status = repo.git.execute(["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=all"])
+    when the tree differs from HEAD (`worktree` before the first commit). Git runs on arex's own
+    copy of the repository's state (`local_git.shadow`): nothing the repository configures runs."""
+    with shadow(local) as git:
+        listed = git("ls-files", "-co", "--exclude-standard", "-z").stdout.split("\0")
+        files = {rel: local / rel for rel in listed if rel and ((local / rel).is_symlink() or (local / rel).is_file())}
+        head = git("rev-parse", "--verify", "-q", "HEAD^{commit}", check=False).stdout.strip()
+        if not head:  # no commit yet
+            return WORKTREE, files
+        status = git("status", "--porcelain", "--untracked-files=all").stdout
     return (f"{head}+{WORKTREE}" if status.strip() else head), files
 
 
@@ -327,7 +328,7 @@ def load_ml_spec(checkout: Path, source: MLSource) -> MLSpec:
     if not spec.data.prepare:
         named.append(("data.table", spec.data.table))
     for key, rel in named:
-        if not (checkout / rel).is_file():
+        if not resolve_inside(checkout, rel, where, key, SourceError).is_file():
             raise SourceError(f"{where}: field '{key}' names '{rel}', which is not in the repository")
     try:
         resolve_metric(spec.metric.name)
@@ -379,6 +380,9 @@ def open_source(path: Path) -> Checkout:
     if files is not None or source.add or source.remove:
         tree = files if files is not None else {p.relative_to(folder).as_posix(): p for p in repo_files(folder)}
         folder = materialise(apply_overlay(source, tree), source.origin)
+    # Every file of the tree is read on the host (statement, table, workspace copy): a link out of
+    # it would carry a host file into the env, so the source must be its own files only.
+    refuse_links_leaving(folder, SourceError, shown=local or source.url)
     spec = load_ml_spec(folder, source)
     return Checkout(source, folder, commit, spec, repo_files(folder), worktree=local is not None)
 

@@ -21,6 +21,7 @@ from arex.envs.sources.codecontests import load_codecontests
 from arex.envs.sources.common import PROVISIONAL_TIME_LIMIT_S, TESTLIB_HEADER, Problem, SourceError, content_hash, drop_samples_equal_to_hidden, slug
 from arex.envs.sources.frontier import load_frontier
 from arex.envs.sources.kattis import load_kattis
+from arex.specs import is_inside, refuse_links_leaving
 
 __all__ = [
     "PROVISIONAL_TIME_LIMIT_S", "TESTLIB_HEADER", "Problem", "SourceError", "content_hash", "detect", "load", "load_arex",
@@ -44,6 +45,8 @@ def load(path: Path) -> list[Problem]:
     """All problems in one source (a folder is one problem; a CodeContests file may hold many).
     SourceError, naming the source, for anything in it arex cannot read."""
     fmt = detect(path)
+    if path.is_dir():  # the loaders read files by name; a link out of the folder would read the host's
+        refuse_links_leaving(path, SourceError)
     try:
         if fmt == "codecontests":
             problems = load_codecontests(path)
@@ -62,4 +65,5 @@ def source_files(path: Path) -> list[Path]:
     """Every file a source's build depends on (for the content hash)."""
     if path.is_file():
         return [path]
-    return [p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    # A link out of the folder is not the source's (load refuses it): hashing it would read a host file.
+    return [p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts and is_inside(p, path)]

@@ -7,12 +7,15 @@ from pathlib import Path
 
 from arex.envs.sources.common import Problem, SourceError, make_spec, pairs, read_text, read_yaml, tests_from_pairs
 from arex.grading.languages import language_for
+from arex.specs import resolve_inside
 
 
 def load_arex(folder: Path) -> Problem:
     task_path = folder / "task.yaml"
     task = read_yaml(task_path)
-    statement_path = folder / task.get("statement", "statement.md")
+    # Every path task.yaml names stays inside the folder: a statement is the agent's system prompt,
+    # a checker folder is copied whole, so a path out of it would carry host files into the env.
+    statement_path = resolve_inside(folder, task.get("statement", "statement.md"), task_path, "statement", SourceError)
     if not statement_path.is_file():
         raise SourceError(f"{task_path}: field 'statement': file {statement_path.name} is missing")
     tests_dir = folder / "private" / "tests"
@@ -21,14 +24,14 @@ def load_arex(folder: Path) -> Problem:
     tests, files = tests_from_pairs(folder, pairs(tests_dir), group_of=lambda n: n.split("-")[0], sample_of=lambda n: n.startswith("sample"))
     solutions = []
     for i, entry in enumerate(task.get("solutions", [])):
-        if not (folder / entry.get("path", "")).is_file():
+        if not resolve_inside(folder, entry.get("path", ""), task_path, f"solutions.{i}.path", SourceError).is_file():
             raise SourceError(f"{task_path}: field 'solutions.{i}.path': file '{entry.get('path')}' does not exist")
         entry = {"language": language_for(entry["path"]).name, **entry}
         solutions.append(entry)
         files[entry["path"]] = folder / entry["path"]
     checker = task.get("checker", {}) or {}
     if checker.get("source"):
-        src = folder / "private" / checker["source"]
+        src = resolve_inside(folder / "private", checker["source"], task_path, "checker.source", SourceError)
         if not src.is_file():
             raise SourceError(f"{task_path}: field 'checker.source': private/{checker['source']} does not exist")
         for path in src.parent.rglob("*"):

@@ -14,7 +14,7 @@ from typing import Callable
 import yaml
 
 from arex.hashing import files_sha256
-from arex.specs import JudgeSpec, SpecError, TestCase, validate_spec
+from arex.specs import JudgeSpec, SpecError, TestCase, is_inside, validate_spec
 
 TESTLIB_HEADER = "testlib.h"
 PROVISIONAL_TIME_LIMIT_S = 10.0
@@ -163,7 +163,9 @@ def testlib_header(source: Path, start: Path) -> Path | None:
         return None
     for folder in (source.parent, start, *start.parents):
         for candidate in (folder / TESTLIB_HEADER, folder / "judge" / "include" / TESTLIB_HEADER, folder / "include" / TESTLIB_HEADER):
-            if candidate.is_file():
+            # Found by its fixed name, maybe above the problem: a link leading out of the folder
+            # it is found in could name any host file, so such a link is not taken.
+            if candidate.is_file() and is_inside(candidate, candidate.parent):
                 return candidate
     raise SourceError(f"{source}: includes {TESTLIB_HEADER}, which is neither beside it nor in a parent folder; put a copy there")
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from arex.envs.sources.common import TESTLIB_HEADER, Problem, SourceError, make_spec, read_text, read_yaml, slug, testlib_header
 from arex.envs.sources.programs import classify
-from arex.specs import CheckerSpec, SolutionRef, TestCase
+from arex.specs import CheckerSpec, SolutionRef, TestCase, resolve_inside
 
 _LIMIT_LINE = re.compile(r"^(time|memory)\s*limit|^problem\s*$|^(input|output)\b", re.I)
 CANDIDATES_MAX = 3
@@ -122,11 +122,13 @@ def _tests(folder: Path, config: dict, config_path: Path, files: dict) -> list[T
         raise SourceError(f"{config_path}: field 'subtasks': no test cases (n_cases is 0 everywhere)")
     tests = []
     for index, (s, in_name, out_name) in enumerate(cases, start=1):
-        inp = data / in_name
+        inp = resolve_inside(folder, in_name, config_path, f"subtasks.{s}", SourceError, base=data)
         # As Frontier-CS's judge: the answer is the output name with .out read as .ans, else the name itself.
-        ans = next((p for p in (data / re.sub(r"\.out$", ".ans", out_name), data / out_name) if p.is_file()), data / out_name)
+        names = (re.sub(r"\.out$", ".ans", out_name), out_name)
+        named = [resolve_inside(folder, name, config_path, f"subtasks.{s}", SourceError, base=data) for name in names]
+        ans = next((p for p in named if p.is_file()), named[-1])
         for path, what in ((inp, "input"), (ans, "answer")):
-            if not path.is_file() or not path.resolve().is_relative_to(folder.resolve()):
+            if not path.is_file():
                 raise SourceError(f"{config_path}: field 'subtasks.{s}': {what} file testdata/{path.name} is missing")
         files[f"private/tests/{index}.in"], files[f"private/tests/{index}.ans"] = inp, ans
         sample = index == 1 and len(cases) > 1  # one case: hidden only, never a sample too
@@ -137,8 +139,8 @@ def _tests(folder: Path, config: dict, config_path: Path, files: dict) -> list[T
 def _checker(folder: Path, config: dict, config_path: Path, kind: str, files: dict) -> CheckerSpec:
     key, default = ("interactor", "interactor.cc") if kind == "interactive" else ("checker", "chk.cc")
     name = config.get(key) or default
-    path = folder / str(name)
-    if not isinstance(name, str) or not path.is_file() or not path.resolve().is_relative_to(folder.resolve()):
+    path = resolve_inside(folder, name, config_path, key, SourceError)
+    if not path.is_file():
         raise SourceError(f"{config_path}: field '{key}': {name} does not exist in the problem folder")
     files[f"private/checker/{path.name}"] = path
     header = testlib_header(path, folder)
