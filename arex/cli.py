@@ -182,7 +182,7 @@ def build_envs_command(
         raise UserInputError(f"Source(s) not found: {', '.join(str(s) for s in sources)}")
     started = time.monotonic()
     with (err if as_json else console).status(f"building {len(sources)} source(s) into {out} ..."):
-        reports = build_envs(sources, out, cfg.sandbox, concurrency)
+        reports = build_envs(sources, out, cfg.sandbox, concurrency, package_sources=cfg.build.package_sources)
     if draft_skills:  # resumes: an env with drafted skills is not drafted again
         from arex.envs.skills_draft import draft_skills as draft
 
@@ -222,7 +222,8 @@ def draft_env_command(
         console.print(f"attempt {number}: {outcome} ({report.seconds:.0f}s)", soft_wrap=True)
 
     try:
-        result = draft_env(source, out, envs_out, make_drafter(drafter, cfg), budget, cfg.sandbox, on_attempt=show)
+        result = draft_env(source, out, envs_out, make_drafter(drafter, cfg), budget, cfg.sandbox, on_attempt=show,
+                           package_sources=cfg.build.package_sources)
     except DraftError as exc:
         raise UserInputError(f"cannot draft {source}: {exc}") from None
     if result.stopped:

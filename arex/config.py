@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from arex.envs.build_config import BuildConfig
 from arex.errors import UserInputError, explain_validation
 from arex.export_config import ExportConfig
 from arex.rollout.config import RolloutConfig
@@ -44,6 +45,8 @@ class ArexConfig(BaseModel):
     """Which whole trajectories are kept: score, improvement, adherence, process quality."""
     export: ExportConfig = Field(default_factory=ExportConfig)
     """How kept trajectories become SFT rows: granularities, loss weights, shard size."""
+    build: BuildConfig = Field(default_factory=BuildConfig)
+    """What `build-envs` and `draft-env` let a source decide (package indexes and URLs)."""
 
 
 def load_config(items: Sequence[str] = (), model: type[BaseModel] = ArexConfig, options: Sequence[tuple[str, Any, str]] = ()) -> Any:

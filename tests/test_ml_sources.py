@@ -207,10 +207,10 @@ def test_batch_survives_a_builder_that_raises(tmp_path, cache, monkeypatch):
     boom = commit_repo(tmp_path / "boom", {"data/full.csv": LINEAR_TABLE, "train.py": LINEAR_TRAIN, "README.md": "x\n", "arex.yaml": spec_yaml("boom")})
     real = build.build_ml
 
-    def flaky(path, out, sandbox):
+    def flaky(path, out, sandbox, *options):
         if Path(path).name == "boom":
             raise KeyError("no such column")
-        return real(path, out, sandbox)
+        return real(path, out, sandbox, *options)
 
     monkeypatch.setattr(build, "build_ml", flaky)
     reports = build_envs([Path(boom.working_dir), Path(good.working_dir)], tmp_path / "out")

@@ -36,8 +36,10 @@ class _Work:
     report: EnvReport | None = None
 
 
-def build_envs(sources: list[Path], out: Path, sandbox: SandboxConfig | None = None, concurrency: int = 2) -> list[EnvReport]:
-    """Build every problem of every source, `concurrency` at a time. Never raises for a bad source."""
+def build_envs(sources: list[Path], out: Path, sandbox: SandboxConfig | None = None, concurrency: int = 2,
+               package_sources: bool = False) -> list[EnvReport]:
+    """Build every problem of every source, `concurrency` at a time. Never raises for a bad source.
+    `package_sources`: requirement lines may choose a package index or URL (`build.package_sources`)."""
     sandbox = sandbox or SandboxConfig()
     work: list[_Work] = []
     for source in sources:
@@ -47,7 +49,7 @@ def build_envs(sources: list[Path], out: Path, sandbox: SandboxConfig | None = N
         for w, env_id in zip(ml, pool.map(_ml_env_id, [w.source for w in ml])):
             w.env_id = env_id
         _reject_duplicates(work)
-        futures = [pool.submit(_run, w, out, sandbox) for w in work if w.report is None]
+        futures = [pool.submit(_run, w, out, sandbox, package_sources) for w in work if w.report is None]
         for future in futures:
             future.result()
     reports = [w.report for w in work if w.report is not None]
@@ -104,10 +106,13 @@ def _reject_duplicates(work: list[_Work]) -> None:
             first[w.env_id] = w
 
 
-def _run(w: _Work, out: Path, sandbox: SandboxConfig) -> None:
+def _run(w: _Work, out: Path, sandbox: SandboxConfig, package_sources: bool = False) -> None:
     """Build one unit; whatever it raises becomes its own `error` report, so the batch goes on."""
     started = time.monotonic()
     try:
-        w.report = build_ml(w.source, out, sandbox) if w.ml else build_one(*w.job, out, sandbox)  # type: ignore[misc]
+        if w.ml:
+            w.report = build_ml(w.source, out, sandbox, package_sources)
+        else:
+            w.report = build_one(*w.job, out, sandbox)  # type: ignore[misc]
     except Exception as exc:  # noqa: BLE001 - one source's failure is its report, not the batch's end
         w.report = EnvReport(str(w.source), w.env_id, "error", crash_reason(exc), seconds=time.monotonic() - started)

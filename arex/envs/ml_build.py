@@ -32,8 +32,9 @@ from arex.sandbox import SandboxConfig, SandboxError
 __all__ = ["MLSource", "build_ml", "crash_reason", "fetch", "is_ml_source", "load_ml_spec", "open_source", "parse_source", "split_table"]
 
 
-def build_ml(path: Path, out: Path, sandbox: SandboxConfig) -> EnvReport:
-    """One ML source's report; never raises: an exception no check anticipated is an `error` row."""
+def build_ml(path: Path, out: Path, sandbox: SandboxConfig, package_sources: bool = False) -> EnvReport:
+    """One ML source's report; never raises: an exception no check anticipated is an `error` row.
+    `package_sources`: the user lets requirement lines choose a package index or URL."""
     started = time.monotonic()
     try:
         checkout = open_source(path)
@@ -47,7 +48,7 @@ def build_ml(path: Path, out: Path, sandbox: SandboxConfig) -> EnvReport:
         return skipped
     report = EnvReport(str(path), checkout.spec.id, "rejected")
     try:
-        _build_and_gate(report, checkout, content, out, sandbox)
+        _build_and_gate(report, checkout, content, out, sandbox, package_sources)
     except SourceError as exc:
         report.reason = str(exc)
     except SandboxError as exc:
@@ -67,10 +68,11 @@ def crash_reason(exc: BaseException) -> str:
     return f"unexpected {type(exc).__name__}: {message}{where}; this is an arex bug or an input it does not handle yet, please report it."
 
 
-def _build_and_gate(report: EnvReport, checkout: Checkout, content: str, out: Path, sandbox: SandboxConfig) -> None:
+def _build_and_gate(report: EnvReport, checkout: Checkout, content: str, out: Path, sandbox: SandboxConfig,
+                    package_sources: bool = False) -> None:
     """Images, data split and env folder; the gates; into place under `out` if they all pass."""
     spec = checkout.spec
-    deps = deps_image(spec, checkout.folder, sandbox.image)
+    deps = deps_image(spec, checkout.folder, sandbox.image, package_sources)
     text, encoding = decode_table(spec.data, prepare_table(spec, checkout.folder, deps, sandbox))
     columns, train, public, private = split_table(spec, text)
     out.mkdir(parents=True, exist_ok=True)
@@ -80,8 +82,9 @@ def _build_and_gate(report: EnvReport, checkout: Checkout, content: str, out: Pa
         (work / CANARY_FILE).write_text(make_canary(f"{spec.id}\0{content}") + "\n")
         (work / "statement.md").write_text(decode_text((checkout.folder / spec.statement).read_bytes()), encoding="utf-8")
         image = env_image(spec, deps, work / "workspace", content)
+        relaxed = relaxed_pins(spec, checkout.folder, sandbox.image, package_sources)
         spec = spec.model_copy(update={"image": image, "source_url": checkout.source.url, "source_commit": checkout.commit, "source_hash": content, "checksums": checksums,
-                                       "requirements_relaxed": relaxed_pins(spec, checkout.folder, sandbox.image)})  # fmt: skip
+                                       "requirements_relaxed": relaxed})  # fmt: skip
         write_task(work, spec)
         log = run_ml_gates(work, spec, train, sandbox, build_probe(spec.data, columns, train, public + private))
         log.notes += [f"requirements relaxed: {name} {change}" for name, change in spec.requirements_relaxed.items()]

@@ -94,26 +94,70 @@ _VCS = ("git+", "hg+", "svn+", "bzr+")
 _ARCHIVES = (".whl", ".tar.gz", ".tgz", ".zip", ".tar.bz2")
 
 
-def requirement_lines(spec: MLSpec, checkout: Path) -> list[str]:
+def requirement_lines(spec: MLSpec, checkout: Path, package_sources: bool = False) -> list[str]:
     """The spec's `requirements` and its `requirements_file` (with the `-r` files it names, read from
     the repository) as one canonical, deduplicated, sorted list: the order, comments or spelling of
-    names must not change the dependency image, nor its digest."""
+    names must not change the dependency image, nor its digest. A line choosing where packages come
+    from is refused unless `package_sources` (the user's `build.package_sources`)."""
     items = [_COMMENT.sub("", text).strip() for text in spec.requirements]
     raw = [(text, f"the spec's 'requirements' item {i + 1}") for i, text in enumerate(items) if text]
     if spec.requirements_file:
         raw += _read_requirements_file(checkout, checkout / spec.requirements_file, set())
-    return _canonical_list(raw)
+    return _canonical_list(raw, package_sources)
 
 
-def normalise_requirements(requirements: list[str] | tuple[str, ...], where: str = "requirement") -> list[str]:
+def normalise_requirements(requirements: list[str] | tuple[str, ...], where: str = "requirement",
+                           package_sources: bool = False) -> list[str]:
     """Plain requirement strings (no file) in the same canonical, sorted form."""
     items = [_COMMENT.sub("", r).strip() for r in requirements]
-    return _canonical_list([(r, f"{where} {r!r}") for r in items if r])
+    return _canonical_list([(r, f"{where} {r!r}") for r in items if r], package_sources)
 
 
-def _canonical_list(raw: list[tuple[str, str]]) -> list[str]:
-    lines = {_canonical_line(text, where) for text, where in raw}
+def _canonical_list(raw: list[tuple[str, str]], package_sources: bool = False) -> list[str]:
+    lines = set()
+    for text, where in raw:
+        lines.add(_canonical_line(text, where))
+        if not package_sources:
+            _refuse_package_source(text, where)
     return sorted(lines, key=lambda line: (not line.startswith("-"), line))
+
+
+PACKAGE_SOURCES_KEY = "build.package_sources"
+"""The config key that lets a source's requirement lines choose where packages come from."""
+_INDEX_OPTIONS = {
+    "-i": "sets the package index", "--index-url": "sets the package index",
+    "--extra-index-url": "adds a package index",
+    "--trusted-host": "trusts a host without checking its certificate",
+    "-f": "adds a place pip takes packages from", "--find-links": "adds a place pip takes packages from",
+}  # fmt: skip
+
+
+def package_source(text: str) -> str | None:
+    """How a requirement line chooses where packages come from (an index, a link, a URL), or None."""
+    option, value = _split_option(text)
+    if option in _INDEX_OPTIONS:
+        return _INDEX_OPTIONS[option]
+    if option in ("-r", "--requirement") and "://" in value:
+        return "reads more requirements from a URL"
+    if option in ("-e", "--editable"):
+        return "installs from a version-control URL" if value.startswith(_VCS) or "://" in value else None
+    if option is not None:
+        return None
+    requirement = text.partition(" --")[0]
+    if requirement.startswith(_VCS) or "://" in requirement:  # `pkg @ https://...`, a bare URL, `git+https://...`
+        return "installs from a URL"
+    return None
+
+
+def _refuse_package_source(text: str, where: str) -> None:
+    """Where packages come from is the user's choice: a repository that picks an index, a link or a
+    URL picks the code that runs at build time and in the env, so such a line needs the opt-in."""
+    how = package_source(text)
+    if how is not None:
+        raise SourceError(
+            f"{where}: '{text}' {how}, which a source may not choose on its own; remove the line, "
+            f"or allow it with the config key '{PACKAGE_SOURCES_KEY}: true' (-c {PACKAGE_SOURCES_KEY}=true)."
+        )
 
 
 def _read_requirements_file(checkout: Path, path: Path, seen: set[Path]) -> list[tuple[str, str]]:
@@ -498,9 +542,9 @@ def unresolvable_sentence(result: Preflight, base: str, where: str, relax: bool,
 _SETTLED: dict[str, Settled] = {}
 
 
-def settle_spec(spec: MLSpec, checkout: Path, base: str) -> Settled:
+def settle_spec(spec: MLSpec, checkout: Path, base: str, package_sources: bool = False) -> Settled:
     """The spec's requirements, settled on `base` (memoised per process: the build asks twice)."""
-    lines = requirement_lines(spec, checkout)
+    lines = requirement_lines(spec, checkout, package_sources)
     key = json_sha256([lines, list(spec.build_from_source), spec.requirements_relax, base])
     if key not in _SETTLED:
         where = "the spec's requirements" + (f" and {spec.requirements_file}" if spec.requirements_file else "")
@@ -508,24 +552,24 @@ def settle_spec(spec: MLSpec, checkout: Path, base: str) -> Settled:
     return _SETTLED[key]
 
 
-def relaxed_pins(spec: MLSpec, checkout: Path, base: str) -> dict[str, str]:
+def relaxed_pins(spec: MLSpec, checkout: Path, base: str, package_sources: bool = False) -> dict[str, str]:
     """What `requirements_relax` changed for this spec, e.g. {'numpy': '1.16.6 -> 1.23.2'}."""
-    return dict(settle_spec(spec, checkout, base).relaxed)
+    return dict(settle_spec(spec, checkout, base, package_sources).relaxed)
 
 
-def deps_tag(spec: MLSpec, checkout: Path, base: str) -> tuple[str, Settled]:
+def deps_tag(spec: MLSpec, checkout: Path, base: str, package_sources: bool = False) -> tuple[str, Settled]:
     """The dependency image's tag: of the base image id, the final (settled) requirement lines, the
     source-build list and the apt packages; with the settled requirements."""
-    settled = settle_spec(spec, checkout, base)
+    settled = settle_spec(spec, checkout, base, package_sources)
     base_id = docker_client().images.get(base).id
     digest = json_sha256([base_id, settled.lines, settled.no_binary, list(spec.apt), BUILDER_VERSION])[:16]
     return f"arex-deps:{digest}", settled
 
 
-def deps_image(spec: MLSpec, checkout: Path, base: str) -> str:
+def deps_image(spec: MLSpec, checkout: Path, base: str, package_sources: bool = False) -> str:
     """Base + apt packages + requirements, after the preflight. Shared by every env with the same
-    dependencies."""
-    tag, settled = deps_tag(spec, checkout, base)
+    dependencies; `package_sources`: the user allows requirement lines that choose an index or URL."""
+    tag, settled = deps_tag(spec, checkout, base, package_sources)
     client = docker_client()
     if _image_exists(client, tag):
         return tag

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def _heuristic(config: ArexConfig) -> Drafter:
     from arex.envs.draft.heuristic import HeuristicDrafter
 
-    return HeuristicDrafter(config.sandbox)
+    return HeuristicDrafter(config.sandbox, package_sources=config.build.package_sources)
 
 
 DRAFTERS: dict[str, Callable[[ArexConfig], Drafter]] = {

@@ -48,16 +48,18 @@ class HeuristicDrafter:
 
     name = "heuristic"
 
-    def __init__(self, sandbox: SandboxConfig | None = None, pin: bool = True) -> None:
+    def __init__(self, sandbox: SandboxConfig | None = None, pin: bool = True, package_sources: bool = False) -> None:
         self.sandbox = sandbox or SandboxConfig()
         self.pin = pin
+        self.package_sources = package_sources
+        """The user's `build.package_sources`: the repository's requirement lines may choose an index or URL."""
         self._surveys: dict[Path, Survey] = {}
         self._pins: dict[tuple[str, ...], list[str]] = {}
 
     def draft(self, repo: Path, attempts: list[Attempt]) -> Draft:
         repo = repo.resolve()
         if repo not in self._surveys:
-            self._surveys[repo] = survey(repo, self.sandbox, self.pinned)
+            self._surveys[repo] = survey(repo, self.sandbox, self.pinned, self.package_sources)
         found = self._surveys[repo]
         plan = Plan()
         for attempt in attempts:

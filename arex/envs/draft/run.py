@@ -56,17 +56,24 @@ def is_url(source: str) -> bool:
 def checkout(source: str) -> Checkout:
     """The repository as the build will see it: a URL fetched at its HEAD (the commit is pinned in
     the YAML), a local git folder's working tree, or a plain folder as it is."""
+    from arex.envs.judge_sources import SourceError
     from arex.envs.ml_source import MLSource, fetch, materialise, worktree
+    from arex.specs import refuse_links_leaving
 
     name = re.sub(r"\.git$", "", source.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1])
     if is_url(source):
         folder, commit = fetch(MLSource(url=source, rev=None, spec=None, origin=source))
-        return Checkout(repo=source, commit=commit, folder=folder, name=name)
-    local = Path(source).expanduser().resolve()
-    if not local.is_dir():
-        raise DraftError(f"{source} is neither a repository URL nor a folder: give a git URL or the path of a local repository")
-    folder = materialise(worktree(local)[1], str(local)) if (local / ".git").exists() else local
-    return Checkout(repo=str(local), commit=None, folder=folder, name=local.name)
+        where = Checkout(repo=source, commit=commit, folder=folder, name=name)
+    else:
+        local = Path(source).expanduser().resolve()
+        if not local.is_dir():
+            raise DraftError(f"{source} is neither a repository URL nor a folder: "
+                             "give a git URL or the path of a local repository")
+        folder = materialise(worktree(local)[1], str(local)) if (local / ".git").exists() else local
+        where = Checkout(repo=str(local), commit=None, folder=folder, name=local.name)
+    # The drafter reads the files and shows them to the teacher: a link out of the tree would show a host file.
+    refuse_links_leaving(where.folder, SourceError, shown=where.repo)
+    return where
 
 
 def write_overlay(draft: Draft, env_id: str, where: Checkout, out: Path) -> Path:
@@ -93,9 +100,11 @@ def write_overlay(draft: Draft, env_id: str, where: Checkout, out: Path) -> Path
 
 
 def draft_env(source: str, out: Path, envs_out: Path, drafter: Drafter, budget: int = 3, sandbox: SandboxConfig | None = None,
-              on_attempt: Callable[[int, Attempt, EnvReport], None] | None = None) -> DraftResult:  # fmt: skip
+              on_attempt: Callable[[int, Attempt, EnvReport], None] | None = None,
+              package_sources: bool = False) -> DraftResult:  # fmt: skip
     """Draft, build, revise: at most `budget` builds. Raises DraftError only if no first draft can
-    be made; a drafter that gives up on a revision ends the loop with `stopped` set."""
+    be made; a drafter that gives up on a revision ends the loop with `stopped` set.
+    `package_sources`: the builds let requirement lines choose a package index or URL."""
     from arex.envs.build import build_envs
 
     started = time.monotonic()
@@ -117,7 +126,7 @@ def draft_env(source: str, out: Path, envs_out: Path, drafter: Drafter, budget: 
                 spec["title"] = env_id
             draft = draft.model_copy(update={"spec": spec})
             yaml_path = write_overlay(draft, env_id, where, out)
-            [report] = build_envs([yaml_path], envs_out, sandbox, concurrency=1)
+            [report] = build_envs([yaml_path], envs_out, sandbox, concurrency=1, package_sources=package_sources)
             attempt = Attempt(draft=draft, reason=None if report.status in ("accepted", "skipped") else report.reason or report.status)
             attempts.append(attempt)
             if on_attempt is not None:

@@ -46,7 +46,7 @@ class Survey(BaseModel):
 
 
 # -- the survey ----------------------------------------------------------------------------------
-def survey(repo: Path, sandbox: SandboxConfig, pinned) -> Survey:
+def survey(repo: Path, sandbox: SandboxConfig, pinned, package_sources: bool = False) -> Survey:
     facts = inspect_repo(repo)
     run, train, test, sub = find_run_script(facts)
     requirements = [] if facts.requirements_file else pypi_names([m for s in facts.scripts for m in s.imports], local_modules(facts))
@@ -61,7 +61,7 @@ def survey(repo: Path, sandbox: SandboxConfig, pinned) -> Survey:
         if not table.plain_csv or clash:
             _convert(found, repo, clash)
     else:
-        found = _prepared(facts, repo, run, requirements, sandbox, pinned)
+        found = _prepared(facts, repo, run, requirements, sandbox, pinned, package_sources)
         found.guesses = guesses + found.guesses
     found.run_script, found.train_literal, found.test_literal, found.submission_literal = run, train, test, sub
     found.targets = target_candidates(found.table, run, facts.scripts)
@@ -107,14 +107,15 @@ def _convert(found: Survey, repo: Path, clash: bool) -> None:
     found.guesses.append(Guess(field="data.table", value=found.table_path, confidence="medium", why=f"{why}: the draft adds its {original.rows} rows as {found.table_path} (CSV)"))
 
 
-def _prepared(facts: RepoFacts, repo: Path, run: ScriptInfo | None, requirements: list[str], sandbox: SandboxConfig, pinned) -> Survey:
+def _prepared(facts: RepoFacts, repo: Path, run: ScriptInfo | None, requirements: list[str], sandbox: SandboxConfig,
+              pinned, package_sources: bool = False) -> Survey:
     """No table shipped: run each preparation candidate (in the dependency image, no network) until one writes a table."""
     from arex.envs.ml_images import deps_image
 
     candidates = prepare_candidates(facts, run.path if run else None)
     if not candidates:
         raise DraftError("the repository ships no table (csv, tsv, xlsx, parquet, json) and has no script that looks like it writes one (make_data.py, prepare.py, ...)")
-    deps = deps_image(deps_spec(pinned(requirements), facts.requirements_file), repo, sandbox.image)
+    deps = deps_image(deps_spec(pinned(requirements), facts.requirements_file), repo, sandbox.image, package_sources)
     errors = []
     for script in candidates[:3]:
         prepared = run_prepare(repo, script.path, deps, sandbox)
