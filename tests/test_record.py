@@ -14,6 +14,7 @@ from arex.trajectory import SCHEMA_VERSION, RecordError, RecordWriter, load, par
 
 FIXTURE = Path(__file__).parent / "fixtures" / "v1"
 WRITTEN_AT = "/tmp/fx/v1"  # where the fixture store was when its golden output was made
+GOLDEN_CRITERIA_HASH = "81d223e5548d58bb"  # SelectConfig(regrade=False).digest() when the golden was made
 
 
 @pytest.fixture
@@ -24,7 +25,19 @@ def v1(tmp_path) -> Path:
 
 
 def golden(rel: str, root: Path) -> bytes:
-    return (FIXTURE / "golden" / rel).read_bytes().replace(WRITTEN_AT.encode(), str(root).encode())
+    return _judge_prompt_today((FIXTURE / "golden" / rel).read_bytes().replace(WRITTEN_AT.encode(), str(root).encode()))
+
+
+def _judge_prompt_today(data: bytes) -> bytes:
+    """The golden selection with today's default LLM-judge prompt, and the criteria hash it makes: the
+    prompt changed on purpose (the trajectory fenced as untrusted data, the rubric before and after
+    it), so verdicts cached under the old one are not reused. Nothing else of the golden changes."""
+    config = json.loads((FIXTURE / "golden" / "selected" / "selection.json").read_text())["criteria"]
+    then = config["llm_judge"]["prompt"]
+    now = SelectConfig(regrade=False)
+    assert then != now.llm_judge.prompt
+    quoted = (json.dumps(then)[1:-1].encode(), json.dumps(now.llm_judge.prompt)[1:-1].encode())
+    return data.replace(*quoted).replace(GOLDEN_CRITERIA_HASH.encode(), now.digest().encode())
 
 
 def test_every_v1_line_reads_back_unchanged():
