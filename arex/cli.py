@@ -1,4 +1,4 @@
-"""The arex command line: one small function per verb, no logic of its own.
+"""The arex command line: one function per verb; what a verb does lives in its stage's package.
 
 Errors end here, in one place (`handle_errors`): an `ArexError` (the user's to fix) prints
 `arex: <message>` on stderr and exits with its code; Ctrl-C exits 130; anything else is a bug in
@@ -258,11 +258,11 @@ def rollout(
     import asyncio
 
     from arex.config import load_config
+    from arex.record.url_store import is_url
     from arex.rollout.batch import run_batch
     from arex.rollout.executors import make_executor, nodes_lost
+    from arex.rollout.variants import check_unchanged, guard_store, load_variants, run_variants
     from arex.summary import rollout_summary
-    from arex.url_store import is_url
-    from arex.variants import check_unchanged, guard_store, load_variants, run_variants
 
     for name, value in (("--samples", samples), ("--concurrency", concurrency)):
         if value < 1:
@@ -297,8 +297,8 @@ def rollout(
 
 def _store_folder(ctx: typer.Context, value: str, write: bool) -> Path:
     """--out/--store as a local folder until the command ends: a path as given; a URL as its local
-    mirror, brought up to date (and the URL locked, to write): arex.url_store."""
-    from arex.url_store import opened
+    mirror, brought up to date (and the URL locked, to write): arex.record.url_store."""
+    from arex.record.url_store import opened
 
     notify = lambda line: err.print(f"arex: {line}", soft_wrap=True, markup=False)  # noqa: E731
     return ctx.with_resource(opened(value, write, notify))
@@ -347,7 +347,7 @@ def _print_rollout(summary, as_json: bool) -> None:
     print_summary(summary, console, as_json, show_items=False)
     unreadable = summary.extra["unreadable_records"]
     if unreadable:
-        from arex.trajectory import RecordError
+        from arex.record.trajectory import RecordError
 
         for problem in unreadable:
             (err if as_json else console).print(f"[red]{UNREADABLE}[/red]: {escape(problem['reason'])}", soft_wrap=True)
@@ -388,14 +388,14 @@ def select_command(
     as_json: bool = JsonOpt,
 ) -> None:
     """Keep or drop whole trajectories; scores are re-checked by re-grading. Resumable."""
+    from arex.record.storage import write_error
     from arex.rollout.executors import make_executor
-    from arex.select import select
-    from arex.storage import write_error
+    from arex.selection.selector import select
     from arex.summary import print_summary, select_summary
 
     if concurrency < 1:
         raise UserInputError(f"--concurrency expects an integer of at least 1, got {concurrency}")
-    from arex.variants import read_record
+    from arex.rollout.variants import read_record
 
     store = _store_folder(ctx, store, write=False)
     if read_record(store):
@@ -433,8 +433,8 @@ def export_command(
     as_json: bool = JsonOpt,
 ) -> None:
     """Write the kept trajectories as SFT parquet shards and a dataset card (replaces only an earlier export)."""
-    from arex.export import export, kept_records
-    from arex.export_config import config_folder
+    from arex.dataset.config import config_folder
+    from arex.dataset.export import export, kept_records
     from arex.summary import export_summary, print_summary
 
     cfg = _config(config)
@@ -478,7 +478,7 @@ def train_check_command(
     rows: int = typer.Option(200, "--rows", help="How many rows to check."),
 ) -> None:
     """Check an export trains as intended: a sample with the trained tokens highlighted, lengths, optional steps."""
-    from arex.train_check import run
+    from arex.dataset.train_check import run
 
     run(console, dataset, tokenizer, config, steps, model, rows)
 
@@ -493,7 +493,7 @@ def push_command(
     as_json: bool = JsonOpt,
 ) -> None:
     """Upload the shards and the card to a Hugging Face dataset repo, in one commit."""
-    from arex.push import push
+    from arex.dataset.push import push
     from arex.summary import print_summary, push_summary
 
     started = time.monotonic()

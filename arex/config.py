@@ -14,12 +14,12 @@ from typing import Any, Sequence
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from arex.dataset.config import ExportConfig
 from arex.envs.build_config import BuildConfig
 from arex.errors import UserInputError, explain_validation
-from arex.export_config import ExportConfig
 from arex.rollout.config import RolloutConfig
 from arex.sandbox.base import SandboxConfig
-from arex.select_config import SelectConfig
+from arex.selection.config import SelectConfig
 from arex.teacher.config import TeacherConfig
 
 _OVERRIDE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)=(.*)$", re.S)

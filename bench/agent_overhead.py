@@ -49,12 +49,12 @@ from _common import ROOT, cgroup_cpu, proc_cpu, tiny_env
 
 from arex.envs.docs_index import agent_image
 from arex.envs.runtime import load_env
+from arex.record.trajectory import load
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
 from arex.sandbox import SandboxConfig
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import Reply, ScriptedServer
-from arex.trajectory import load
 
 STEPS, ROUNDS, LATENCY = int(os.environ.get("B_N", 40)), int(os.environ.get("B_ROUNDS", 3)), float(os.environ.get("B_LAT", 0.05))
 WARMUP = 5

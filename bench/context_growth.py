@@ -13,12 +13,12 @@ from pathlib import Path
 
 from _common import SOLUTION, tiny_env
 
+from arex.record.trajectory import load
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
 from arex.sandbox import SandboxConfig
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import RoundScript, ScriptedServer
-from arex.trajectory import load
 
 ROUNDS = 30
 

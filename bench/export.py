@@ -83,8 +83,8 @@ CHILD = """
 import json, resource, sys, time
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from arex.export import ExportConfig, RowBuilder, export, kept_records
-from arex.trajectory import load
+from arex.dataset.export import ExportConfig, RowBuilder, export, kept_records
+from arex.record.trajectory import load
 selection, out, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 started = time.perf_counter()
 if mode == "arex":

@@ -41,9 +41,9 @@ from reliability_kit import line_spend
 from test_loop_fast import TallyEnv
 
 from arex.envs import runtime
+from arex.record.trajectory import RecordWriter
 from arex.sandbox.base import BACKENDS
 from arex.teacher.client import TeacherClient
-from arex.trajectory import RecordWriter
 
 REFLECT_MARK = "Reflect, then write"
 

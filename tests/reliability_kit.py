@@ -17,10 +17,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from arex.snapshots import SnapshotStore, read_member
+from arex.record.snapshots import SnapshotStore, read_member
+from arex.record.trajectory import load
 from arex.teacher.config import Price
 from arex.teacher.scripted import ScriptedServer
-from arex.trajectory import load
 
 RUNNER = Path(__file__).with_name("reliability_runner.py")
 PRICE = Price(input=1e6, output=2e6, cached_input=0.5e6)

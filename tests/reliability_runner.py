@@ -48,9 +48,9 @@ def _load_cli():
     import matplotlib.pyplot  # noqa: F401 - loaded before `ready`, as the commands would load them
     import pyarrow.parquet  # noqa: F401
 
-    import arex.card  # noqa: F401
-    import arex.export  # noqa: F401
-    import arex.select  # noqa: F401
+    import arex.dataset.card  # noqa: F401
+    import arex.dataset.export  # noqa: F401
+    import arex.selection.selector  # noqa: F401
     from arex.cli import app
 
     return app

@@ -42,15 +42,15 @@ from arex.envs.build import build_envs
 from arex.envs.runtime import Env, load_env
 from arex.grading.judge import Judge
 from arex.grading.pool import GradingPool
+from arex.record.snapshots import MemberError, SnapshotStore, read_member
+from arex.record.trajectory import load
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
 from arex.sandbox import SandboxConfig, make_sandbox
 from arex.sandbox.docker import docker_client
-from arex.select import SelectConfig, select
-from arex.snapshots import MemberError, SnapshotStore, read_member
+from arex.selection.selector import SelectConfig, select
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import RoundScript, ScriptedServer
-from arex.trajectory import load
 
 ROOT = Path(__file__).resolve().parent.parent
 TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False, backoff_base_s=0.01, max_attempts=2)

@@ -10,16 +10,16 @@ import pyarrow.parquet as pq
 import pytest
 import test_loop_fast as loop
 
+from arex.dataset.export import ExportConfig, export, kept_records
 from arex.envs import build as build_module
 from arex.envs import runtime
 from arex.envs.build import build_envs
 from arex.envs.judge_build import _has_reference, legacy_time_limit
 from arex.envs.report import EnvReport, GateLog, report_table, write_report
-from arex.export import ExportConfig, export, kept_records
 from arex.grading.judge import Judge
 from arex.rollout.config import RolloutConfig
 from arex.sandbox.base import BACKENDS, ExecResult
-from arex.select import SelectConfig, select
+from arex.selection.selector import SelectConfig, select
 from arex.specs import CheckerSpec, GradeResult, JudgeSpec
 from arex.specs import TestCase as Case
 from arex.specs import TestResult as Outcome

@@ -14,8 +14,8 @@ from arex.errors import ArexError, UserInputError
 
 # Every module that defines an ArexError subclass.
 MODULES = [
-    "arex.canary", "arex.config", "arex.envs.judge_sources", "arex.push", "arex.rollout.skills",
-    "arex.sandbox.base", "arex.snapshots", "arex.specs", "arex.teacher.client", "arex.teacher.local",
+    "arex.record.canary", "arex.config", "arex.envs.judge_sources", "arex.dataset.push", "arex.rollout.skills",
+    "arex.sandbox.base", "arex.record.snapshots", "arex.specs", "arex.teacher.client", "arex.teacher.local",
 ]
 
 
@@ -86,8 +86,8 @@ def test_keyboard_interrupt_is_one_line_and_130(monkeypatch):
 
 def test_arex_error_under_clirunner_exits_with_its_code(monkeypatch):
     import arex.config
-    from arex.canary import LeakError
     from arex.cli import app
+    from arex.record.canary import LeakError
 
     def leak(items):
         raise LeakError("store/x.jsonl:3: the private-data canary of env 'e' appears in this trajectory.")
@@ -173,8 +173,8 @@ def test_every_arex_error_has_a_docstring_and_an_exit_code():
         assert isinstance(cls.exit_code, int) and 0 < cls.exit_code < 256, cls
     # Errors the user cannot cause stay out of the handler's reach.
     from arex.grading.ml import SubmissionError
+    from arex.record.snapshots import MemberError
     from arex.sandbox.base import ArchiveTooLarge
-    from arex.snapshots import MemberError
 
     assert not any(issubclass(c, ArexError) for c in (SubmissionError, ArchiveTooLarge, MemberError))
 

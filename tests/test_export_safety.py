@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import arex.export
+import arex.dataset.export
 from arex.cli import app
-from arex.export import ExportConfig, ExportError, exchange, export, kept_records
-from arex.export_config import MARKER
+from arex.dataset.config import MARKER
+from arex.dataset.export import ExportConfig, ExportError, exchange, export, kept_records
 from arex.sandbox import SandboxConfig
-from arex.select import SelectConfig, select
+from arex.selection.selector import SelectConfig, select
 
 FIXTURE = Path(__file__).parent / "fixtures" / "v1"
 runner = CliRunner()
@@ -155,7 +155,7 @@ def test_an_earlier_export_is_swapped_out_in_one_exchange(world, monkeypatch):
         calls.append((Path(a), Path(b)))
         exchange(a, b)
 
-    monkeypatch.setattr(arex.export, "exchange", spy)
+    monkeypatch.setattr(arex.dataset.export, "exchange", spy)
     result = run_export(world, out, "-c", "export.reflection_weight=2.0")
     assert result.exit_code == 0, result.output
     assert calls == [(out.with_name(".dataset.partial"), out)]
@@ -192,14 +192,14 @@ def test_a_file_of_yours_inside_an_earlier_export_stops_the_replacement(world):
 KILLER = textwrap.dedent(
     """
     import os, signal, sys
-    import arex.export
+    import arex.dataset.export
     from arex.cli import main
 
     def die(self, staging):  # the whole export is staged, card included; killed before the swap
         print(sorted(p.name for p in staging.iterdir()), flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
 
-    arex.export._Target.swap = die
+    arex.dataset.export._Target.swap = die
     sys.argv = ["arex", "export", "--selection", sys.argv[1], "--out", sys.argv[2], "-c", "export.reflection_weight=3.0"]
     main()
     """
@@ -301,13 +301,13 @@ def test_a_disk_full_late_in_the_export_cleans_up_and_keeps_the_previous_dataset
     out = world["root"] / "dataset"
     assert run_export(world, out).exit_code == 0
     before = tree(out)
-    real = getattr(arex.export, step)
+    real = getattr(arex.dataset.export, step)
 
     def full(folder, *args):
         real(folder, *args)  # the files get written, then the disk fills
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(folder / "README.md"))
 
-    monkeypatch.setattr(arex.export, step, full)
+    monkeypatch.setattr(arex.dataset.export, step, full)
     refused(run_export(world, out), "no space left on the device while writing", ".dataset.partial/README.md")
     assert tree(out) == before and leftovers(out) == []
 

@@ -17,19 +17,19 @@ import pyarrow.parquet as pq
 import pytest
 from pydantic import BaseModel
 
+from arex.dataset.export import ExportConfig, export
 from arex.envs import runtime
 from arex.envs.runtime import Env, Grading, load_env
 from arex.errors import UserInputError
-from arex.export import ExportConfig, export
+from arex.record.snapshots import read_member
+from arex.record.trajectory import RoundEnd, load
 from arex.rollout.batch import _hash, config_hash, run_batch
 from arex.rollout.config import BUNDLED, RolloutConfig
 from arex.sandbox import SandboxConfig
 from arex.sandbox.base import BACKENDS
-from arex.snapshots import read_member
 from arex.specs import GradeResult
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import RoundScript, ScriptedServer
-from arex.trajectory import RoundEnd, load
 
 TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False, backoff_base_s=0.01, max_attempts=2)
 REFLECT = "Reflect, then write your state update"

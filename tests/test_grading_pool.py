@@ -24,10 +24,10 @@ import pytest
 from arex.envs.runtime import load_env
 from arex.grading.judge import Judge
 from arex.grading.pool import GradingPool
+from arex.record.trajectory import RoundEnd
 from arex.sandbox.base import RunLimits, SandboxConfig, SandboxError
 from arex.sandbox.cleaning import INSPECT
 from arex.specs import JudgeSpec
-from arex.trajectory import RoundEnd
 
 pytestmark = pytest.mark.docker
 

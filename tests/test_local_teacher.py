@@ -112,7 +112,7 @@ def test_batch_with_the_local_teacher_survives_its_messy_output(tmp_path):
     from typer.testing import CliRunner
 
     from arex.cli import app
-    from arex.trajectory import load
+    from arex.record.trajectory import load
 
     root = Path(__file__).resolve().parent.parent / "envs"
     built = tmp_path / "envs"

@@ -16,19 +16,19 @@ import pyarrow.parquet as pq
 import pytest
 from pydantic import BaseModel
 
+from arex.dataset.export import ExportConfig, export, kept_records
 from arex.envs import runtime
 from arex.envs.runtime import Env, Grading, load_env
-from arex.export import ExportConfig, export, kept_records
+from arex.record.snapshots import SnapshotStore, read_member
+from arex.record.trajectory import RoundEnd, load
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
 from arex.sandbox import SandboxConfig
 from arex.sandbox.base import BACKENDS
-from arex.select import SelectConfig, select
-from arex.snapshots import SnapshotStore, read_member
+from arex.selection.selector import SelectConfig, select
 from arex.specs import GradeResult
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import RoundScript, ScriptedServer
-from arex.trajectory import RoundEnd, load
 
 TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False, backoff_base_s=0.01, max_attempts=2)
 

@@ -25,8 +25,8 @@ from arex.envs.runtime import load_env
 from arex.grading import ml
 from arex.grading.judge import Judge
 from arex.grading.ml import NUMERIC, MLGrader
+from arex.record.snapshots import SnapshotStore
 from arex.sandbox import SandboxConfig, make_sandbox
-from arex.snapshots import SnapshotStore
 from arex.specs import MLSpec
 
 CORPUS = Path(__file__).parent / "corpus"

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from arex.config import ArexConfig, load_config
 from arex.envs import judge_sources
 from arex.errors import ArexError
+from arex.record.trajectory import SCHEMA_VERSION, Spent, load
 from arex.specs import JudgeSpec, MLSpec, load_task_spec, read_spec_yaml, validate_spec
-from arex.trajectory import SCHEMA_VERSION, Spent, load
 
 pytestmark = pytest.mark.suite  # a reliability suite: run by `make test`, not `make test-fast`
 

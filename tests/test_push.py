@@ -1,4 +1,4 @@
-"""`arex.push` against the local fake Hub (tests/fake_hub.py); nothing leaves 127.0.0.1."""
+"""`arex.dataset.push` against the local fake Hub (tests/fake_hub.py); nothing leaves 127.0.0.1."""
 
 import hashlib
 import json
@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from fake_hub import FakeHub, isolate_hf_client
 
-from arex.push import PushError, push
+from arex.dataset.push import PushError, push
 
 REPO = "arex-test/sft-demo"
 TOKEN = "hf_fake_token"

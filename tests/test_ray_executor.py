@@ -23,17 +23,17 @@ from ray.cluster_utils import Cluster
 from arex.envs.build import build_envs
 from arex.envs.runtime import load_env
 from arex.errors import UserInputError
+from arex.record.storage import pid_alive
+from arex.record.trajectory import load
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
 from arex.rollout.executors import LocalExecutor, make_executor, nodes_lost
 from arex.rollout.ray_actors import RayLimiter, TeacherLimit, pinned
 from arex.rollout.ray_executor import MARKER, RayExecutor, check_store, ensure_images, mark_store, save_images
 from arex.sandbox import SandboxConfig
-from arex.select import SelectConfig, select
-from arex.storage import pid_alive
+from arex.selection.selector import SelectConfig, select
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import RoundScript, ScriptedServer
-from arex.trajectory import load
 
 PERMITS = 2
 TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False, backoff_base_s=0.01, max_attempts=2, concurrency=PERMITS)

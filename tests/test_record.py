@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from arex.export import ExportConfig, export, kept_records
+from arex.dataset.export import ExportConfig, export, kept_records
+from arex.record.trajectory import SCHEMA_VERSION, RecordError, RecordWriter, load, parse_line
 from arex.sandbox import SandboxConfig
-from arex.select import SelectConfig, select
-from arex.trajectory import SCHEMA_VERSION, RecordError, RecordWriter, load, parse_line
+from arex.selection.selector import SelectConfig, select
 
 FIXTURE = Path(__file__).parent / "fixtures" / "v1"
 WRITTEN_AT = "/tmp/fx/v1"  # where the fixture store was when its golden output was made

@@ -23,9 +23,9 @@ from typer.testing import CliRunner
 
 from arex.cli import app
 from arex.envs import runtime
+from arex.record.trajectory import load
 from arex.sandbox.base import BACKENDS
 from arex.teacher.scripted import RoundScript, ScriptedServer
-from arex.trajectory import load
 
 pytestmark = pytest.mark.suite  # a reliability suite: run by `make test`, not `make test-fast`
 

@@ -23,13 +23,13 @@ from test_loop_fast import TallyEnv
 
 from arex.envs import runtime
 from arex.envs.runtime import load_env
+from arex.record.trajectory import load
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
 from arex.sandbox import SandboxConfig
 from arex.sandbox.base import BACKENDS
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import Fault, Reply, RoundScript
-from arex.trajectory import load
 
 pytestmark = pytest.mark.suite  # a reliability suite: run by `make test`, not `make test-fast`
 

@@ -25,7 +25,7 @@ from arex.report import write_report
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
 from arex.sandbox.base import BACKENDS
-from arex.select import SelectConfig, select
+from arex.selection.selector import SelectConfig, select
 from arex.teacher.scripted import RoundScript, ScriptedServer
 
 HOSTILE = "<script>alert(1)</script>"

@@ -16,6 +16,7 @@ from solutions import EXACT_PY, USE_ALL
 
 from arex.envs.build import build_envs
 from arex.envs.runtime import load_env
+from arex.record.trajectory import load
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
 from arex.rollout.parse import parse_action, parse_reflection
@@ -24,7 +25,6 @@ from arex.sandbox import SandboxConfig
 from arex.sandbox.docker import prune
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import Fault, RoundScript, ScriptedServer
-from arex.trajectory import load
 
 ROOT = Path(__file__).resolve().parent.parent
 TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False, backoff_base_s=0.01, max_attempts=2)

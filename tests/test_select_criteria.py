@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from arex.envs.runtime import load_env
+from arex.record.snapshots import SnapshotStore
+from arex.record.trajectory import Action, Best, Call, End, Header, Reflection, Round, RoundEnd, RoundStart, Step, Trajectory
 from arex.sandbox import SandboxConfig
-from arex.select import SelectConfig, Selector
-from arex.select_criteria import CRITERIA, PRECONDITIONS
-from arex.snapshots import SnapshotStore
+from arex.selection.criteria import CRITERIA, PRECONDITIONS
+from arex.selection.selector import SelectConfig, Selector
 from arex.specs import GradeResult, TeacherIdentity
-from arex.trajectory import Action, Best, Call, End, Header, Reflection, Round, RoundEnd, RoundStart, Step, Trajectory
 
 FIXTURE = Path(__file__).parent / "fixtures" / "v1"
 JUDGE = load_env(FIXTURE / "envs" / "subset-fill")  # baseline 0.98028425, nothing protected
@@ -151,7 +151,7 @@ def test_a_corrupt_archive_is_bad_snapshot_and_nothing_else_runs_on_it(tmp_path)
     archive = SnapshotStore(t.path.with_suffix("") / "snapshots").path(t.rounds[-1].end.snapshot)
     archive.write_bytes(archive.read_bytes()[:700])  # cut inside a member
     t.path.parent.mkdir(parents=True, exist_ok=True)
-    from arex.trajectory import RecordWriter
+    from arex.record.trajectory import RecordWriter
 
     writer = RecordWriter(t.path)
     for line in [t.header, *(x for r in t.rounds for x in (r.start, *r.steps, r.end)), t.end]:
@@ -171,7 +171,7 @@ def _fixture_copy(tmp_path: Path) -> Path:
 
 
 def test_an_unreadable_record_is_a_drop_naming_its_line_and_the_others_are_judged(tmp_path):
-    from arex.select import select
+    from arex.selection.selector import select
 
     root = _fixture_copy(tmp_path)
     path = root / "store" / "subset-fill" / "d9aca56721dc2283.jsonl"
@@ -184,7 +184,7 @@ def test_an_unreadable_record_is_a_drop_naming_its_line_and_the_others_are_judge
 
 
 def test_a_drop_whose_cause_went_away_is_judged_again(tmp_path):
-    from arex.select import select
+    from arex.selection.selector import select
 
     root = _fixture_copy(tmp_path)
     moved = tmp_path / "away"

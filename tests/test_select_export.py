@@ -12,19 +12,19 @@ import pytest
 import yaml
 from solutions import EXACT_PY, USE_ALL
 
-from arex.canary import LeakError, env_canaries
-from arex.card import write_card
+from arex.dataset.card import write_card
+from arex.dataset.export import SCHEMA, ExportConfig, export, kept_records, token_weights
 from arex.envs.build import build_envs
 from arex.envs.runtime import load_env
-from arex.export import SCHEMA, ExportConfig, export, kept_records, token_weights
+from arex.record.canary import LeakError, env_canaries
+from arex.record.snapshots import SnapshotStore
+from arex.record.trajectory import load
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
 from arex.sandbox import SandboxConfig
-from arex.select import SelectConfig, select
-from arex.snapshots import SnapshotStore
+from arex.selection.selector import SelectConfig, select
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import RoundScript, ScriptedServer
-from arex.trajectory import load
 
 ROOT = Path(__file__).resolve().parent.parent
 TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False, backoff_base_s=0.01, max_attempts=2)

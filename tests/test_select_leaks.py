@@ -1,4 +1,4 @@
-"""The hidden-content net of selection (arex.select_leaks): private data in a record, in any of the
+"""The hidden-content net of selection (arex.selection.leaks): private data in a record, in any of the
 forms an agent smuggling it would use, is found; public text is not taken for it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from arex.select_leaks import HiddenContent
+from arex.selection.leaks import HiddenContent
 
 HIDDEN_IN = "11 31\n13 4 29 8 17 22 5 41 19 33 2\n"
 HIDDEN_ANS = "3\n1 4 6\n"

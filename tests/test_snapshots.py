@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from arex.canary import Canaries, LeakError, scan_archive
-from arex.snapshots import (
+from arex.record.canary import Canaries, LeakError, scan_archive
+from arex.record.snapshots import (
     MemberError,
     SnapshotError,
     SnapshotStore,

@@ -506,7 +506,7 @@ def test_a_stored_marker_or_lock_at_any_depth_is_never_mirrored(tmp_path):
     store's choosing; a `.arex-lock` would look like a run of this machine's holding the store."""
     import fsspec
 
-    from arex.url_store import Remote, UrlStoreError, opened, url_of
+    from arex.record.url_store import Remote, UrlStoreError, opened, url_of
 
     url = f"memory://arex-safety-{uuid.uuid4().hex[:8]}/store"
     fs = fsspec.filesystem("memory")

@@ -27,12 +27,12 @@ from typer.testing import CliRunner
 from arex.cli import app
 from arex.envs import runtime
 from arex.envs.runtime import load_env
+from arex.record.storage import LOCK_NAME, STORE_ENV, DiskFull, OutputError, Owner, StoreLock, StoreLocked, boot_id, proc_start
+from arex.record.trajectory import load
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
 from arex.sandbox.base import BACKENDS
-from arex.storage import LOCK_NAME, STORE_ENV, DiskFull, OutputError, Owner, StoreLock, StoreLocked, boot_id, proc_start
 from arex.teacher.scripted import RoundScript, ScriptedServer
-from arex.trajectory import load
 
 TESTS = str(Path(__file__).resolve().parent)
 runner = CliRunner()

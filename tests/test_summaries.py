@@ -16,9 +16,9 @@ from test_loop_fast import climbing
 from typer.testing import CliRunner
 
 from arex.cli import app
+from arex.record.trajectory import load
 from arex.summary import Summary
 from arex.teacher.scripted import RoundScript, ScriptedServer
-from arex.trajectory import load
 
 env, kinds = fast.env, fast.kinds  # the fast fixtures (kinds: autouse)
 runner = CliRunner()

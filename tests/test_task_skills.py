@@ -20,6 +20,7 @@ from arex.envs.build import build_envs
 from arex.envs.runtime import load_env
 from arex.envs.task_skills import PrivateData, keep, read_record, ship
 from arex.hashing import json_sha256
+from arex.record.trajectory import ToolCall, load
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
 from arex.rollout.skills import SkillSet, check_task_skill, skill_set
@@ -27,7 +28,6 @@ from arex.rollout.tools import parse_tool_calls
 from arex.sandbox import SandboxConfig
 from arex.sandbox.base import BACKENDS
 from arex.teacher.scripted import Reply, RoundScript, ScriptedServer, tool_call
-from arex.trajectory import ToolCall, load
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTE_BODY = "Pair sums: sort once, then two pointers; the sample in samples/ is the quick check."

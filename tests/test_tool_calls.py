@@ -16,19 +16,19 @@ from reliability_kit import Zygote, make_tally_env, notes_commands, rollout_args
 from test_loop_fast import TEACHER, TallyEnv, climbing, process_sandbox, rollout
 from test_train_export import CHATML, TEMPLATES, _sft_args, bpe_tokenizer, smol, supervised_runs  # noqa: F401 (smol: a fixture)
 
+from arex.dataset.export import ExportConfig, export, kept_records
+from arex.dataset.masks import Masker, TemplateError
 from arex.envs import runtime
 from arex.envs.runtime import load_env
 from arex.errors import UserInputError
-from arex.export import ExportConfig, export, kept_records
-from arex.masks import Masker, TemplateError
+from arex.record.snapshots import SnapshotStore, read_member
+from arex.record.trajectory import load
 from arex.rollout.batch import config_hash
 from arex.rollout.config import RolloutConfig
 from arex.sandbox.base import BACKENDS
-from arex.select import SelectConfig, select
-from arex.snapshots import SnapshotStore, read_member
+from arex.selection.selector import SelectConfig, select
 from arex.teacher.client import TeacherClient
 from arex.teacher.scripted import Reply, RoundScript, ScriptedServer, tool_call
-from arex.trajectory import load
 
 TOOLS = RolloutConfig(rounds=3, action_format="tools")
 REFLECT = "Reflect, then write"
@@ -296,7 +296,7 @@ def test_ready_masks_train_the_tool_calls_and_not_the_tool_results(killed_and_re
 def test_train_check_reads_tool_rows_through_the_template_with_their_tools(killed_and_resumed, qwen):
     from transformers import AutoTokenizer
 
-    from arex.train_check import check
+    from arex.dataset.train_check import check
 
     tokenizer = AutoTokenizer.from_pretrained(str(qwen), local_files_only=True)
     for config in ("calls", "rounds"):
@@ -316,8 +316,8 @@ def test_stock_sft_trainer_trains_tool_call_rows_with_their_tools(killed_and_res
     from datasets import load_dataset
     from trl import SFTTrainer
 
-    from arex.masks import load_tokenizer
-    from arex.train import load_model
+    from arex.dataset.masks import load_tokenizer
+    from arex.dataset.train import load_model
 
     tokenizer = load_tokenizer(smol["tokenizer"])
     tokenizer.chat_template = (TEMPLATES / "qwen2_5.jinja").read_text(encoding="utf-8")

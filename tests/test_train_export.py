@@ -14,12 +14,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from arex.dataset.export import ExportConfig, export
+from arex.dataset.masks import Masker, TemplateError, load_tokenizer
+from arex.dataset.rows import merge_turns
+from arex.dataset.train_check import mask_problems
 from arex.errors import UserInputError
-from arex.export import ExportConfig, export
-from arex.masks import Masker, TemplateError, load_tokenizer
-from arex.rows import merge_turns
-from arex.train_check import mask_problems
-from arex.trajectory import load
+from arex.record.trajectory import load
 
 STORE = Path(__file__).parent / "fixtures" / "v1" / "store"
 RECORDS = {
@@ -358,8 +358,8 @@ def smol(tmp_path_factory):
 
     from transformers.trainer_utils import validate_quantization_for_training
 
+    from arex.dataset.train import load_model
     from arex.teacher.local import find_gguf
-    from arex.train import load_model
 
     root = tmp_path_factory.mktemp("smol")
     model = load_model()  # the Trainer accepts it: the quantization flags are cleared
@@ -392,7 +392,7 @@ def test_stock_sft_trainer_trains_calls_and_token_rows_with_no_glue(store, smol,
     from datasets import load_dataset
     from trl import SFTTrainer
 
-    from arex.train import load_model
+    from arex.dataset.train import load_model
 
     tokenizer = load_tokenizer(smol["tokenizer"])
     export(iter([store["bounded"]]), tmp_path / "ds", ExportConfig(granularities=("rounds", "calls"), tokenizer=str(smol["tokenizer"]), max_length=512), None)
@@ -423,7 +423,7 @@ def test_weighted_trainer_applies_per_token_weights(store, smol, tmp_path):
     import torch
     from datasets import Dataset
 
-    from arex.train import WeightedCollator, WeightedSFTTrainer, load_model
+    from arex.dataset.train import WeightedCollator, WeightedSFTTrainer, load_model
 
     tokenizer = load_tokenizer(smol["tokenizer"])
     export(iter([store["bounded"]]), tmp_path / "ds", ExportConfig(tokenizer=str(smol["tokenizer"]), reflection_weight=2.0), None)

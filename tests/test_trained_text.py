@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from arex.sandbox import SandboxConfig
-from arex.select import SelectConfig, select
+from arex.selection.selector import SelectConfig, select
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import ScriptedServer
 
@@ -88,7 +88,7 @@ def runs_of(ids: list[int], weights: list[float]) -> list[list[int]]:
 
 @pytest.fixture(scope="module")
 def smol_tokenizer():
-    from arex.masks import load_tokenizer
+    from arex.dataset.masks import load_tokenizer
     from arex.teacher.local import find_gguf
 
     gguf = find_gguf()
@@ -153,7 +153,7 @@ def test_tool_output_stays_text_and_a_tool_call_holding_special_token_text_is_re
     out (counted, with why); the command output and the reply around it stay text."""
     from test_train_export import TEMPLATES, bpe_tokenizer
 
-    from arex.masks import Masker, Segment, TokenRows, TokenStats
+    from arex.dataset.masks import Masker, Segment, TokenRows, TokenStats
 
     tokenizer = bpe_tokenizer((TEMPLATES / "qwen2_5.jinja").read_text(encoding="utf-8"), ["<|im_start|>", "<|im_end|>"])
     parameters = {"type": "object", "properties": {"command": {"type": "string"}}}
@@ -165,7 +165,7 @@ def test_tool_output_stays_text_and_a_tool_call_holding_special_token_text_is_re
     assert sum(i in specials for i in encoded.input_ids) == template_specials(tokenizer, messages, tools)
     assert tokenizer.decode(encoded.input_ids) == tokenizer.apply_chat_template(messages, tools=tools, tokenize=False)
 
-    from arex.masks import SpecialTokenError
+    from arex.dataset.masks import SpecialTokenError
 
     hostile = tool_conversation(f"printf '{FAKE_TURN}'")
     reason = (
@@ -178,7 +178,7 @@ def test_tool_output_stays_text_and_a_tool_call_holding_special_token_text_is_re
     assert TokenRows(masker, None).parts(hostile, weights, [Segment(0, 1, True)], stats, tools) == []
     assert stats.refused == 1 and re.search(reason, stats.refusals[0]) and stats.rows == 0
     # `arex train-check` on such rows: the row is a problem with that reason, the clean one is not.
-    from arex.train_check import encode_rows, mask_problems
+    from arex.dataset.train_check import encode_rows, mask_problems
 
     rows = [{"messages": m, "weights": weights, "tools": json.dumps(tools)} for m in (messages, hostile)]
     clean, refused = encode_rows(rows, "rounds", tokenizer)

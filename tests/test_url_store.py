@@ -1,4 +1,4 @@
-"""A trajectory store at a URL (arex.url_store): `arex rollout --out s3://...`, `arex select --store s3://...`.
+"""A trajectory store at a URL (arex.record.url_store): `arex rollout --out s3://...`, `arex select --store s3://...`.
 
 S3 is faked at the network edge by a moto server on 127.0.0.1 (real S3 cannot run here); s3fs,
 botocore and arex run unchanged against it (endpoint from AWS_ENDPOINT_URL). The rollouts are the
@@ -23,10 +23,10 @@ from typer.testing import CliRunner
 
 from arex.cli import app
 from arex.hashing import text_sha256
-from arex.snapshots import SnapshotStore, read_member
+from arex.record.snapshots import SnapshotStore, read_member
+from arex.record.trajectory import load
+from arex.record.url_store import LOCK, MARK, Remote, is_url, opened, url_of
 from arex.teacher.scripted import RoundScript, ScriptedServer
-from arex.trajectory import load
-from arex.url_store import LOCK, MARK, Remote, is_url, opened, url_of
 
 env, kinds = fast.env, fast.kinds  # the fast fixtures (kinds: autouse)
 TESTS = Path(__file__).resolve().parent

@@ -14,12 +14,12 @@ from test_loop_fast import climbing, process_sandbox
 from typer.testing import CliRunner
 
 from arex.cli import app
+from arex.record.trajectory import load
 from arex.rollout import batch as batch_module
 from arex.rollout.batch import config_hash
-from arex.select import SelectConfig, select
+from arex.rollout.variants import load_variants, run_variants
+from arex.selection.selector import SelectConfig, select
 from arex.teacher.scripted import RoundScript, ScriptedServer
-from arex.trajectory import load
-from arex.variants import load_variants, run_variants
 
 env, kinds = fast.env, fast.kinds  # the fast fixtures (kinds: autouse)
 runner = CliRunner()

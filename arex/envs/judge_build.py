@@ -15,7 +15,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from arex.canary import CANARY_FILE, make_canary
 from arex.envs.judge_sources import Problem, content_hash, load, source_files
 from arex.envs.report import EnvReport, GateLog, cached_rejection, finish, remember_rejection, skipped_report, write_task
 from arex.envs.sources.frontier import CANDIDATES_DIR
@@ -23,6 +22,7 @@ from arex.grading.checkers import Check
 from arex.grading.interactive import crash_of
 from arex.grading.judge import Judge
 from arex.grading.languages import language_for
+from arex.record.canary import CANARY_FILE, make_canary
 from arex.sandbox import SandboxConfig, SandboxError
 from arex.specs import GradeResult, JudgeSpec, SolutionRef, load_task_spec
 
@@ -64,7 +64,7 @@ def write_env(problem: Problem, dest: Path) -> None:
         else:
             shutil.copyfile(src, target)
     (dest / "statement.md").write_text(problem.statement, encoding="utf-8")
-    if not (dest / CANARY_FILE).is_file():  # every env carries one; see arex/canary.py
+    if not (dest / CANARY_FILE).is_file():  # every env carries one; see arex/record/canary.py
         (dest / CANARY_FILE).parent.mkdir(parents=True, exist_ok=True)
         (dest / CANARY_FILE).write_text(make_canary(f"{problem.spec.id}\0{problem.statement}") + "\n")
     starter = dest / "workspace" / problem.spec.starter

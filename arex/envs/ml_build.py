@@ -17,7 +17,6 @@ from pathlib import Path
 
 import git
 
-from arex.canary import CANARY_FILE, make_canary
 from arex.envs.judge_sources import SourceError
 from arex.envs.leak_probe import build_probe
 from arex.envs.ml_data import csv_bytes, decode_table, decode_text, prepare_table, split_table
@@ -26,6 +25,7 @@ from arex.envs.ml_images import deps_image, env_image, relaxed_pins
 from arex.envs.ml_source import BUILDER_VERSION, Checkout, MLSource, content_digest, fetch, is_ml_source, load_ml_spec, open_source, parse_source
 from arex.envs.report import EnvReport, finish, skipped_report, write_task
 from arex.hashing import bytes_sha256, text_sha256
+from arex.record.canary import CANARY_FILE, make_canary
 from arex.rollout.skills import SOURCE_SKILLS
 from arex.sandbox import SandboxConfig, SandboxError
 

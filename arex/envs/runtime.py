@@ -1,10 +1,10 @@
 """A built env as the rollout engine and selection see it: one protocol, one class per kind.
 
-`load_env(folder)` picks the class by the task's `kind` (KINDS) — the only place that asks. Per
+`load_env(folder)` picks the class by the task's `kind` (KINDS; builders and sources keep tables of their own). Per
 rollout: `sandbox_config` (a pure function of the base config) → start → `prepare` → the agent
 works → `grade_round` each round, with the grading of `open_grading` (judge envs: leases of the
 batch's GradingPool of the env, arex/grading/pool.py). Selection:
-`regrade` a round from its workspace archive in fresh sandboxes. A new kind is one new class.
+`regrade` a round from its workspace archive in fresh sandboxes.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from arex.grading.languages import language_for
 from arex.grading.ml import SUBMISSION_CAP, MLGrader
 from arex.grading.pool import GradingPool, GradingPools
 from arex.hashing import json_sha256, text_sha256, tree_sha256
+from arex.record.snapshots import MemberError, SnapshotStore, read_member
+from arex.record.trajectory import RoundEnd
 from arex.sandbox import Mount, SandboxConfig, make_sandbox
 from arex.sandbox.base import ArchiveTooLarge, Sandbox
-from arex.snapshots import MemberError, SnapshotStore, read_member
 from arex.specs import GradeResult, JudgeSpec, MLSpec, SpecError, read_spec_yaml, validate_spec
-from arex.trajectory import RoundEnd
 
 # The most a workspace snapshot may take; over it, the round is graded as not submitted.
 SNAPSHOT_CAP = 512 << 20

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from arex.canary import env_canaries
+from arex.record.canary import env_canaries
 from arex.rollout.skills import ENV_SKILLS, SOURCE_SKILLS, SkillError, check_task_skill
 
 RECORD = ".skills.json"

@@ -9,7 +9,7 @@ Writes into `out/`:
 - `curves/<env>.png`: the curves as PNG images (`pngs.py`);
 - `trajectories/<variant>/<env>/<key>.html`: each trajectory's viewer page (`viewer.py`).
 
-Records are read through `arex.trajectory.load` only; every string from them is escaped.
+Records are read through `arex.record.trajectory.load` only; every string from them is escaped.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from arex import __version__
+from arex.record.storage import write_error
+from arex.record.trajectory import Trajectory
 from arex.report.page import report_page
 from arex.report.pngs import CURVES, write_pngs
 from arex.report.stats import Drop, Report, SelectionStats, TrajectoryRow, Unreadable, VariantStats, ending_of, endings, env_stats, score_of, spend
 from arex.report.store import Loaded, load_variant, read_selections, variants_of
 from arex.report.viewer import trajectory_page
-from arex.storage import write_error
 from arex.summary import Outcome, Summary
-from arex.trajectory import Trajectory
 
 PAGES = "trajectories"
 

@@ -20,7 +20,7 @@ from statistics import fmean, pstdev
 
 from pydantic import BaseModel
 
-from arex.trajectory import Call, Round, Trajectory
+from arex.record.trajectory import Call, Round, Trajectory
 
 UNFINISHED = "unfinished"
 """The status shown for a record with no `end` line (still running, or stopped and resumable)."""

@@ -1,4 +1,4 @@
-"""What `arex report` reads: the variants of a store, their records (through `arex.trajectory.load`
+"""What `arex report` reads: the variants of a store, their records (through `arex.record.trajectory.load`
 only) and, optionally, what `arex select` wrote.
 
 A store with `variants.json` (`{"variants": [{"name", "overrides", ...}]}`) holds one ordinary
@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from arex.errors import UserInputError
-from arex.trajectory import RecordError, Trajectory, load
+from arex.record.trajectory import RecordError, Trajectory, load
 
 VARIANTS_FILE = "variants.json"
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import difflib
 
+from arex.record.trajectory import Reflection, Round, Step, Trajectory
 from arex.report.markup import esc, page, pre
 from arex.report.stats import best_so_far, ending_of
 from arex.report.svg import num, sparkline
-from arex.trajectory import Reflection, Round, Step, Trajectory
 
 DIFF_LINES = 600
 """Diff lines shown per round; the rest is counted."""

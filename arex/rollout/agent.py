@@ -2,7 +2,7 @@
 
 `run()` loops `play_round()`; a round is `_act()` (one teacher call per step until `submit` or a
 limit), grading, then `_reflect()`. Budgets are checked in one place (`_over_budget`); every line
-of the record (arex.trajectory) is appended as it happens, and the record is closed with its
+of the record (arex.record.trajectory) is appended as it happens, and the record is closed with its
 ending in `finally`. A re-run resumes from the last complete round.
 """
 
@@ -19,6 +19,9 @@ from typing import Iterator
 from arex import __version__
 from arex.envs.runtime import Env
 from arex.grading.pool import GradingPools, stop_started
+from arex.record.snapshots import SnapshotStore
+from arex.record.trajectory import SCHEMA_VERSION, TOOLS_SCHEMA_VERSION, Action, Call, End, Exec, Header, RecordWriter, Reflection, RoundEnd, RoundStart, Spent, Step, Trajectory, load
+from arex.record.url_store import publisher
 from arex.rollout.config import RolloutConfig
 from arex.rollout.keep import Keeper
 from arex.rollout.memory import Memory
@@ -27,11 +30,8 @@ from arex.rollout.parse import clip, parse_action, parse_reflection
 from arex.rollout.skills import skill_set
 from arex.rollout.tools import parse_tool_calls, tool_schema
 from arex.sandbox import Sandbox, SandboxConfig, SandboxError, make_sandbox
-from arex.snapshots import SnapshotStore
 from arex.specs import TeacherIdentity
 from arex.teacher.client import Reply, TeacherClient, TeacherError
-from arex.trajectory import SCHEMA_VERSION, TOOLS_SCHEMA_VERSION, Action, Call, End, Exec, Header, RecordWriter, Reflection, RoundEnd, RoundStart, Spent, Step, Trajectory, load
-from arex.url_store import publisher
 
 INFRA = "infra_failed"
 # The store cannot take more (full, read-only): every rollout would fail alike, so this one stops
@@ -147,7 +147,7 @@ class Rollout:
         self.tokens, self.cost, self.rounds_done = 0, 0.0, 0
         self.started = time.monotonic()
         self.on_round = None  # callback(rollout, RoundEnd) for progress displays
-        self.publish = publisher(path)  # a store at a URL: each complete round is uploaded (arex.url_store)
+        self.publish = publisher(path)  # a store at a URL: each complete round is uploaded (arex.record.url_store)
 
     # -- the loop ------------------------------------------------------------------------------
     async def run(self) -> End:

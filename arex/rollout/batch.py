@@ -4,7 +4,7 @@ Work is keyed by a hash of (env spec, teacher model and sampling, rollout config
 re-run skips finished rollouts, resumes unfinished ones from their last complete round and redoes
 infrastructure failures.
 
-One run at a time per store: `run_batch` holds the store's lock (arex.storage) from before the
+One run at a time per store: `run_batch` holds the store's lock (arex.record.storage) from before the
 first rollout until the summary is written, and removes the sandbox containers that killed runs
 on the same store left behind. A record that cannot be read is left untouched and counted as
 `unreadable_record`; the other rollouts go on. Disk full or a read-only store stops the batch
@@ -33,15 +33,15 @@ from arex.envs.runtime import Env
 from arex.errors import UserInputError
 from arex.grading.pool import GradingPools, SandboxesAhead
 from arex.hashing import json_sha256
+from arex.record.storage import STORE_ENV, StoreLock, write_error
+from arex.record.trajectory import RecordError, RoundEnd, load
+from arex.record.url_store import publish_file
 from arex.rollout.agent import Rollout, agent_config, start_ahead
 from arex.rollout.config import RolloutConfig
 from arex.rollout.skills import catalogue
 from arex.sandbox import Sandbox, SandboxConfig, SandboxError
 from arex.specs import TeacherIdentity
-from arex.storage import STORE_ENV, StoreLock, write_error
 from arex.teacher.client import TeacherClient, TeacherConfig
-from arex.trajectory import RecordError, RoundEnd, load
-from arex.url_store import publish_file
 
 UNREADABLE = "unreadable_record"
 """The status of a rollout whose record cannot be read (damaged, not UTF-8, a newer schema): it is
@@ -112,7 +112,7 @@ async def run_batch(
     StoreLocked if another run works on `out`; DiskFull / OutputError if `out` cannot be written.
 
     `limit` and `progress` are for a caller running several batches in one event loop (variants,
-    arex.variants): the rollouts of all of them share `limit` (and the caller's thread pool), and
+    arex.rollout.variants): the rollouts of all of them share `limit` (and the caller's thread pool), and
     `progress` is filled for the caller to draw (pass no console then). That caller also labels
     the sandboxes with its own store and removes the leftovers of killed runs (`_store_label`,
     `_remove_leftovers`): one label for the whole run, not one per batch.

@@ -15,10 +15,10 @@ from typing import Callable, ClassVar, Protocol
 
 from arex.envs.runtime import Env
 from arex.errors import ArexError, UserInputError
+from arex.record.trajectory import RoundEnd
 from arex.rollout import batch
 from arex.sandbox import SandboxConfig
 from arex.specs import GradeResult
-from arex.trajectory import RoundEnd
 
 
 class NodesLost(ArexError):
@@ -34,7 +34,7 @@ class Executor(Protocol):
 
     name: ClassVar[str]
     runs_variants: ClassVar[bool]
-    """Whether `arex rollout --variants` can use it (arex.variants shares one event loop among batches)."""
+    """Whether `arex rollout --variants` can use it (arex.rollout.variants shares one event loop among batches)."""
 
     async def run_locked(self, envs: list, teacher_config, rollout_config, sandbox_config, out: Path, samples: int, concurrency: int, base_url, console, shared) -> dict: ...
 

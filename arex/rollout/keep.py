@@ -3,8 +3,8 @@ selection re-checks). A snapshot counts only once its round_end is written."""
 
 from __future__ import annotations
 
-from arex.snapshots import SnapshotStore
-from arex.trajectory import RoundEnd
+from arex.record.snapshots import SnapshotStore
+from arex.record.trajectory import RoundEnd
 
 
 class Keeper:

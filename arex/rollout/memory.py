@@ -11,10 +11,10 @@ ended (no score, no best score). Every text built from a grade comes from this m
 
 from __future__ import annotations
 
+from arex.record.trajectory import Best, BestPublic, Round
 from arex.rollout.config import RolloutConfig
 from arex.rollout.parse import clip
 from arex.specs import GradeResult
-from arex.trajectory import Best, BestPublic, Round
 
 _SUFFIX = {"full": "", "score-only": "_score_only", "none": "_none"}
 """Each feedback mode's prompts: `reflect`, `reflect_score_only`, ... (rollout.config.FEEDBACK_PROMPTS)."""

@@ -5,7 +5,7 @@ local executor does (config_hash, rollout_key), keeps at most --concurrency roll
 draws the same live table and writes the same summary.json. A task runs one `Rollout` with its
 node's own Docker engine. Only the store needs shared storage (the same absolute path on every
 node, checked by a marker file the driver writes; or a URL: each task works on its node's mirror
-and uploads per round, arex.url_store); env folders travel by content (packed once, put
+and uploads per round, arex.record.url_store); env folders travel by content (packed once, put
 in the object store, unpacked into a node-local cache keyed by the pack's hash), and an env image a
 node lacks (ML envs' `spec.image`) is loaded there from a copy the driver saves once under
 `<store>/.arex-images/`, by image id.
@@ -38,16 +38,16 @@ from pydantic import BaseModel, ConfigDict
 from arex.envs.runtime import Env, load_env
 from arex.errors import ArexError, UserInputError
 from arex.hashing import bytes_sha256
+from arex.record.storage import STORE_ENV, write_error
+from arex.record.trajectory import RecordError, RoundEnd
+from arex.record.url_store import Remote, is_url, url_of
 from arex.rollout.agent import INFRA, Rollout
 from arex.rollout.batch import KEPT, UNREADABLE, Progress, _gather, config_hash, record_path, rollout_key, summarize, write_summary
 from arex.rollout.config import RolloutConfig
 from arex.rollout.ray_actors import ProgressBoard, RayLimiter, pinned, teacher_limit
 from arex.sandbox import SandboxConfig, SandboxError
 from arex.specs import GradeResult, TeacherIdentity, Usage
-from arex.storage import STORE_ENV, write_error
 from arex.teacher.client import TeacherClient, TeacherConfig
-from arex.trajectory import RecordError, RoundEnd
-from arex.url_store import Remote, is_url, url_of
 
 MARKER = ".arex-cluster-store"
 """The file the driver writes in the store; every task reads it back to prove it sees the store."""
@@ -113,7 +113,7 @@ class RayExecutor:
         finally:
             await teacher.close()
         store = Path(out).resolve()
-        url = url_of(store)  # a store at a URL: no shared path; each task works on its node's mirror (arex.url_store)
+        url = url_of(store)  # a store at a URL: no shared path; each task works on its node's mirror (arex.record.url_store)
         marker, images = "" if url else mark_store(store), await asyncio.to_thread(save_images, envs, store)
         images = await asyncio.to_thread(share_images, images, Remote(url, mirror=store)) if url and images else images
         packs = {env.id: pack_env(env) for env in envs}

@@ -13,8 +13,8 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from arex.record.trajectory import ToolCall, json_object
 from arex.rollout.parse import Action
-from arex.trajectory import ToolCall, json_object
 
 
 def _function(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:

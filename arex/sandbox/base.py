@@ -277,7 +277,7 @@ class Sandbox(ABC):
     def archive(self, sandbox_dir: str, dest: BinaryIO, max_bytes: int) -> int:
         """Write a tar of a sandbox folder's contents (made inside, as the sandbox user) to `dest`;
         return its size. ArchiveTooLarge if over `max_bytes`, FileNotFoundError if no such folder.
-        The host never unpacks it: read members with arex.snapshots, or `restore` it in a sandbox."""
+        The host never unpacks it: read members with arex.record.snapshots, or `restore` it in a sandbox."""
 
     @abstractmethod
     def restore(self, archive: str | Path, sandbox_dir: str) -> None:

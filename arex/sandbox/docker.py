@@ -30,16 +30,16 @@ import docker
 import docker.errors
 import requests.exceptions
 
+from arex.record.storage import STORE_ENV, boot_id, owner_alive, proc_start
 from arex.sandbox import runtime
 from arex.sandbox.base import JUDGE_AREA, ArchiveTooLarge, ExecResult, InteractResult, RunLimits, Sandbox, SandboxConfig, SandboxError
 from arex.sandbox.execd import ExecServer, ServerGone
 from arex.sandbox.execd import text as execd_text
-from arex.storage import STORE_ENV, boot_id, owner_alive, proc_start
 
 LABEL = "arex.sandbox"
 OWNER_LABEL = "arex.owner_pid"
 OWNER_START_LABEL = "arex.owner_start"
-"""The owner's start tick and boot id (arex.storage.proc_start): a pid reused by another process
+"""The owner's start tick and boot id (arex.record.storage.proc_start): a pid reused by another process
 is not taken for the owner."""
 STORE_LABEL = "arex.store"
 """The trajectory store the owner was working on ($AREX_STORE, set by `arex rollout`): a later run

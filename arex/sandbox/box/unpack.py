@@ -5,7 +5,7 @@ GNU tar cannot extract a name longer than PATH_MAX (4096 bytes), which a workspa
 a time from a descriptor of the folder (openat, O_NOFOLLOW): names of any length work, and no
 symbolic link, from the archive or already there, is followed on the way.
 
-Names are placed as arex.snapshots reads them: '/', '.' and empty components dropped, names
+Names are placed as arex.record.snapshots reads them: '/', '.' and empty components dropped, names
 holding '..' skipped; a later member of a name replaces an earlier one. Modes are kept (-p) and
 owners are not (everything belongs to the user running this). Folder modes and times are applied
 last, deepest first, so a read-only folder is filled before it closes. Devices are skipped (the

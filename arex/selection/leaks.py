@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from arex.envs.task_skills import MIN_NEEDLE, PrivateData
-from arex.trajectory import Trajectory
+from arex.record.trajectory import Trajectory
 
 KEY = MIN_NEEDLE  # characters of a needle's start looked up at each position of a text
 _B64 = re.compile(r"[A-Za-z0-9+/_-]{24,}={0,2}")

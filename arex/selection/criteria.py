@@ -3,7 +3,7 @@
 `PRECONDITIONS` decide whether a trajectory can be judged at all (a drop there ends its checks);
 `CRITERIA` run in order, cheap ones first, and every one runs, so a verdict lists each reason that
 applies. Re-grading and the LLM judge are not here: they need sandboxes and a teacher, and run in
-`arex.select` only on what these keep.
+`arex.selection.selector` only on what these keep.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Callable
 
 from arex.envs.runtime import Env
-from arex.select_config import SelectConfig
-from arex.select_leaks import HiddenContent, find_in
-from arex.snapshots import MemberError, SnapshotStore, read_member
-from arex.trajectory import RoundEnd, Trajectory
+from arex.record.snapshots import MemberError, SnapshotStore, read_member
+from arex.record.trajectory import RoundEnd, Trajectory
+from arex.selection.config import SelectConfig
+from arex.selection.leaks import HiddenContent, find_in
 
 
 @dataclass(frozen=True)
@@ -213,7 +213,7 @@ def snapshots_present(t: Trajectory, env: Env, c: SelectConfig) -> Drop | None:
 
 def hidden_content(t: Trajectory, env: Env, c: SelectConfig) -> Drop | None:
     """Hidden-test content (or the canary, or label rows) in what the agent saw or wrote, plain or
-    transformed (arex.select_leaks): grading let private data through, and the record teaches
+    transformed (arex.selection.leaks): grading let private data through, and the record teaches
     whatever it used it for. Always on: a trust check, not a taste."""
     found = find_in(t, _hidden_of(str(env.dir), env.spec_hash))
     return Drop("hidden_content", found) if found else None

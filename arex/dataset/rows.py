@@ -1,4 +1,4 @@
-"""Training rows of one trajectory, for `arex export` (the schemas are in `arex.export`).
+"""Training rows of one trajectory, for `arex export` (the schemas are in `arex.dataset.export`).
 
 - `rounds`: one row per round, the round's last request (context, commands and observations, the
   reflect prompt) and the reflection; `weights` one per message.
@@ -30,9 +30,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from arex.export_config import ExportConfig
-from arex.masks import Encoded, Segment
-from arex.trajectory import Round, Trajectory
+from arex.dataset.config import ExportConfig
+from arex.dataset.masks import Encoded, Segment
+from arex.record.trajectory import Round, Trajectory
 
 
 def _plain(message: dict) -> bool:

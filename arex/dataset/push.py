@@ -23,8 +23,8 @@ from huggingface_hub.utils import (
 )
 from pydantic import BaseModel
 
+from arex.dataset.config import MARKER
 from arex.errors import UserInputError
-from arex.export_config import MARKER
 from arex.hashing import file_sha256
 
 

@@ -1,12 +1,12 @@
 """`arex export`: kept trajectories → parquet shards TRL's SFT trainer reads, plus a dataset card.
 
-Rows (`arex/rows.py` builds them), each granularity its own folder and Hub config:
+Rows (`arex/dataset/rows.py` builds them), each granularity its own folder and Hub config:
 - `rounds/`: one row per round, exactly what the teacher saw in that round: its context, every
   (reply, observation) pair, the reflect prompt and the reflection.
 - `trajectories/`: one row per trajectory, the rounds joined into one conversation.
 - `calls/` (opt-in): one prompt/completion row per usable teacher call.
 - `tokens/<granularity>/` (with `export.tokenizer`): those rows pre-tokenized, with labels and
-  per-token weights, cut to `export.max_length` (`arex/masks.py`).
+  per-token weights, cut to `export.max_length` (`arex/dataset/masks.py`).
 
 `rounds` and `trajectories` rows have `messages` ([{role, content}]), `weights` (one per message:
 assistant turns carry the loss, everything else 0) and metadata. Streams: one trajectory in memory
@@ -38,14 +38,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from arex import __version__
-from arex.canary import Canaries, scan_file
-from arex.card import CURVE, write_card
+from arex.dataset.card import CURVE, write_card
+from arex.dataset.masks import Masker, Segment, TokenRows, TokenStats, load_tokenizer
+from arex.dataset.rows import RowBuilder, conversation, token_row, tools_of  # noqa: F401 (RowBuilder re-exported)
 from arex.errors import UserInputError
 from arex.hashing import file_sha256
-from arex.masks import Masker, Segment, TokenRows, TokenStats, load_tokenizer
-from arex.rows import RowBuilder, conversation, token_row, tools_of  # noqa: F401 (RowBuilder re-exported)
-from arex.storage import naming
-from arex.trajectory import Header, Round, Trajectory, load
+from arex.record.canary import Canaries, scan_file
+from arex.record.storage import naming
+from arex.record.trajectory import Header, Round, Trajectory, load
 
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 SCHEMA = pa.schema(
@@ -154,7 +154,7 @@ def _storage(schema: pa.Schema) -> pa.Schema:
     return schema if storage.equals(schema) else storage
 
 
-from arex.export_config import GRANULARITIES, MARKER, MARKER_FORMAT, TOKENS_DIR, ExportConfig  # noqa: E402 (re-exported)
+from arex.dataset.config import GRANULARITIES, MARKER, MARKER_FORMAT, TOKENS_DIR, ExportConfig  # noqa: E402 (re-exported)
 
 REFLECTION_PARTS = ("review", "diagnose", "plan", "state")
 
@@ -665,12 +665,12 @@ class _Target:
 def token_weights(tokenizer, messages: list[dict], weights: list[float]) -> tuple[list[int], list[float]]:
     """Per-token loss weights for one row under a tokenizer's chat template, in linear time: the
     tokens of an assistant turn's text and of the special token closing it take its weight; headers
-    and every other message 0 (`arex.masks.Masker`, which also says where each message begins).
+    and every other message 0 (`arex.dataset.masks.Masker`, which also says where each message begins).
 
-    A template whose turns cannot be located raises `arex.masks.TemplateError`, naming it. Message
+    A template whose turns cannot be located raises `arex.dataset.masks.TemplateError`, naming it. Message
     text is tokenized as text (never a special token); a row holding special-token text the template
-    cannot keep apart (a tool call's arguments) raises `arex.masks.SpecialTokenError`."""
-    from arex.masks import Masker
+    cannot keep apart (a tool call's arguments) raises `arex.dataset.masks.SpecialTokenError`."""
+    from arex.dataset.masks import Masker
 
     encoded = Masker(tokenizer).encode(messages, weights)
     return encoded.input_ids, encoded.weights

@@ -371,7 +371,7 @@ class Trajectory(BaseModel):
 class RecordWriter:
     """Appends lines to a record file, each flushed as written. `on_commit(path)` is called once a
     `round_end` or the `end` line is on disk: the file then ends with a complete round (a store at a
-    URL uploads it then, arex.url_store)."""
+    URL uploads it then, arex.record.url_store)."""
 
     def __init__(self, path: Path, on_commit: Callable[[Path], None] | None = None):
         self.path, self.on_commit = path, on_commit

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 import yaml
 
 from arex import __version__
-from arex.export_config import ExportConfig, config_folder
-from arex.storage import naming
+from arex.dataset.config import ExportConfig, config_folder
+from arex.record.storage import naming
 
-if TYPE_CHECKING:  # arex.export writes the card: no import of it at run time
-    from arex.export import ExportStats
+if TYPE_CHECKING:  # arex.dataset.export writes the card: no import of it at run time
+    from arex.dataset.export import ExportStats
 
 CURVE = "score_curve.png"
 
@@ -71,7 +71,7 @@ def _stats_table(stats: ExportStats) -> list[str]:
 
 
 def write_card(out: Path, stats: ExportStats, config: ExportConfig, selection: dict | None) -> Path:
-    """Write `out/README.md` (and the curve image); returns the card's path. `arex.export.export`
+    """Write `out/README.md` (and the curve image); returns the card's path. `arex.dataset.export.export`
     calls it on its staging folder, so the card is in place before the export is swapped in."""
 
     with naming(out / CURVE):
@@ -272,10 +272,10 @@ def _training(stats: ExportStats, config: ExportConfig) -> list[str]:
         lines += [
             f"`{tokens[0]}` (and the other `-tokens` configs): pre-tokenized for `{(stats.tokenizer or {}).get('path')}`; "
             "`labels` is -100 where the weight is 0, so SFTTrainer trains exactly the weighted tokens"
-            + ("." if binary else "; the weights here are not all 0/1, so use `arex.train.WeightedSFTTrainer`, which applies them:"),
+            + ("." if binary else "; the weights here are not all 0/1, so use `arex.dataset.train.WeightedSFTTrainer`, which applies them:"),
             "",
             "```python",
-            *([] if binary else ["from arex.train import WeightedSFTTrainer"]),
+            *([] if binary else ["from arex.dataset.train import WeightedSFTTrainer"]),
             f'rows = load_dataset("parquet", data_files="<export folder>/{config_folder(tokens[0])}/*.parquet", split="train")',
             f'{trainer}(model=model, train_dataset=rows, args=SFTConfig(output_dir="out", max_length={(stats.tokenizer or {}).get("max_length") or 1024}), processing_class=tokenizer).train()',
             "```",

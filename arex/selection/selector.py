@@ -6,7 +6,7 @@ best and the final round in a fresh sandbox, the optional LLM judge) run only on
 kept. Failed rounds inside a kept trajectory stay: they teach recovery.
 
 Workspace snapshots are tar archives made inside the sandbox: they are read member by member
-(arex.snapshots) or unpacked inside a fresh sandbox, never unpacked on the host.
+(arex.record.snapshots) or unpacked inside a fresh sandbox, never unpacked on the host.
 
 Verdicts are cached by (record checksum, criteria hash) in `<out>/verdicts.jsonl`, so a re-run
 re-grades nothing it already kept; a drop is cached only if its reasons follow from the record and
@@ -25,17 +25,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from arex.canary import Canaries, LeakError, scan_archive, scan_file
 from arex.config import ConfigError
 from arex.envs.runtime import Env, list_envs
 from arex.errors import UserInputError
 from arex.hashing import file_sha256
+from arex.record.canary import Canaries, LeakError, scan_archive, scan_file
+from arex.record.snapshots import SnapshotError
+from arex.record.trajectory import RecordError, load
 from arex.sandbox import SandboxConfig, SandboxError
-from arex.select_config import LLMJudgeConfig, SelectConfig
-from arex.select_criteria import CRITERIA, PRECONDITIONS, RECORD_ONLY, SNAPSHOT_ERRORS, Drop, Target, scores_of, targets_of
-from arex.snapshots import SnapshotError
+from arex.selection.config import LLMJudgeConfig, SelectConfig
+from arex.selection.criteria import CRITERIA, PRECONDITIONS, RECORD_ONLY, SNAPSHOT_ERRORS, Drop, Target, scores_of, targets_of
 from arex.teacher.client import TeacherClient, TeacherConfig
-from arex.trajectory import RecordError, load
 
 __all__ = ["LLMJudgeConfig", "LeakError", "SelectConfig", "Selection", "Verdict", "select"]
 

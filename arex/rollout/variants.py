@@ -37,8 +37,8 @@ from rich.table import Table
 from arex.config import _OVERRIDE, ArexConfig, ConfigError, load_config
 from arex.envs.runtime import Env
 from arex.errors import UserInputError
+from arex.record.storage import LOCK_NAME, StoreLock, write_error
 from arex.rollout.batch import Progress, _gather, _remove_leftovers, _store_label, config_hash, run_batch
-from arex.storage import LOCK_NAME, StoreLock, write_error
 
 RECORD = "variants.json"
 """The file in `<out>` that lists the variants run there."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from arex.errors import ArexError
 from arex.hashing import text_sha256
-from arex.snapshots import iter_files
+from arex.record.snapshots import iter_files
 
 CANARY_FILE = "private/canary.txt"
 PREFIX = "arex-canary-"

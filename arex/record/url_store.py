@@ -37,7 +37,7 @@ from typing import Callable, Iterator
 
 from arex.errors import UserInputError
 from arex.hashing import cache_dir, text_sha256
-from arex.storage import LOCK_NAME, Owner, StoreLocked
+from arex.record.storage import LOCK_NAME, Owner, StoreLocked
 
 MARK = ".arex-url"
 """In a mirror: the URL it mirrors."""

@@ -7,7 +7,7 @@ or trains its prompt. With `--steps N` it runs N SFT steps of a tiny model on th
 dequantized from the bundled GGUF, or `--model`) on the shortest rows and fails unless the loss
 falls. The route matches what a user runs: calls rows through a stock `SFTTrainer`, token rows with
 0/1 weights too, other weights (and conversations with per-message weights, masked here) through
-`arex.train.WeightedSFTTrainer`.
+`arex.dataset.train.WeightedSFTTrainer`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import yaml
 
+from arex.dataset.config import config_folder
 from arex.errors import ArexError, UserInputError
-from arex.export_config import config_folder
 
 
 class TrainCheckFailed(ArexError):
@@ -105,8 +105,8 @@ def load_rows(folder: Path, config: str, limit: int):
 
 def encode_rows(rows, config: str, tokenizer) -> list[CheckedRow]:
     """Tokens and weights per row: as stored for token rows, else through the chat template."""
-    from arex.masks import Masker, SpecialTokenError
-    from arex.rows import conversation, tools_of
+    from arex.dataset.masks import Masker, SpecialTokenError
+    from arex.dataset.rows import conversation, tools_of
 
     if config.endswith("-tokens"):
         out = [CheckedRow(list(r["input_ids"]), list(r["weights"]), r) for r in rows]
@@ -167,7 +167,7 @@ def train_steps(report: CheckReport, tokenizer, steps: int, model_path: Path | N
     the route a user takes; the logged losses."""
     from datasets import Dataset, Features
 
-    from arex.train import SFTConfig, SFTTrainer, WeightedSFTTrainer, load_model
+    from arex.dataset.train import SFTConfig, SFTTrainer, WeightedSFTTrainer, load_model
 
     chosen = sorted(report.rows, key=lambda r: len(r.input_ids))[:rows]
     binary = all(w in (0.0, 1.0) for r in chosen for w in r.weights)
@@ -197,7 +197,7 @@ def run(console, dataset: Path, tokenizer_path: Path, config: str | None, steps:
     """The command: check, show a sample and the lengths, train if asked; raise if anything is off."""
     from rich.table import Table
 
-    from arex.masks import load_tokenizer
+    from arex.dataset.masks import load_tokenizer
 
     if steps < 0:
         raise UserInputError(f"--steps expects 0 or more, got {steps}")
