@@ -56,12 +56,21 @@ def _hash(obj) -> str:
     return json_sha256(obj, sort_keys=True, default=str)[:16]
 
 
+BUNDLED_CONTENT = {"prompts": "4efd1181e7a71805", "skills": "d5bbc1a7aa43300b"}
+"""`RolloutConfig.content()` of the bundled prompts and skills when content joined the key: left out
+of it where it is this, so rollouts made before keep their keys. Do not update it when editing them."""
+
+
 def config_hash(teacher: TeacherConfig, rollout: RolloutConfig) -> str:
     sampling = teacher.model_dump(include={"model", "temperature", "top_p", "max_tokens", "seed", "stop", "extra_body"})
     # Settings added later are left out at their defaults, so the keys of rollouts made before they existed hold;
     # the grading cap changes no trajectory: always left out.
     later = {"action_format": "text", "feedback": "full", "general_skills": True, "task_skills": True, "docs": True}
-    return _hash({"teacher": sampling, "rollout": rollout.model_dump(exclude={k for k, v in later.items() if getattr(rollout, k) == v} | {"grading_containers"})})
+    keyed: dict = {"teacher": sampling, "rollout": rollout.model_dump(exclude={k for k, v in later.items() if getattr(rollout, k) == v} | {"grading_containers"})}
+    content = {k: v for k, v in rollout.content().items() if BUNDLED_CONTENT.get(k) != v}
+    if content:
+        keyed["content"] = content
+    return _hash(keyed)
 
 
 def rollout_key(env: Env, chash: str, sample: int) -> str:

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arex import yamltext
 from arex.errors import UserInputError
+from arex.hashing import files_sha256, json_sha256
 
 # Package data, so a wheel install has them too. A real folder (not a zip member): the skills
 # folder is mounted into sandboxes.
@@ -122,3 +123,15 @@ class RolloutConfig(BaseModel):
         if not path.is_dir():
             raise UserInputError(f"rollout.skills_dir: no folder {path}; point it at a skills folder, or unset it for the bundled ones")
         return path
+
+    def content(self) -> dict[str, str]:
+        """What the agent is given beyond these settings, by content: the prompts' and (when carried)
+        the general skills' sha256 (16 hex digits each). Part of the rollout key, so editing a prompt
+        or a skill in place starts new rollouts instead of resuming old ones with another text."""
+        out = {"prompts": json_sha256(self.load_prompts(), sort_keys=True)[:16]}
+        if self.general_skills:
+            root = self.skills_path()
+            files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+            out["skills"] = files_sha256((p.relative_to(root).as_posix(), p) for p in files)[:16]
+        return out
+
