@@ -43,6 +43,7 @@ def agent_tag() -> str:
     return agent_image(SandboxConfig())
 
 
+@pytest.mark.docker
 def test_judge_agent_sandbox_reads_stdlib_docs_offline(agent_tag):
     env = load_env(FIXTURE_ENVS / "subset-fill")
     config = env.sandbox_config(SandboxConfig())
@@ -69,6 +70,7 @@ def test_judge_agent_sandbox_reads_stdlib_docs_offline(agent_tag):
         box.stop()
 
 
+@pytest.mark.docker
 def test_docs_layer_is_cached_by_content_hash(agent_tag, monkeypatch):
     client = docker.from_env()
     first = client.images.get(agent_tag).id
@@ -83,6 +85,7 @@ def test_docs_layer_is_cached_by_content_hash(agent_tag, monkeypatch):
     assert docs_tag("arex-base:latest", ("json/__init__.py",), repo="arex-agent-docs") != agent_tag  # what is excluded is part of the key
 
 
+@pytest.mark.docker
 def test_excluded_files_never_reach_the_index(agent_tag):
     tag = docs_image("arex-base:latest", ("json/__init__.py",))
     box = make_sandbox(SandboxConfig(image=tag), "docs-exclude")
@@ -96,6 +99,7 @@ def test_excluded_files_never_reach_the_index(agent_tag):
         box.stop()
 
 
+@pytest.mark.docker
 def test_ml_env_image_documents_its_installed_packages(tmp_path):
     raw = {"id": "docs-probe", "title": "t", "run": "python3 train.py", "metric": {"name": "rmse", "direction": "minimize"},
            "data": {"table": "t.csv", "target": "y"}, "requirements": ["tomli==2.0.1"]}  # fmt: skip
