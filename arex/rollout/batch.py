@@ -36,8 +36,9 @@ from arex.hashing import json_sha256
 from arex.record.storage import STORE_ENV, StoreLock, write_error
 from arex.record.trajectory import RecordError, RoundEnd, load
 from arex.record.url_store import publish_file
-from arex.rollout.agent import Rollout, agent_config, start_ahead
+from arex.rollout.agent import Rollout
 from arex.rollout.config import RolloutConfig
+from arex.rollout.sandboxes import agent_config, start_ahead
 from arex.rollout.skills import catalogue
 from arex.sandbox import Sandbox, SandboxConfig, SandboxError
 from arex.specs import TeacherIdentity

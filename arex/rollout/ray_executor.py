@@ -41,9 +41,10 @@ from arex.hashing import bytes_sha256
 from arex.record.storage import STORE_ENV, write_error
 from arex.record.trajectory import RecordError, RoundEnd
 from arex.record.url_store import Remote, is_url, url_of
-from arex.rollout.agent import INFRA, Rollout
+from arex.rollout.agent import Rollout
 from arex.rollout.batch import KEPT, UNREADABLE, Progress, _gather, config_hash, record_path, rollout_key, summarize, write_summary
 from arex.rollout.config import RolloutConfig
+from arex.rollout.endings import INFRA
 from arex.rollout.ray_actors import ProgressBoard, RayLimiter, pinned, teacher_limit
 from arex.sandbox import SandboxConfig, SandboxError
 from arex.specs import GradeResult, TeacherIdentity, Usage
