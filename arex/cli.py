@@ -210,8 +210,8 @@ def draft_env_command(
     config: Optional[List[str]] = ConfigOpt,
 ) -> None:
     """Draft an ML env source for a repository, build it, and revise it from the gates' reasons."""
-    from arex.envs.draft import DraftError, make_drafter
-    from arex.envs.draft.run import draft_env
+    from arex.drafting import DraftError, make_drafter
+    from arex.drafting.run import draft_env
 
     if budget < 1:
         raise UserInputError(f"--budget expects an integer of at least 1, got {budget}")
@@ -261,8 +261,8 @@ def rollout(
     from arex.record.url_store import is_url
     from arex.rollout.batch import run_batch
     from arex.rollout.executors import make_executor, nodes_lost
-    from arex.rollout.variants import check_unchanged, guard_store, load_variants, run_variants
     from arex.summary import rollout_summary
+    from arex.variants import check_unchanged, guard_store, load_variants, run_variants
 
     for name, value in (("--samples", samples), ("--concurrency", concurrency)):
         if value < 1:
@@ -364,7 +364,7 @@ def grade_command(
     config: Optional[List[str]] = ConfigOpt,
 ) -> None:
     """Grade one file against a judge env and show every test's verdict, hidden ones included."""
-    from arex.grading.grade_cli import grade_file, render
+    from arex.envs.grade_cli import grade_file, render
 
     report = grade_file(env, file, lang, samples_only, _config(config).sandbox)
     if as_json:
@@ -395,7 +395,7 @@ def select_command(
 
     if concurrency < 1:
         raise UserInputError(f"--concurrency expects an integer of at least 1, got {concurrency}")
-    from arex.rollout.variants import read_record
+    from arex.variants import read_record
 
     store = _store_folder(ctx, store, write=False)
     if read_record(store):

@@ -16,18 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from arex.dataset.config import ExportConfig
 from arex.envs.build_config import BuildConfig
-from arex.errors import UserInputError, explain_validation
+from arex.errors import ConfigError, UserInputError, explain_validation  # noqa: F401 (ConfigError: re-exported)
 from arex.rollout.config import RolloutConfig
 from arex.sandbox.base import SandboxConfig
 from arex.selection.config import SelectConfig
 from arex.teacher.config import TeacherConfig
 
 _OVERRIDE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)=(.*)$", re.S)
-
-
-class ConfigError(UserInputError, ValueError):
-    """A configuration that cannot be used (a -c file missing or not YAML, an unknown key, a value
-    of the wrong type); the message names every problem, its key and where it was set."""
 
 
 class ArexConfig(BaseModel):

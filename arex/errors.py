@@ -153,3 +153,9 @@ def _type_name(annotation: Any) -> str:
         names = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true/false"}
         return names.get(annotation.__name__, annotation.__name__)
     return str(annotation)
+
+
+class ConfigError(UserInputError, ValueError):
+    """A configuration that cannot be used (a -c file missing or not YAML, an unknown key, a value
+    of the wrong type); the message names every problem, its key and where it was set."""
+

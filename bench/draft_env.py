@@ -21,8 +21,8 @@ import git
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from arex.envs.draft.heuristic import HeuristicDrafter  # noqa: E402
-from arex.envs.draft.run import draft_env  # noqa: E402
+from arex.drafting.heuristic import HeuristicDrafter  # noqa: E402
+from arex.drafting.run import draft_env  # noqa: E402
 
 
 def repo_without_spec(env: Path, dest: Path) -> Path:

@@ -16,10 +16,10 @@ from typer.testing import CliRunner
 
 from arex.cli import app
 from arex.config import ArexConfig
-from arex.envs.draft import DRAFTERS, Attempt, DraftError, make_drafter
-from arex.envs.draft.heuristic import HeuristicDrafter
-from arex.envs.draft.inspect import pypi_names, read_table, scan_script
-from arex.envs.draft.run import draft_env
+from arex.drafting import DRAFTERS, Attempt, DraftError, make_drafter
+from arex.drafting.heuristic import HeuristicDrafter
+from arex.drafting.inspect import pypi_names, read_table, scan_script
+from arex.drafting.run import draft_env
 from arex.errors import UserInputError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,8 +14,8 @@ import git
 import pytest
 import yaml
 
-from arex.envs.draft.base import Attempt, Draft, DraftError
-from arex.envs.draft.model import ModelDrafter
+from arex.drafting.base import Attempt, Draft, DraftError
+from arex.drafting.model import ModelDrafter
 from arex.rollout.config import RolloutConfig
 from arex.sandbox import SandboxConfig
 from arex.sandbox.base import BACKENDS
@@ -198,7 +198,7 @@ def test_replies_without_a_command_end_after_the_rollout_streak(tmp_path, proces
 @pytest.mark.docker
 def test_draft_env_builds_the_revised_draft(tmp_path, monkeypatch):
     monkeypatch.setenv("AREX_CACHE", str(tmp_path / "cache"))
-    from arex.envs.draft.run import draft_env
+    from arex.drafting.run import draft_env
 
     repo = make_repo(tmp_path / "points")
     script = [bash("ls && head -3 data/table.csv && grep -n csv train.py", "Looking around."), WRITE, SUBMIT, FIX, SUBMIT]

@@ -14,7 +14,7 @@ from arex.errors import ArexError, UserInputError
 
 # Every module that defines an ArexError subclass.
 MODULES = [
-    "arex.record.canary", "arex.config", "arex.envs.judge_sources", "arex.dataset.push", "arex.rollout.skills",
+    "arex.record.canary", "arex.config", "arex.envs.judge_sources", "arex.dataset.push", "arex.envs.skills",
     "arex.sandbox.base", "arex.record.snapshots", "arex.specs", "arex.teacher.client", "arex.teacher.local",
 ]
 
@@ -183,7 +183,7 @@ def test_value_errors_stay_value_errors():
     # Code that catches ValueError / RuntimeError keeps working.
     from arex.config import ConfigError
     from arex.envs.judge_sources import SourceError
-    from arex.rollout.skills import SkillError
+    from arex.envs.skills import SkillError
     from arex.sandbox.base import SandboxError
     from arex.teacher.client import TeacherError
 

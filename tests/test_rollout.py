@@ -16,11 +16,11 @@ from solutions import EXACT_PY, USE_ALL
 
 from arex.envs.build import build_envs
 from arex.envs.runtime import load_env
+from arex.envs.skills import load_skills
 from arex.record.trajectory import load
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
 from arex.rollout.parse import parse_action, parse_reflection
-from arex.rollout.skills import load_skills
 from arex.sandbox import SandboxConfig
 from arex.sandbox.docker import prune
 from arex.teacher.client import TeacherConfig

@@ -148,7 +148,7 @@ def test_repository_config_runs_nothing_when_build_envs_lists_a_local_repo(tmp_p
 
 @pytest.mark.parametrize("attack", ATTACKS)
 def test_repository_config_runs_nothing_when_draft_env_reads_a_local_repo(tmp_path, attack):
-    from arex.envs.draft.run import checkout
+    from arex.drafting.run import checkout
 
     markers = tmp_path / "markers"
     folder = hostile_repo(tmp_path / "repo", markers, attack)

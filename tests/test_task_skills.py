@@ -18,12 +18,12 @@ from arex.cli import app
 from arex.envs import runtime
 from arex.envs.build import build_envs
 from arex.envs.runtime import load_env
+from arex.envs.skills import SkillSet, check_task_skill, skill_set
 from arex.envs.task_skills import PrivateData, keep, read_record, ship
 from arex.hashing import json_sha256
 from arex.record.trajectory import ToolCall, load
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
-from arex.rollout.skills import SkillSet, check_task_skill, skill_set
 from arex.rollout.tools import parse_tool_calls
 from arex.sandbox import SandboxConfig
 from arex.sandbox.base import BACKENDS

@@ -17,9 +17,9 @@ from arex.cli import app
 from arex.record.trajectory import load
 from arex.rollout import batch as batch_module
 from arex.rollout.batch import config_hash
-from arex.rollout.variants import load_variants, run_variants
 from arex.selection.selector import SelectConfig, select
 from arex.teacher.scripted import RoundScript, ScriptedServer
+from arex.variants import load_variants, run_variants
 
 env, kinds = fast.env, fast.kinds  # the fast fixtures (kinds: autouse)
 runner = CliRunner()

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import yaml
 
 from arex import __version__
 from arex.dataset.config import ExportConfig, config_folder
+from arex.dataset.stats import ExportStats
 from arex.record.storage import naming
-
-if TYPE_CHECKING:  # arex.dataset.export writes the card: no import of it at run time
-    from arex.dataset.export import ExportStats
 
 CURVE = "score_curve.png"
 

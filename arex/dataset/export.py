@@ -30,7 +30,7 @@ import json
 import os
 import re
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -41,11 +41,12 @@ from arex import __version__
 from arex.dataset.card import CURVE, write_card
 from arex.dataset.masks import Masker, Segment, TokenRows, TokenStats, load_tokenizer
 from arex.dataset.rows import RowBuilder, conversation, token_row, tools_of  # noqa: F401 (RowBuilder re-exported)
+from arex.dataset.stats import REFLECTION_PARTS, ExportStats  # noqa: F401 (re-exported)
 from arex.errors import UserInputError
 from arex.hashing import file_sha256
 from arex.record.canary import Canaries, scan_file
 from arex.record.storage import naming
-from arex.record.trajectory import Header, Round, Trajectory, load
+from arex.record.trajectory import Trajectory, load
 
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 SCHEMA = pa.schema(
@@ -155,65 +156,6 @@ def _storage(schema: pa.Schema) -> pa.Schema:
 
 
 from arex.dataset.config import GRANULARITIES, MARKER, MARKER_FORMAT, TOKENS_DIR, ExportConfig  # noqa: E402 (re-exported)
-
-REFLECTION_PARTS = ("review", "diagnose", "plan", "state")
-
-
-@dataclass
-class ExportStats:
-    """What the card reports; filled while rows stream past."""
-
-    trajectories: int = 0
-    duplicates: list[str] = field(default_factory=list)
-    rows: dict[str, int] = field(default_factory=dict)
-    by_env: dict[str, dict] = field(default_factory=dict)
-    teachers: dict[str, dict] = field(default_factory=dict)
-    configs: dict[str, dict] = field(default_factory=dict)
-    shards: dict[str, dict] = field(default_factory=dict)
-    """relative path → {rows, bytes, sha256}"""
-    skipped_calls: int = 0
-    """Unusable replies left out of the calls rows."""
-    reflections: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REFLECTION_PARTS + ("complete", "total"), 0))
-    """How many reflections had each section (and all four): measured, not promised."""
-    tokens: dict[str, TokenStats] = field(default_factory=dict)
-    """Per granularity, with `export.tokenizer`: token lengths and what max_length split or dropped."""
-    tokenizer: dict | None = None
-    """The tokenizer the token rows were made with: its path and chat template."""
-    tool_trajectories: int = 0
-    """Trajectories in the `tools` action format (their rows carry tool calls and `tools`)."""
-
-    def add(self, header: Header, rounds: list[Round]) -> None:
-        """Aggregates only (sums, counts, per-round min/mean/max): memory does not grow with the count."""
-        held = [r.held_out for r in rounds]
-        env = self.by_env.setdefault(
-            header.env_id,
-            {"domain": header.domain or header.env_kind, "kind": header.env_kind, "trajectories": 0, "rounds": 0, "sum_first": 0.0, "sum_best": 0.0, "sum_final": 0.0, "improved": 0, "curve": []},
-        )
-        env["trajectories"] += 1
-        env["rounds"] += len(rounds)
-        self.tool_trajectories += header.action_format == "tools"
-        env["sum_first"] += held[0]
-        env["sum_best"] += max(held)
-        env["sum_final"] += held[-1]
-        env["improved"] += max(held) > held[0]
-        running = float("-inf")
-        for index, value in enumerate(held):  # best so far by round: count, sum, min, max
-            running = max(running, value)
-            if index == len(env["curve"]):
-                env["curve"].append([0, 0.0, running, running])
-            point = env["curve"][index]
-            point[0] += 1
-            point[1] += running
-            point[2], point[3] = min(point[2], running), max(point[3], running)
-        for round_ in rounds:
-            reflection = round_.end.reflection
-            self.reflections["total"] += 1
-            self.reflections["complete"] += reflection.complete
-            for part in REFLECTION_PARTS:
-                self.reflections[part] += bool(getattr(reflection, part).strip())
-        teacher = header.teacher
-        self.teachers.setdefault(f"{teacher.model} @ {teacher.base_url}", {**teacher.model_dump(), "sampling": header.sampling})
-        self.configs.setdefault(header.config_hash, header.config)
 
 
 def action_format(path: Path) -> str:

@@ -24,9 +24,9 @@ from arex.envs.ml_gates import run_ml_gates
 from arex.envs.ml_images import deps_image, env_image, relaxed_pins
 from arex.envs.ml_source import BUILDER_VERSION, Checkout, MLSource, content_digest, fetch, is_ml_source, load_ml_spec, open_source, parse_source
 from arex.envs.report import EnvReport, finish, skipped_report, write_task
+from arex.envs.skills import SOURCE_SKILLS
 from arex.hashing import bytes_sha256, text_sha256
 from arex.record.canary import CANARY_FILE, make_canary
-from arex.rollout.skills import SOURCE_SKILLS
 from arex.sandbox import SandboxConfig, SandboxError
 
 __all__ = ["MLSource", "build_ml", "crash_reason", "fetch", "is_ml_source", "load_ml_spec", "open_source", "parse_source", "split_table"]

@@ -22,9 +22,9 @@ from pydantic import BaseModel
 
 import arex
 from arex.envs.layout import STAMP
+from arex.envs.skills import SOURCE_SKILLS
 from arex.envs.task_skills import SkillNote, read_record, ship
 from arex.hashing import text_sha256, tree_sha256
-from arex.rollout.skills import SOURCE_SKILLS
 
 REJECTED_DIR = ".rejected"
 REASON_CELL_CHARS = 300

@@ -3,7 +3,7 @@
 They come from the source (`arex-skills/<name>/SKILL.md` in a judge problem folder or an ML
 repository, copied by `build-envs`) or from the teacher (`build-envs --draft-skills`,
 arex.envs.skills_draft). Either way each is checked before it is kept: the Agent Skills format
-(arex.rollout.skills.check_task_skill) and no private data (`PrivateData`): not the env's canary,
+(arex.envs.skills.check_task_skill) and no private data (`PrivateData`): not the env's canary,
 not a hidden test's content (judge), not a private label row nor the labels' values in sequence
 (ML). What happened to each is in `<env>/.skills.json` and in the build report.
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import yaml
 
+from arex.envs.skills import ENV_SKILLS, SOURCE_SKILLS, SkillError, check_task_skill
 from arex.record.canary import env_canaries
-from arex.rollout.skills import ENV_SKILLS, SOURCE_SKILLS, SkillError, check_task_skill
 
 RECORD = ".skills.json"
 """In a built env: what happened to each of its skills (`SkillNote`s)."""

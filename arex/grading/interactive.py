@@ -33,15 +33,27 @@ import base64
 import io
 import math
 import tarfile
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
 from arex.grading.checkers import Check, interpret_kattis, interpret_testlib
-from arex.grading.verdicts import Failure, program_failure
+from arex.grading.verdicts import Failure, Limits, program_failure
 from arex.sandbox.base import JUDGE_AREA, InteractResult, RunLimits, Sandbox
-from arex.specs import TestCase, TestResult
+from arex.specs import JudgeSpec, TestCase, TestResult
 
-if TYPE_CHECKING:
-    from arex.grading.judge import Judge
+
+class Grader(Protocol):
+    """What an interactive run needs of the judge (arex.grading.judge.Judge), which calls it."""
+
+    spec: JudgeSpec
+    private: Path
+    limits: Limits
+    wall_limit_s: float
+    starved_cap_s: float
+
+    def checker_binary(self) -> Path: ...
+
+    def private_bytes(self, name: str) -> bytes: ...
 
 INTERACTOR_MEMORY = 256 << 20
 """Room beside the submission in the container's memory limit for the interactor."""
@@ -74,7 +86,7 @@ _COLLECT = (
 )
 
 
-def area_bytes(judge: "Judge") -> int:
+def area_bytes(judge: Grader) -> int:
     """Size of the private area a grading container needs: the interactor, one test's input and
     answer, its feedback."""
     largest = max(((judge.private / t.input).stat().st_size + (judge.private / t.answer).stat().st_size for t in judge.spec.tests), default=0)
@@ -84,7 +96,7 @@ def area_bytes(judge: "Judge") -> int:
 class InteractiveRun:
     """Runs one grading's tests of an interactive problem in one grading container."""
 
-    def __init__(self, judge: "Judge", box: Sandbox, cwd: str):
+    def __init__(self, judge: Grader, box: Sandbox, cwd: str):
         self.judge = judge
         self.cwd = cwd
         self.spec = judge.spec

@@ -30,6 +30,7 @@ from rich.live import Live
 from rich.table import Table
 
 from arex.envs.runtime import Env
+from arex.envs.skills import catalogue
 from arex.errors import UserInputError
 from arex.grading.pool import GradingPools, SandboxesAhead
 from arex.hashing import json_sha256
@@ -39,7 +40,6 @@ from arex.record.url_store import publish_file
 from arex.rollout.agent import Rollout
 from arex.rollout.config import RolloutConfig
 from arex.rollout.sandboxes import agent_config, start_ahead
-from arex.rollout.skills import catalogue
 from arex.sandbox import Sandbox, SandboxConfig, SandboxError
 from arex.specs import TeacherIdentity
 from arex.teacher.client import TeacherClient, TeacherConfig
@@ -122,10 +122,10 @@ async def run_batch(
     StoreLocked if another run works on `out`; DiskFull / OutputError if `out` cannot be written.
 
     `limit` and `progress` are for a caller running several batches in one event loop (variants,
-    arex.rollout.variants): the rollouts of all of them share `limit` (and the caller's thread pool), and
+    arex.variants): the rollouts of all of them share `limit` (and the caller's thread pool), and
     `progress` is filled for the caller to draw (pass no console then). That caller also labels
-    the sandboxes with its own store and removes the leftovers of killed runs (`_store_label`,
-    `_remove_leftovers`): one label for the whole run, not one per batch.
+    the sandboxes with its own store and removes the leftovers of killed runs (`StoreLabel`,
+    `remove_leftovers`): one label for the whole run, not one per batch.
 
     `executor` (arex.rollout.executors, e.g. Ray) runs the rollouts elsewhere under this same lock;
     None runs them here, in this event loop."""
@@ -141,15 +141,15 @@ async def run_batch(
         else:
             log.warning(line)
 
-    with StoreLock(out, notify), (_store_label(out) if limit is None else nullcontext()):
+    with StoreLock(out, notify), (StoreLabel(out) if limit is None else nullcontext()):
         if sandbox_config.backend == "docker" and limit is None:
-            _remove_leftovers(out, notify)
+            remove_leftovers(out, notify)
         shared = (limit, progress)
         run = _run_locked if executor is None else executor.run_locked
         return await run(envs, teacher_config, rollout_config, sandbox_config, out, samples, concurrency, base_url, console, shared)
 
 
-class _store_label:
+class StoreLabel:
     """`AREX_STORE` set to the store while the batch runs (the previous value back after)."""
 
     def __init__(self, out: Path):
@@ -202,7 +202,7 @@ def _plan(env: Env, sample: int, rollout_config: RolloutConfig, sandbox_config: 
     return key, functools.partial(start_ahead, env, rollout_config, sandbox_config, record_path(out, env, key), sample)
 
 
-def _remove_leftovers(out: Path, notify) -> None:
+def remove_leftovers(out: Path, notify) -> None:
     """Remove the sandboxes that killed runs on this store left (the lock is ours: they are dead)."""
     from arex.sandbox.docker import prune
 
@@ -265,7 +265,7 @@ async def _run_locked(envs, teacher_config, rollout_config, sandbox_config, out:
         return {**result, **end.model_dump(exclude={"type"})}
 
     try:
-        results = await _gather([one(env, s) for env, s in jobs], progress, console)
+        results = await gather([one(env, s) for env, s in jobs], progress, console)
     finally:
         ahead.close()
         pools.close()
@@ -284,7 +284,7 @@ def write_summary(summary: dict, out: Path) -> dict:
     return summary
 
 
-async def _gather(coros: list, progress: Progress, console: Console | None) -> list:
+async def gather(coros: list, progress: Progress, console: Console | None) -> list:
     """Run every rollout; with a console, redraw the progress table while they run. The first
     rollout to raise (disk full, a read-only store) stops the others, which keep what they finished."""
     tasks = [asyncio.create_task(c) for c in coros]

@@ -34,7 +34,7 @@ class Executor(Protocol):
 
     name: ClassVar[str]
     runs_variants: ClassVar[bool]
-    """Whether `arex rollout --variants` can use it (arex.rollout.variants shares one event loop among batches)."""
+    """Whether `arex rollout --variants` can use it (arex.variants shares one event loop among batches)."""
 
     async def run_locked(self, envs: list, teacher_config, rollout_config, sandbox_config, out: Path, samples: int, concurrency: int, base_url, console, shared) -> dict: ...
 

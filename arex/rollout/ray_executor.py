@@ -42,7 +42,7 @@ from arex.record.storage import STORE_ENV, write_error
 from arex.record.trajectory import RecordError, RoundEnd
 from arex.record.url_store import Remote, is_url, url_of
 from arex.rollout.agent import Rollout
-from arex.rollout.batch import KEPT, UNREADABLE, Progress, _gather, config_hash, record_path, rollout_key, summarize, write_summary
+from arex.rollout.batch import KEPT, UNREADABLE, Progress, config_hash, gather, record_path, rollout_key, summarize, write_summary
 from arex.rollout.config import RolloutConfig
 from arex.rollout.endings import INFRA
 from arex.rollout.ray_actors import ProgressBoard, RayLimiter, pinned, teacher_limit
@@ -163,7 +163,7 @@ class _Run:
     async def all(self, jobs: list, console) -> tuple[list[dict], Usage]:
         follower = asyncio.create_task(self._follow())
         try:
-            results = await _gather([self.one(job, path, env_id) for job, path, env_id in jobs], self.progress, console)
+            results = await gather([self.one(job, path, env_id) for job, path, env_id in jobs], self.progress, console)
         finally:
             follower.cancel()
             await asyncio.gather(follower, return_exceptions=True)

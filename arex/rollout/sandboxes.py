@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from arex.envs.runtime import Env
+from arex.envs.skills import SkillSet, skill_set
 from arex.grading.pool import stop_started
 from arex.record.snapshots import SnapshotStore
 from arex.record.trajectory import load
 from arex.rollout.config import RolloutConfig
 from arex.rollout.endings import INFRA
-from arex.rollout.skills import SkillSet, skill_set
 from arex.sandbox import Sandbox, SandboxConfig, make_sandbox
 
 WARM_WAIT_S, WARM_POLL_S = 2.0, 0.02

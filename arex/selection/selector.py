@@ -25,9 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from arex.config import ConfigError
 from arex.envs.runtime import Env, list_envs
-from arex.errors import UserInputError
+from arex.errors import ConfigError, UserInputError
 from arex.hashing import file_sha256
 from arex.record.canary import Canaries, LeakError, scan_archive, scan_file
 from arex.record.snapshots import SnapshotError

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from arex.envs.draft.base import DraftError, Guess
-from arex.envs.draft.inspect import Column, RepoFacts, ScriptInfo, TableInfo, csv_text, inspect_repo, is_submission, local_modules, pypi_names, read_table
-from arex.envs.draft.prepare import PACKAGED_DATA, deps_spec, existing_scrub, prepare_candidates, run_prepare
+from arex.drafting.base import DraftError, Guess
+from arex.drafting.inspect import Column, RepoFacts, ScriptInfo, TableInfo, csv_text, inspect_repo, is_submission, local_modules, pypi_names, read_table
+from arex.drafting.prepare import PACKAGED_DATA, deps_spec, existing_scrub, prepare_candidates, run_prepare
 from arex.sandbox import SandboxConfig
 
 TARGET_NAMES = ("target", "label", "labels", "class", "y", "survived", "quality", "price", "saleprice", "outcome", "diagnosis", "species",

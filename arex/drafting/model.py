@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from arex.envs.draft.base import Attempt, Draft, DraftError, Guess
+from arex.drafting.base import Attempt, Draft, DraftError, DraftSettings, Guess
 from arex.errors import ArexError, UserInputError
 from arex.rollout.config import BUNDLED, RolloutConfig
 from arex.rollout.parse import clip, parse_action
@@ -34,7 +34,6 @@ from arex.sandbox.base import SandboxConfig
 from arex.teacher.config import TeacherConfig
 
 if TYPE_CHECKING:
-    from arex.config import ArexConfig
     from arex.sandbox.base import Sandbox
 
 SPEC_FILE = "arex.yaml"
@@ -75,7 +74,7 @@ class ModelDrafter(BaseModel):
     _session: _Session | None = PrivateAttr(default=None)
 
     @classmethod
-    def from_config(cls, config: ArexConfig, **overrides: Any) -> ModelDrafter:
+    def from_config(cls, config: DraftSettings, **overrides: Any) -> ModelDrafter:
         """The drafter of a user's arex config: its teacher, rollout budgets and sandbox."""
         return cls(teacher=config.teacher, rollout=config.rollout, sandbox=config.sandbox, **overrides)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from arex.envs.draft.inspect import TABLE_SUFFIXES, RepoFacts, ScriptInfo
+from arex.drafting.inspect import TABLE_SUFFIXES, RepoFacts, ScriptInfo
 from arex.envs.ml_source import TABLE_CAP
 from arex.sandbox import SandboxConfig, make_sandbox
 from arex.specs import MLSpec

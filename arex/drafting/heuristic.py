@@ -15,10 +15,10 @@ from typing import Callable
 
 from pydantic import BaseModel, Field
 
-from arex.envs.draft.base import Attempt, Draft, DraftError, Guess
-from arex.envs.draft.compose import WRAPPER, module_name, statement_path, statement_text, wrapper_text
-from arex.envs.draft.inspect import IMPORT_TO_PYPI
-from arex.envs.draft.survey import CLASSIFICATION, ID_NAME, Survey, metric_options, survey
+from arex.drafting.base import Attempt, Draft, DraftError, Guess
+from arex.drafting.compose import WRAPPER, module_name, statement_path, statement_text, wrapper_text
+from arex.drafting.inspect import IMPORT_TO_PYPI
+from arex.drafting.survey import CLASSIFICATION, ID_NAME, Survey, metric_options, survey
 from arex.sandbox import SandboxConfig
 
 Pinner = Callable[[list[str]], list[str]]

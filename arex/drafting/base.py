@@ -4,16 +4,25 @@
 overlay source (`<out>/<id>.yaml` naming the repository and commit, the spec, the files to add and
 the files to remove; added files under `<out>/<id>/`), builds it with `build-envs`, and, when a
 gate fails, asks the same drafter again with the gate's reason, up to a budget of attempts.
-Drafters are chosen by short name (`DRAFTERS` in `arex.envs.draft`).
+Drafters are chosen by short name (`DRAFTERS` in `arex.drafting`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+
+class DraftSettings(Protocol):
+    """What a drafter is made from: the user's arex configuration (arex.config.ArexConfig), read
+    through these sections only (the drafters live below the config that composes them)."""
+
+    sandbox: Any
+    teacher: Any
+    rollout: Any
+    build: Any
 
 class Guess(BaseModel):
     """One field the drafter chose, how sure it is, and why (shown in the draft report)."""

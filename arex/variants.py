@@ -38,7 +38,7 @@ from arex.config import _OVERRIDE, ArexConfig, ConfigError, load_config
 from arex.envs.runtime import Env
 from arex.errors import UserInputError
 from arex.record.storage import LOCK_NAME, StoreLock, write_error
-from arex.rollout.batch import Progress, _gather, _remove_leftovers, _store_label, config_hash, run_batch
+from arex.rollout.batch import Progress, StoreLabel, config_hash, gather, remove_leftovers, run_batch
 
 RECORD = "variants.json"
 """The file in `<out>` that lists the variants run there."""
@@ -233,10 +233,10 @@ async def run_variants(
         if console is not None:
             console.print(f"arex: {line}", soft_wrap=True, markup=False)
 
-    with StoreLock(out, notify), _store_label(out):
+    with StoreLock(out, notify), StoreLabel(out):
         check_and_record(out, variants, file)
         if any(v.config.sandbox.backend == "docker" for v in variants):
-            _remove_leftovers(out, notify)
+            remove_leftovers(out, notify)
         asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=2 * concurrency + 4))
         limit = asyncio.Semaphore(concurrency)
         board = _Board({v.name: Progress(total=len(envs) * samples) for v in variants})
@@ -244,7 +244,7 @@ async def run_variants(
             run_batch(envs, v.config.teacher, v.config.rollout, v.config.sandbox, out / v.name, samples, concurrency, v.config.teacher.base_url or base_url, None, limit, board.progress[v.name])
             for v in variants
         ]
-        summaries = await _gather(batches, board, console)
+        summaries = await gather(batches, board, console)
     return {v.name: s for v, s in zip(variants, summaries)}
 
 

@@ -5,29 +5,26 @@ A drafter is made from the arex configuration; `make_drafter(name, config)` pick
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
-from arex.envs.draft.base import Attempt, Draft, Drafter, DraftError, Guess
+from arex.drafting.base import Attempt, Draft, Drafter, DraftError, DraftSettings, Guess
 from arex.errors import UserInputError
 
-if TYPE_CHECKING:
-    from arex.config import ArexConfig
 
-
-def _heuristic(config: ArexConfig) -> Drafter:
-    from arex.envs.draft.heuristic import HeuristicDrafter
+def _heuristic(config: DraftSettings) -> Drafter:
+    from arex.drafting.heuristic import HeuristicDrafter
 
     return HeuristicDrafter(config.sandbox, package_sources=config.build.package_sources)
 
 
-DRAFTERS: dict[str, Callable[[ArexConfig], Drafter]] = {
+DRAFTERS: dict[str, Callable[[DraftSettings], Drafter]] = {
     "heuristic": _heuristic,
-    "model": lambda config: __import__("arex.envs.draft.model", fromlist=["ModelDrafter"]).ModelDrafter.from_config(config),
-    # More drafters: one line each, "name": factory taking the ArexConfig.
+    "model": lambda config: __import__("arex.drafting.model", fromlist=["ModelDrafter"]).ModelDrafter.from_config(config),
+    # More drafters: one line each, "name": factory taking the DraftSettings.
 }
 
 
-def make_drafter(name: str, config: ArexConfig) -> Drafter:
+def make_drafter(name: str, config: DraftSettings) -> Drafter:
     """The drafter called `name`, made from `config`."""
     if name not in DRAFTERS:
         raise UserInputError(f"Unknown drafter '{name}': choose one of {', '.join(sorted(DRAFTERS))}.")

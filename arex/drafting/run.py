@@ -19,7 +19,7 @@ from typing import Callable
 import yaml
 from pydantic import BaseModel
 
-from arex.envs.draft.base import Attempt, Draft, Drafter, DraftError
+from arex.drafting.base import Attempt, Draft, Drafter, DraftError
 from arex.envs.report import EnvReport
 from arex.sandbox import SandboxConfig
 
