@@ -108,6 +108,7 @@ def test_executors_by_name_and_the_store_check(tmp_path):
     assert nodes_lost({None: {"nodes_lost": []}}) is None and "re-run" in str(nodes_lost({None: {"nodes_lost": ["k"]}}))
 
 
+@pytest.mark.docker  # the env fixture builds with the judge gates
 def test_cli_names_the_bad_executor_and_a_missing_ray(env, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
@@ -157,6 +158,7 @@ def _hold(actor, count: int) -> str:
     return node
 
 
+@pytest.mark.ray
 def test_limiter_frees_the_permits_of_a_dead_node_and_of_expired_leases(cluster):
     victim = cluster.add_node(num_cpus=1, object_store_memory=80 << 20)
     cluster.wait_for_nodes()
