@@ -9,8 +9,8 @@ test: setup lint  ## set up, lint, then run every test (Docker and local-model t
 	$(PYTHON) -m pytest
 	$(PYTHON) scripts/conformance_mutations.py
 
-test-fast:  ## no Docker, no model: the loop, selection and export on checked-in fixtures (under a minute)
-	$(PYTHON) -m pytest -m "not docker and not local_model and not suite and not browser and not ray" -q
+test-fast:  ## no Docker, no model, no cluster: the loop, selection and export on checked-in fixtures (two workers)
+	$(PYTHON) -m pytest -m "not docker and not local_model and not suite and not browser and not ray" -q -n 2
 
 lint:  ## ruff: pyflakes, import order, line length, complexity (settings in pyproject.toml)
 	$(PYTHON) -m ruff check arex tests bench scripts

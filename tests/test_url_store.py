@@ -228,6 +228,7 @@ def register_fast_kinds() -> None:
     BACKENDS["process"] = "process_sandbox:ProcessSandbox"
 
 
+@pytest.mark.ray
 def test_ray_tasks_write_node_local_mirrors_and_upload_to_the_url(env, tmp_path, monkeypatch, s3):
     ray = pytest.importorskip("ray")
     url = f"s3://{BUCKET}/ray-run"
