@@ -286,6 +286,13 @@ def test_hidden_inputs_reach_neither_the_grade_nor_the_record(env, tmp_path):
             write("solution.py", HUNTER_PY),
         ]
 
+    # The hunt reads much of the image's files; on a cold page cache (a fresh machine, the first
+    # test to read them) it waits on the disk past the run's wall-clock limit, which is a TLE, not
+    # the hunt. The same walk once in a sandbox of the grading image, unlimited, warms the cache.
+    with make_sandbox(env.judge().sandbox_config, "hunt-warm-up") as box:
+        warm = box.exec(["python3", "-c", HUNTER_PY], stdin="4 10\n6 5 5 3\n", timeout=600)
+    assert "HUNT DONE" in warm.stderr, warm
+
     _, record, path = rollout(env, commands, tmp_path / "store", rounds=1)
     assert record.end.status == "done"
     grade = record.rounds[0].end.grade
