@@ -23,6 +23,7 @@ def _modules() -> dict[str, Path]:
 
 def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
     """module → the arex modules it imports (a name imported from a package counts as its module if it is one)."""
+
     def resolve(name: str) -> str | None:
         while name and name not in modules:
             name = name.rpartition(".")[0]

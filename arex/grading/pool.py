@@ -134,7 +134,7 @@ class GradingPool:
                     if self._closed or attempt + 1 == GRADE_ATTEMPTS:
                         raise
                     lease.broken = f"the grading failed in it: {type(exc).__name__}: {exc}"
-                    log.warning("a grading container of %s failed a grading (%s); grading again in another", self.name, exc)
+                    log.warning("a grading container of %s failed a grading (%s); grading again", self.name, exc)
         raise AssertionError("unreachable")
 
     # -- handing out -------------------------------------------------------------------------
@@ -308,7 +308,8 @@ class GradingPool:
         kind = "grading" if grading else "checker"
         with self._cond:  # the first (fresh) container's places are the baseline of pages in use
             fresh = self._fresh_places.setdefault(kind, report["places"])
-        problems = cleaning.problems(report, box.config, fresh) + self._hash_problems(report["hashes"], {**runtime, **keep})
+        problems = cleaning.problems(report, box.config, fresh)
+        problems += self._hash_problems(report["hashes"], {**runtime, **keep})
         if box.config.judge_area:
             area = box.judge_exec(["sh", "-c", _AREA_WIPE, "arex-area-wipe", JUDGE_AREA], timeout=60)
             if not area.ok or area.stdout.strip():

@@ -46,7 +46,9 @@ class Rollout:
         self.store = SnapshotStore(path.with_suffix("") / "snapshots")
         self.keeper = Keeper(self.store)
         self.prompts = config.load_prompts()
-        self.format = FORMATS[config.action_format](self.prompts, config.skills_target, ss.paths(), self.sandbox_config.workdir, f"{config.command_timeout_s:g}")
+        timeout = f"{config.command_timeout_s:g}"
+        workdir = self.sandbox_config.workdir
+        self.format = FORMATS[config.action_format](self.prompts, config.skills_target, ss.paths(), workdir, timeout)
         self.memory = Memory(self.prompts, config, self._system(ss.catalogue()))
         self.grading = env.open_grading(sandbox, pools)
         self.sandbox = AgentSandbox(env, self.sandbox_config, sample, box)
@@ -130,7 +132,8 @@ class Rollout:
         self.writer.write(RoundStart(round=number, context=context))
         messages = list(context)
         ending = await self._act(number, messages)
-        grade, snapshot, submission = await asyncio.to_thread(self.env.grade_round, await self.sandbox.get(), self.grading, self.store)
+        box = await self.sandbox.get()
+        grade, snapshot, submission = await asyncio.to_thread(self.env.grade_round, box, self.grading, self.store)
         if grade.infra_error:
             raise SandboxError(f"grading failed: {grade.infra_error}")
         feedback = self.memory.feedback(number, grade)  # only what rollout.feedback lets the agent see
@@ -235,7 +238,8 @@ class Rollout:
 
     def _header(self) -> Header:
         return Header(
-            schema_version=self.format.schema_version, key=self.key, env_id=self.env.id, env_kind=self.env.kind, domain=self.env.spec.domain,
+            schema_version=self.format.schema_version, key=self.key, env_id=self.env.id, env_kind=self.env.kind,
+            domain=self.env.spec.domain,
             spec_hash=self.env.spec_hash, sample=self.sample, teacher=self.identity, sampling=self.teacher.sampling(),
             config_hash=self.config_hash, config=self.config.model_dump(), arex_version=__version__,
             baseline_score=self.env.baseline_score, protected=list(self.env.protected), started_at=time.time(),

@@ -131,7 +131,9 @@ class RolloutConfig(BaseModel):
         out = {"prompts": json_sha256(self.load_prompts(), sort_keys=True)[:16]}
         if self.general_skills:
             root = self.skills_path()
-            files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+            # bytecode left by running a skill's script on the host is not the skill
+            files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+            files = [p for p in files if p.suffix != ".pyc"]
             out["skills"] = files_sha256((p.relative_to(root).as_posix(), p) for p in files)[:16]
         return out
 

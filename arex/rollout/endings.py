@@ -18,7 +18,11 @@ this stops open to resume and the error goes up to the batch, which names the pa
 def ending_of(exc: BaseException) -> tuple[str, str]:
     """The end status and reason of a rollout stopped by `exc`."""
     if isinstance(exc, TeacherError):
-        status = INFRA if exc.kind == "unreachable" else ("context_overflow" if exc.kind == "context_length" else "teacher_error")
+        status = (
+            INFRA
+            if exc.kind == "unreachable"
+            else ("context_overflow" if exc.kind == "context_length" else "teacher_error")
+        )
         return status, str(exc)
     if isinstance(exc, SandboxError):
         return INFRA, f"sandbox: {exc}"

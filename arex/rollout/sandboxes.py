@@ -32,7 +32,11 @@ _counting = threading.Lock()
 
 def skills_of(env: Env, config: RolloutConfig) -> SkillSet:
     """General skills (rollout.general_skills) and the env's own (rollout.task_skills), each mounted read-only."""
-    return skill_set(config.skills_path() if config.general_skills else None, env.dir if config.task_skills else None, config.skills_target)
+    return skill_set(
+        config.skills_path() if config.general_skills else None,
+        env.dir if config.task_skills else None,
+        config.skills_target,
+    )
 
 
 def agent_config(env: Env, config: RolloutConfig, sandbox: SandboxConfig) -> SandboxConfig:

@@ -34,14 +34,16 @@ SHARED = ("/dev/shm", "/dev/mqueue")
 INSPECT = r"""
 import hashlib, json, os, re, stat, subprocess, sys
 keep, hashed, expected = set(json.loads(sys.argv[1])), json.loads(sys.argv[2]), json.loads(sys.argv[3])
-PSEUDO = {"proc", "sysfs", "cgroup", "cgroup2", "devpts", "securityfs", "debugfs", "tracefs", "bpf", "pstore", "configfs", "fusectl", "binfmt_misc", "nsfs"}
+PSEUDO = {"proc", "sysfs", "cgroup", "cgroup2", "devpts", "securityfs", "debugfs", "tracefs", "bpf", "pstore",
+          "configfs", "fusectl", "binfmt_misc", "nsfs"}
 unescape = lambda s: re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), s)
 mounts = []
 for line in open("/proc/self/mountinfo"):
     head, _, tail = line.partition(" - ")
     f, (fstype, _src, sopts) = head.split(), tail.split()[:3]
     mounts.append((unescape(f[4]), fstype, "ro" in f[5].split(",") or "ro" in sopts.split(",")))
-report = {"root_ro": [ro for p, t, ro in mounts if p == "/"][-1:] == [True], "writable": [], "left": [], "ipc": [], "procs": [], "hashes": {}, "places": {}}
+report = {"root_ro": [ro for p, t, ro in mounts if p == "/"][-1:] == [True],
+          "writable": [], "left": [], "ipc": [], "procs": [], "hashes": {}, "places": {}}
 tops = sorted({p for p, t, ro in mounts if not ro and t not in PSEUDO})
 can_write = lambda p, st: os.access(p, (os.W_OK | os.X_OK) if stat.S_ISDIR(st.st_mode) else os.W_OK)
 def restore(path, mode):
@@ -109,7 +111,8 @@ for top in tops:
 report["places"] = {path: state(path) for path in expected}
 for kind in ("shm", "sem", "msg"):
     try:
-        report["ipc"] += [kind + ": " + " ".join(x.split()) for x in open("/proc/sysvipc/" + kind).read().splitlines()[1:] if x.strip()]
+        rows = open("/proc/sysvipc/" + kind).read().splitlines()[1:]
+        report["ipc"] += [kind + ": " + " ".join(x.split()) for x in rows if x.strip()]
     except OSError:
         pass
 try:
@@ -148,7 +151,7 @@ def inspect(box: Sandbox, keep: list[str], hashed: list[str], script: str | None
     """Clean `box` and report its state (the INSPECT report, or `script`'s), or why that failed (a sentence)."""
     script = script or INSPECT  # read at each call: the mutation check replaces it
     places = {path: list(owner) for path, owner in expected_places(box.config).items()}
-    argv = ["python3", "-I", "-S", "-c", script, json.dumps(sorted(keep)), json.dumps(sorted(hashed)), json.dumps(places)]
+    argv = ["python3", "-I", "-S", "-c", script, *map(json.dumps, (sorted(keep), sorted(hashed), places))]
     r = box.exec(argv, timeout=INSPECT_TIMEOUT_S, cwd="/", limits=RunLimits(isolated=True))
     if not r.ok:
         return f"the cleaning command failed ({r.status}, exit {r.exit_code}): {r.stderr[-300:]}"
@@ -168,11 +171,17 @@ def problems(report: dict, config: SandboxConfig, fresh: dict[str, dict] | None 
     extra = sorted(set(report["writable"]) - set(expected))
     if extra:
         found.append(f"writable beyond the expected places: {extra[:5]}")
-    for key, what in (("left", "left after wiping"), ("ipc", "SysV IPC objects left"), ("procs", "processes alive after the sweep")):
+    for key, what in (
+        ("left", "left after wiping"),
+        ("ipc", "SysV IPC objects left"),
+        ("procs", "processes alive after the sweep"),
+    ):
         if report[key]:
             found.append(f"{what}: {report[key][:5]}")
     for path, (uid, gid, mode) in expected.items():
-        found += _place_problems(path, report["places"].get(path) or {"error": "not reported"}, (uid, gid, mode), (fresh or {}).get(path))
+        found += _place_problems(
+            path, report["places"].get(path) or {"error": "not reported"}, (uid, gid, mode), (fresh or {}).get(path)
+        )
     return found
 
 
@@ -182,11 +191,18 @@ def _place_problems(path: str, seen: dict, owner: tuple[int, int, int], fresh: d
     uid, gid, mode = owner
     found = []
     if not seen["dir"] or (seen["uid"], seen["gid"], seen["mode"]) != (uid, gid, mode):
-        found.append(f"{path} is not the fresh folder: owner {seen['uid']}:{seen['gid']} mode {oct(seen['mode'])} (want {uid}:{gid} {oct(mode)})")
+        found.append(
+            f"{path} is not the fresh folder: owner {seen['uid']}:{seen['gid']} mode {oct(seen['mode'])}"
+            f" (want {uid}:{gid} {oct(mode)})"
+        )
     if seen["xattrs"]:
         found.append(f"{path} carries extended attributes {seen['xattrs'][:5]}")
     if seen["entries"]:
         found.append(f"{path} holds {seen['entries']} entries after wiping")
-    if fresh is not None and "error" not in fresh and (seen["blocks"], seen["inodes"]) != (fresh["blocks"], fresh["inodes"]):
-        found.append(f"{path}'s filesystem holds {seen['blocks']} blocks and {seen['inodes']} inodes, a fresh one {fresh['blocks']} and {fresh['inodes']}")
+    baseline = (fresh["blocks"], fresh["inodes"]) if fresh and "error" not in fresh else None
+    if baseline is not None and (seen["blocks"], seen["inodes"]) != baseline:
+        found.append(
+            f"{path}'s filesystem holds {seen['blocks']} blocks and {seen['inodes']} inodes,"
+            f" a fresh one {baseline[0]} and {baseline[1]}"
+        )
     return found

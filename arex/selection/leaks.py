@@ -76,7 +76,9 @@ def _forms(text: str) -> list[tuple[str, str]]:
     for match in _B64.finditer(text):
         run = match.group(0)
         try:
-            decoded = base64.b64decode(run + "=" * (-len(run) % 4), altchars=b"-_" if "-" in run or "_" in run else None)
+            decoded = base64.b64decode(
+                run + "=" * (-len(run) % 4), altchars=b"-_" if "-" in run or "_" in run else None
+            )
         except (binascii.Error, ValueError):
             continue
         forms.append((decoded.decode("utf-8", "replace"), ", base64-encoded"))
@@ -90,9 +92,16 @@ def texts_of(t: Trajectory) -> list[tuple[str, str]]:
         n = round_.number
         for step in round_.steps:
             out.append((f"round {n} step {step.step} reply", step.call.content or ""))
-            out += [(f"round {n} step {step.step} observation", text) for text in [step.observation or "", *(step.tool_results or [])]]
+            out += [
+                (f"round {n} step {step.step} observation", text)
+                for text in [step.observation or "", *(step.tool_results or [])]
+            ]
         end = round_.end
-        out += [(f"round {n} feedback", end.feedback), (f"round {n} reflection", end.reflection.call.content or ""), (f"round {n} state", end.state)]
+        out += [
+            (f"round {n} feedback", end.feedback),
+            (f"round {n} reflection", end.reflection.call.content or ""),
+            (f"round {n} state", end.state),
+        ]
     return [(where, text) for where, text in out if text]
 
 
