@@ -105,7 +105,7 @@ def doctor(config: Optional[List[str]] = ConfigOpt) -> None:
     from arex.doctor import run_doctor
 
     cfg = _config(config)
-    findings = run_doctor(cfg.sandbox.image)
+    findings = run_doctor(cfg.sandbox.image, cfg.sandbox.backend)
     table = Table(show_header=True, header_style="bold")
     for column in ("check", "status", "detail"):
         table.add_column(column)
@@ -121,12 +121,15 @@ def doctor(config: Optional[List[str]] = ConfigOpt) -> None:
 
 
 @sandbox_app.command("prune")
-def sandbox_prune(all_: bool = typer.Option(False, "--all", help="Also remove sandboxes of arex processes still running.")) -> None:
-    """Remove sandbox containers left behind by crashed arex processes."""
-    from arex.sandbox.docker import prune
+def sandbox_prune(
+    config: Optional[List[str]] = ConfigOpt,
+    all_: bool = typer.Option(False, "--all", help="Also remove sandboxes of arex processes still running."),
+) -> None:
+    """Remove the sandboxes crashed arex processes left behind (of the configured backend)."""
+    from arex.sandbox import backend_class
 
-    removed = prune(all_owners=all_)
-    console.print(f"removed {len(removed)} sandbox container(s)" + (": " + ", ".join(removed) if removed else ""))
+    removed = backend_class(_config(config).sandbox.backend).cleanup(all_owners=all_)
+    console.print(f"removed {len(removed)} sandbox(es)" + (": " + ", ".join(removed) if removed else ""))
 
 
 @sandbox_app.command("check")

@@ -235,8 +235,8 @@ async def run_variants(
 
     with StoreLock(out, notify), StoreLabel(out):
         check_and_record(out, variants, file)
-        if any(v.config.sandbox.backend == "docker" for v in variants):
-            remove_leftovers(out, notify)
+        for backend in sorted({v.config.sandbox.backend for v in variants}):
+            remove_leftovers(out, backend, notify)
         asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=2 * concurrency + 4))
         limit = asyncio.Semaphore(concurrency)
         board = _Board({v.name: Progress(total=len(envs) * samples) for v in variants})

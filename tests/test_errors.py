@@ -47,8 +47,8 @@ def test_config_error_goes_through_the_same_handler():
 
 def test_exit_code_is_the_error_class_own():
     proc = _arex(code="from arex import cli\nfrom arex.sandbox.base import SandboxError\n"
-                      "def prune(all_owners):\n    raise SandboxError('No Docker engine answers; start it')\n"
-                      "import arex.sandbox.docker as d\nd.prune = prune\ncli.main()", *["sandbox", "prune"])
+                      "def cleanup(store=None, all_owners=False):\n    raise SandboxError('No Docker engine answers; start it')\n"
+                      "from arex.sandbox.docker import DockerSandbox\nDockerSandbox.cleanup = cleanup\ncli.main()", *["sandbox", "prune"])
     assert proc.returncode == 4, proc.stderr
     assert proc.stderr.strip() == "arex: No Docker engine answers; start it"
 

@@ -98,3 +98,33 @@ def test_no_import_cycle_between_packages():
 
 def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _third_party_imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_only_the_docker_backend_imports_docker():
+    backend = ARX / "sandbox" / "docker"
+    outside = [str(p.relative_to(ARX)) for p in _modules().values()
+               if "docker" in _third_party_imports(p) and backend not in p.parents]
+    assert outside == []
+    assert any("docker" in _third_party_imports(p) for p in backend.glob("*.py"))  # the check can see an import
+
+
+def test_no_code_outside_the_sandbox_asks_which_backend_is_in_use():
+    asking = []
+    for name, path in _modules().items():
+        if name.startswith("arex.sandbox"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare) and any(isinstance(c, ast.Constant) and c.value == "docker"
+                                                     for c in [node.left, *node.comparators]):
+                asking.append(f"{path.relative_to(ARX)}:{node.lineno}")
+    assert asking == []

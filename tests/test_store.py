@@ -360,7 +360,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 def test_a_rerun_removes_the_containers_of_a_killed_run_on_its_store_and_doctor_reports_the_others(env, tmp_path):
     import docker
 
-    from arex.doctor import check_leftovers
+    from arex.sandbox.docker.diagnose import check_leftovers
     from arex.sandbox import SandboxConfig
     from arex.sandbox.docker import OWNER_LABEL, STORE_LABEL, docker_client
 

@@ -20,7 +20,8 @@ from importlib import resources
 from pathlib import Path
 
 from arex.hashing import json_sha256
-from arex.sandbox import SandboxConfig, SandboxError
+from arex.sandbox import SandboxConfig, SandboxError, backend_class
+from arex.sandbox.images import ImageBuildFailed, Images
 
 DOCS_VERSION = "docs-1"
 SCRIPTS = Path(str(resources.files("arex").joinpath("data"))) / "docs"
@@ -34,44 +35,43 @@ def scripts_digest() -> str:
     return json_sha256({name: (SCRIPTS / name).read_text(encoding="utf-8") for name in ("indexer.py", "docs.py")})
 
 
+def _images(backend: str | None = None) -> Images:
+    backend = backend or SandboxConfig.model_fields["backend"].default
+    found = backend_class(backend).images()
+    if found is None:
+        raise SandboxError(f"The '{backend}' sandbox backend builds no images, so it cannot add the docs index.")
+    return found
+
+
 def docs_tag(image: str, exclude: tuple[str, ...] | list[str] = (), repo: str = "arex-docs") -> str:
     """The tag of `image` with the docs layer: a hash of its id, the scripts and `exclude`."""
-    import docker.errors
-
-    from arex.sandbox.docker import docker_client
-
-    try:
-        image_id = docker_client().images.get(image).id
-    except docker.errors.ImageNotFound:
-        raise SandboxError(f"image '{image}' not found, so its docs index cannot be built; build the image first (arex build-envs, or scripts/setup.sh for the base image).") from None
+    image_id = _images().id(image)
+    if image_id is None:
+        raise SandboxError(
+            f"image '{image}' not found, so its docs index cannot be built; "
+            "build the image first (arex build-envs, or scripts/setup.sh for the base image)."
+        )
     return f"{repo}:{json_sha256([DOCS_VERSION, image_id, scripts_digest(), sorted(exclude)])[:16]}"
 
 
 def docs_image(image: str, exclude: tuple[str, ...] | list[str] = (), repo: str = "arex-docs") -> str:
     """`image` plus the `docs` command and the index of what it has installed (built once per tag).
     `exclude`: files as `package/relative/path` (an ML spec's `scrub`) kept out of the index."""
-    import docker.errors
-
-    from arex.sandbox.docker import docker_client
-
     key = f"{repo}\0{image}\0{sorted(exclude)}"
     with _lock:
         if key in _known:
             return _known[key]
         tag = docs_tag(image, exclude, repo)
-        client = docker_client()
-        try:
-            client.images.get(tag)
-        except docker.errors.ImageNotFound:
-            _build(client, image, tag, tuple(exclude))
+        if _images().id(tag) is None:
+            _build(_images(), image, tag, tuple(exclude))
         _known[key] = tag
         return tag
 
 
 def agent_image(base: SandboxConfig) -> str:
-    """The image of a judge env's agent sandbox: the base image with the docs layer (Docker
-    backend only; other backends keep their image)."""
-    if base.backend != "docker":
+    """The image of a judge env's agent sandbox: the base image with the docs layer (backends that
+    build no images keep their image)."""
+    if backend_class(base.backend).images() is None:
         return base.image
     return docs_image(base.image, repo="arex-agent-docs")
 
@@ -90,24 +90,17 @@ def _dockerfile(image: str, user: str, exclude: tuple[str, ...]) -> str:
     ]) + "\n"  # fmt: skip
 
 
-def _build(client, image: str, tag: str, exclude: tuple[str, ...]) -> float:
+def _build(images: Images, image: str, tag: str, exclude: tuple[str, ...]) -> float:
     """Build the docs layer with no network; the seconds it took."""
-    import docker.errors
-
-    from arex.sandbox.docker import build_log_tail
-
-    user = client.images.get(image).attrs.get("Config", {}).get("User") or ""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="arex-docs-") as ctx:
         ctx_path = Path(ctx)
         for name in ("indexer.py", "docs.py"):
             shutil.copyfile(SCRIPTS / name, ctx_path / name)
-        (ctx_path / "Dockerfile").write_text(_dockerfile(image, user, exclude))
+        (ctx_path / "Dockerfile").write_text(_dockerfile(image, images.user(image), exclude))
         labels = {"arex.managed": "1", "arex.kind": "docs", "arex.docs.from": image}
         try:
-            client.images.build(path=str(ctx_path), tag=tag, network_mode="none", rm=True, forcerm=True, pull=False, labels=labels)
-        except docker.errors.BuildError as exc:
-            raise SandboxError(f"the docs index of '{image}' could not be built: {exc.msg}\n{build_log_tail(exc, 1200)}") from None
-        except docker.errors.APIError as exc:
-            raise SandboxError(f"the docs index of '{image}' could not be built in the engine: {exc.explanation or exc}") from None
+            images.build(ctx_path, tag, network=False, labels=labels)
+        except ImageBuildFailed as exc:
+            raise SandboxError(f"the docs index of '{image}' could not be built: {exc.reason}\n{exc.log_tail[-1200:]}") from None
     return time.monotonic() - started

@@ -12,20 +12,15 @@ that cannot install to the nearest one that can, and the build records it.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
 import shutil
 import subprocess
-import tarfile
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import docker
-import docker.errors
-import requests
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
@@ -37,8 +32,8 @@ from arex.envs.judge_sources import SourceError
 from arex.envs.layout import IMAGE_WORKSPACE
 from arex.envs.ml_source import BUILDER_VERSION
 from arex.hashing import cache_dir, json_sha256
-from arex.sandbox import SandboxError
-from arex.sandbox.docker import _labels, build_log_tail, docker_client
+from arex.sandbox import SandboxConfig, SandboxError, backend_class
+from arex.sandbox.images import ImageBuildFailed, Images
 from arex.specs import MLSpec
 
 
@@ -71,21 +66,28 @@ def _pip_build_args() -> dict[str, str]:
     return args
 
 
-def _image_exists(client, tag: str) -> bool:
-    try:
-        client.images.get(tag)
-        return True
-    except docker.errors.ImageNotFound:
-        return False
+def images(backend: str | None = None) -> Images:
+    """The image builder of `backend` (the configured default if None): ML env images are built
+    images, so a backend that builds none cannot hold an ML env."""
+    backend = backend or SandboxConfig.model_fields["backend"].default
+    found = backend_class(backend).images()
+    if found is None:
+        raise SandboxError(f"The '{backend}' sandbox backend builds no images, so it cannot build ML envs; use docker.")
+    return found
 
 
-def _build(client, context: Path, tag: str, network: str, labels: dict[str, str], buildargs: dict[str, str] | None = None) -> None:
+def _image_id(name: str) -> str:
+    found = images().id(name)
+    if found is None:
+        raise SandboxError(f"image '{name}' not found; build it first (scripts/setup.sh for the base image).")
+    return found
+
+
+def _build(context: Path, tag: str, network: bool, labels: dict[str, str], buildargs: dict[str, str] | None = None) -> None:
     try:
-        client.images.build(path=str(context), tag=tag, network_mode=network, rm=True, forcerm=True, pull=False, labels=labels, buildargs=buildargs or {})
-    except docker.errors.BuildError as exc:
-        raise SourceError(f"image build failed: {exc.msg}\n{build_log_tail(exc, 1500)}") from None
-    except docker.errors.APIError as exc:
-        raise SandboxError(f"image build failed in the engine: {exc.explanation or exc}") from None
+        images().build(context, tag, network=network, labels=labels, buildargs=buildargs)
+    except ImageBuildFailed as exc:
+        raise SourceError(f"image build failed: {exc.reason}\n{exc.log_tail}") from None
 
 
 # -- requirements: one canonical, sorted list ------------------------------------------------
@@ -322,16 +324,15 @@ class Preflight(BaseModel):
 def preflight(lines: list[str], base: str, no_binary: list[str] | tuple[str, ...] = ()) -> Preflight:
     """Resolve `lines` (canonical requirement lines) on `base`'s Python, wheels only except
     `no_binary`, in a short-lived container with network; seconds, and cached on disk."""
-    client = docker_client()
     args = _pip_build_args()
-    key = json_sha256([PREFLIGHT_VERSION, client.images.get(base).id, lines, sorted(no_binary), sorted(args.items())])[:24]
+    key = json_sha256([PREFLIGHT_VERSION, _image_id(base), lines, sorted(no_binary), sorted(args.items())])[:24]
     cached = cache_dir() / "preflight" / f"{key}.json"
     if cached.is_file():
         try:
             return Preflight.model_validate_json(cached.read_text()).model_copy(update={"from_cache": True})
         except ValueError:
             pass
-    code, out, err = _run_preflight(client, base, lines, no_binary, args)
+    code, out, err = _run_preflight(base, lines, no_binary, args)
     result = _read_preflight(code, out, err, lines)
     cached.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=cached.parent, suffix=".tmp", delete=False) as tmp:  # builds run in threads
@@ -340,41 +341,23 @@ def preflight(lines: list[str], base: str, no_binary: list[str] | tuple[str, ...
     return result
 
 
-def _run_preflight(client, base: str, lines: list[str], no_binary, args: dict[str, str]) -> tuple[int, str, str]:
-    """pip's exit code, stdout (the JSON report) and stderr; the container is always removed."""
+def _run_preflight(base: str, lines: list[str], no_binary, args: dict[str, str]) -> tuple[int, str, str]:
+    """pip's exit code, stdout (the JSON report) and stderr; its container is always removed."""
     env = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_ROOT_USER_ACTION": "ignore", "PIP_NO_INPUT": "1", **args}
-    files = {"requirements.txt": ("\n".join(lines) + "\n").encode()}
+    files = {f"{_PREFLIGHT_DIR}/requirements.txt": ("\n".join(lines) + "\n").encode()}
     ca = host_ca_bundle()
     if ca is not None:
-        files["host-ca.crt"] = ca.read_bytes()
+        files[f"{_PREFLIGHT_DIR}/host-ca.crt"] = ca.read_bytes()
         env.update(PIP_CERT=f"{_PREFLIGHT_DIR}/host-ca.crt", SSL_CERT_FILE=f"{_PREFLIGHT_DIR}/host-ca.crt")
     flags = [f"--no-binary={','.join(sorted(no_binary))}"] if no_binary else []
     command = ["sh", "-c", _PREFLIGHT_SCRIPT, "preflight", *flags, "-r", f"{_PREFLIGHT_DIR}/requirements.txt"]
     try:
-        container = client.containers.create(base, command, network_mode="host", environment=env, user="0", working_dir="/", labels=_labels("preflight"))
-    except docker.errors.APIError as exc:
-        raise SandboxError(f"the requirements preflight could not start on {base}: {exc.explanation or exc}") from None
-    try:
-        container.put_archive("/tmp", _tar(files))
-        container.start()
-        code = container.wait(timeout=PREFLIGHT_TIMEOUT_S).get("StatusCode", 1)
-        out = container.logs(stdout=True, stderr=False).decode(errors="replace")
-        err = container.logs(stdout=False, stderr=True).decode(errors="replace")
-        return code, out, err
-    except requests.exceptions.RequestException:
-        raise SandboxError(f"the requirements preflight (pip dry run on {base}) did not finish within {PREFLIGHT_TIMEOUT_S} s; check that the package index is reachable.") from None
-    finally:
-        container.remove(force=True)
-
-
-def _tar(files: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(f"{Path(_PREFLIGHT_DIR).name}/{name}")
-            info.size, info.mode = len(data), 0o644
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+        return images().run(base, command, files=files, env=env, timeout=PREFLIGHT_TIMEOUT_S, name="preflight")
+    except TimeoutError:
+        raise SandboxError(
+            f"the requirements preflight (pip dry run on {base}) did not finish within {PREFLIGHT_TIMEOUT_S} s; "
+            "check that the package index is reachable."
+        ) from None
 
 
 def _read_preflight(code: int, out: str, err: str, lines: list[str]) -> Preflight:
@@ -561,7 +544,7 @@ def deps_tag(spec: MLSpec, checkout: Path, base: str, package_sources: bool = Fa
     """The dependency image's tag: of the base image id, the final (settled) requirement lines, the
     source-build list and the apt packages; with the settled requirements."""
     settled = settle_spec(spec, checkout, base, package_sources)
-    base_id = docker_client().images.get(base).id
+    base_id = _image_id(base)
     digest = json_sha256([base_id, settled.lines, settled.no_binary, list(spec.apt), BUILDER_VERSION])[:16]
     return f"arex-deps:{digest}", settled
 
@@ -570,8 +553,7 @@ def deps_image(spec: MLSpec, checkout: Path, base: str, package_sources: bool = 
     """Base + apt packages + requirements, after the preflight. Shared by every env with the same
     dependencies; `package_sources`: the user allows requirement lines that choose an index or URL."""
     tag, settled = deps_tag(spec, checkout, base, package_sources)
-    client = docker_client()
-    if _image_exists(client, tag):
+    if images().id(tag) is not None:
         return tag
     with tempfile.TemporaryDirectory(prefix="arex-deps-") as ctx:
         ctx_path = Path(ctx)
@@ -593,7 +575,7 @@ def deps_image(spec: MLSpec, checkout: Path, base: str, package_sources: bool = 
                 f"{no_binary} -r /tmp/arex-requirements.txt && rm /tmp/arex-requirements.txt",
             ]
         (ctx_path / "Dockerfile").write_text("\n".join(lines) + "\n")
-        _build(client, ctx_path, tag, "host", {"arex.managed": "1", "arex.kind": "deps"}, args)
+        _build(ctx_path, tag, True, {"arex.managed": "1", "arex.kind": "deps"}, args)
     return tag
 
 
@@ -628,9 +610,8 @@ for entry in sys.argv[1:]:
 
 
 def env_image(spec: MLSpec, deps: str, workspace: Path, content: str) -> str:
-    client = docker_client()
     tag = f"arex-env-{spec.id}:{content}"
-    if _image_exists(client, tag):
+    if images().id(tag) is not None:
         return tag
     with tempfile.TemporaryDirectory(prefix="arex-env-") as ctx:
         ctx_path = Path(ctx)
@@ -641,5 +622,5 @@ def env_image(spec: MLSpec, deps: str, workspace: Path, content: str) -> str:
             lines += ["COPY scrub.py /tmp/arex-scrub.py", "RUN python3 /tmp/arex-scrub.py " + " ".join(spec.scrub) + " && rm /tmp/arex-scrub.py"]
         lines += [f"COPY --chown=1000:1000 workspace/ {IMAGE_WORKSPACE}/", "USER 1000:1000", "WORKDIR /workspace"]
         (ctx_path / "Dockerfile").write_text("\n".join(lines) + "\n")
-        _build(client, ctx_path, tag, "none", {"arex.managed": "1", "arex.kind": "env", "arex.env": spec.id})
+        _build(ctx_path, tag, False, {"arex.managed": "1", "arex.kind": "env", "arex.env": spec.id})
     return tag

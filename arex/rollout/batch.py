@@ -40,7 +40,7 @@ from arex.record.url_store import publish_file
 from arex.rollout.agent import Rollout
 from arex.rollout.config import RolloutConfig
 from arex.rollout.sandboxes import agent_config, start_ahead
-from arex.sandbox import Sandbox, SandboxConfig, SandboxError
+from arex.sandbox import Sandbox, SandboxConfig, SandboxError, backend_class
 from arex.specs import TeacherIdentity
 from arex.teacher.client import TeacherClient, TeacherConfig
 
@@ -143,8 +143,8 @@ async def run_batch(
             log.warning(line)
 
     with StoreLock(out, notify), (StoreLabel(out) if limit is None else nullcontext()):
-        if sandbox_config.backend == "docker" and limit is None:
-            remove_leftovers(out, notify)
+        if limit is None:
+            remove_leftovers(out, sandbox_config.backend, notify)
         shared = (limit, progress)
         run = _run_locked if executor is None else executor.run_locked
         return await run(envs, teacher_config, rollout_config, sandbox_config, out, samples, concurrency, base_url, console, shared)
@@ -203,16 +203,14 @@ def _plan(env: Env, sample: int, rollout_config: RolloutConfig, sandbox_config: 
     return key, functools.partial(start_ahead, env, rollout_config, sandbox_config, record_path(out, env, key), sample)
 
 
-def remove_leftovers(out: Path, notify) -> None:
+def remove_leftovers(out: Path, backend: str, notify) -> None:
     """Remove the sandboxes that killed runs on this store left (the lock is ours: they are dead)."""
-    from arex.sandbox.docker import prune
-
     try:
-        removed = prune(store=str(out.resolve()))
+        removed = backend_class(backend).cleanup(store=str(out.resolve()))
     except SandboxError:
         return  # no engine: the first sandbox start says how to fix that
     if removed:
-        notify(f"removed {len(removed)} sandbox container(s) left by killed runs on {out}")
+        notify(f"removed {len(removed)} sandbox(es) left by killed runs on {out}")
 
 
 async def _run_locked(envs, teacher_config, rollout_config, sandbox_config, out: Path, samples: int, concurrency: int, base_url, console, shared=(None, None)) -> dict:

@@ -46,7 +46,7 @@ from arex.rollout.batch import KEPT, UNREADABLE, Progress, config_hash, gather, 
 from arex.rollout.config import RolloutConfig
 from arex.rollout.endings import INFRA
 from arex.rollout.ray_actors import ProgressBoard, RayLimiter, pinned, teacher_limit
-from arex.sandbox import SandboxConfig, SandboxError
+from arex.sandbox import SandboxConfig, SandboxError, backend_class
 from arex.specs import GradeResult, TeacherIdentity, Usage
 from arex.teacher.client import TeacherClient, TeacherConfig
 
@@ -115,7 +115,7 @@ class RayExecutor:
             await teacher.close()
         store = Path(out).resolve()
         url = url_of(store)  # a store at a URL: no shared path; each task works on its node's mirror (arex.record.url_store)
-        marker, images = "" if url else mark_store(store), await asyncio.to_thread(save_images, envs, store)
+        marker, images = "" if url else mark_store(store), await asyncio.to_thread(save_images, envs, store, sandbox_config.backend)
         images = await asyncio.to_thread(share_images, images, Remote(url, mirror=store)) if url and images else images
         packs = {env.id: pack_env(env) for env in envs}
         chash = config_hash(teacher_config, rollout_config)
@@ -216,16 +216,16 @@ class RayRegrader:
         self.packs: dict[Path, tuple[str, ray.ObjectRef, dict[str, str]]] = {}
         self.submitted = 0
 
-    def _pack(self, env: Env) -> tuple[str, ray.ObjectRef, dict[str, str]]:
+    def _pack(self, env: Env, backend: str) -> tuple[str, ray.ObjectRef, dict[str, str]]:
         with self.lock:
             if env.dir not in self.packs:
                 sha, blob = pack_env(env)
-                self.packs[env.dir] = (sha, ray.put(blob), save_images([env], self.store))
+                self.packs[env.dir] = (sha, ray.put(blob), save_images([env], self.store, backend))
             self.submitted += 1
             return self.packs[env.dir]
 
     def __call__(self, env: Env, archive: Path, end: RoundEnd, sandbox: SandboxConfig) -> GradeResult:
-        sha, blob, images = self._pack(env)
+        sha, blob, images = self._pack(env, sandbox.backend)
         task = regrade_task.options(num_cpus=self.cpus, max_retries=0, scheduling_strategy="SPREAD")
         try:
             return ray.get(task.remote(sha, env.dir.name, blob, images, str(Path(archive).resolve()), end, sandbox))
@@ -289,44 +289,38 @@ def unpack_env(sha: str, name: str, blob: bytes) -> Path:
     return target
 
 
-def save_images(envs: list[Env], store: Path) -> dict[str, str]:
+def save_images(envs: list[Env], store: Path, backend: str) -> dict[str, str]:
     """Save each env image (ML envs' spec.image) once into <store>/.arex-images/, by image id."""
     names = sorted({image for env in envs if (image := getattr(env.spec, "image", ""))})
-    if not names:
+    images = backend_class(backend).images()
+    if not names or images is None:  # a backend that builds no images runs only what its config names
         return {}
-    from arex.sandbox.docker import docker_client
-
-    client, saved = docker_client(), {}
+    saved = {}
     for name in names:
-        image = client.images.get(name)
-        path = store / IMAGES / f"{image.id.split(':')[-1]}.tar"
+        image_id = images.id(name)
+        if image_id is None:
+            raise SandboxError(f"env image '{name}' is not on this machine; build it with: arex build-envs")
+        path = store / IMAGES / f"{image_id.split(':')[-1]}.tar"
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
             scratch = path.with_suffix(".tmp")
             with scratch.open("wb") as f:
-                for chunk in image.save(named=True):
-                    f.write(chunk)
+                images.save(name, f)
             os.replace(scratch, path)
         saved[name] = str(path)
     return saved
 
 
-def ensure_images(images: dict[str, str], local: Callable[[str], str] = str) -> None:
+def ensure_images(images: dict[str, str], backend: str, local: Callable[[str], str] = str) -> None:
     """Load each image this node's engine lacks from its saved copy on the store (`local`: a saved
     copy's path here, e.g. downloaded from a URL store)."""
-    if not images:
+    engine = backend_class(backend).images()
+    if not images or engine is None:
         return
-    import docker.errors
-
-    from arex.sandbox.docker import docker_client
-
-    client = docker_client()
     for name, path in images.items():
-        try:
-            client.images.get(name)
-        except docker.errors.ImageNotFound:
+        if engine.id(name) is None:
             with open(local(path), "rb") as f:
-                client.images.load(f)
+                engine.load(f)
 
 
 # -- the task -------------------------------------------------------------------------------------
@@ -364,7 +358,7 @@ async def _play(job: RemoteJob, blob: bytes, board, limiter: RayLimiter) -> dict
 def regrade_task(sha: str, name: str, blob: bytes, images: dict[str, str], archive: str, end: RoundEnd, sandbox: SandboxConfig) -> GradeResult:
     if not Path(archive).is_file():
         raise UserInputError(f"node {platform.node()} cannot see {archive}; put the trajectory store on storage every Ray node mounts at that same path")
-    ensure_images(images)
+    ensure_images(images, sandbox.backend)
     return load_env(unpack_env(sha, name, blob)).regrade(Path(archive), end, sandbox)
 
 
@@ -393,9 +387,7 @@ def share_images(images: dict[str, str], remote: Remote) -> dict[str, str]:
 
 def _prepare_node(job: RemoteJob) -> None:
     """Once per worker process and store: remove what dead runs left on this engine; load missing images."""
-    if job.sandbox.backend == "docker" and job.store not in _pruned:
-        from arex.sandbox.docker import prune
-
-        prune(store=job.store)
+    if job.store not in _pruned:
+        backend_class(job.sandbox.backend).cleanup(store=job.store)
         _pruned.add(job.store)
-    ensure_images(job.images, Remote(job.store).fetch if is_url(job.store) else str)
+    ensure_images(job.images, job.sandbox.backend, Remote(job.store).fetch if is_url(job.store) else str)

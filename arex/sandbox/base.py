@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import TYPE_CHECKING, BinaryIO, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from arex.errors import ArexError
+
+if TYPE_CHECKING:
+    from arex.sandbox.images import Images
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.I)
 
@@ -36,7 +40,10 @@ JUDGE_AREA = "/.arex-judge"
 """The private folder of `SandboxConfig.judge_area`: mode 0700, owned by the judge's uid."""
 JUDGE_UID = 1001
 
-BACKENDS: dict[str, str] = {"docker": "arex.sandbox.docker:DockerSandbox"}
+BACKENDS: dict[str, str] = {
+    "docker": "arex.sandbox.docker:DockerSandbox",
+    "unshare": "arex.sandbox.unshare:UnshareSandbox",
+}
 """Sandbox backends by the short name `sandbox.backend` takes → "module:Class" implementing
 Sandbox, imported only when a sandbox is made (`arex.sandbox.make_sandbox`): reading a config
 does not load the Docker SDK."""
@@ -237,8 +244,38 @@ class SandboxError(ArexError, RuntimeError):
     exit_code = 4
 
 
+@dataclass
+class Finding:
+    """One line of `arex doctor`: what was checked, whether it is fine, and the command that fixes it."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
 class Sandbox(ABC):
-    """A running, isolated machine. Use as a context manager so it is always removed."""
+    """A running, isolated machine. Use as a context manager so it is always removed.
+
+    The class methods are the backend's lifecycle hooks, called without a sandbox: `diagnose`
+    (doctor), `cleanup` (what dead runs left), `images` (building images from a recipe)."""
+
+    @classmethod
+    def diagnose(cls, image: str) -> list[Finding]:
+        """What `arex doctor` checks for this backend (its engine, `image`, leftovers)."""
+        return []
+
+    @classmethod
+    def cleanup(cls, store: str | None = None, all_owners: bool = False) -> list[str]:
+        """Remove the sandboxes of arex processes that are gone (all of them with `all_owners`);
+        with `store` (an absolute path), only those of runs on that trajectory store. Their names.
+        Raises SandboxError if the backend's engine cannot be reached."""
+        return []
+
+    @classmethod
+    def images(cls) -> "Images | None":
+        """The backend's image builder, or None if it runs only the images its config names."""
+        return None
 
     def __init__(self, config: SandboxConfig, name: str = "sandbox"):
         self.config = config

@@ -1,4 +1,4 @@
-"""Docker backend: one long-lived container per sandbox; every command goes through the command
+"""The Docker sandbox: one long-lived container per sandbox; every command goes through the command
 server inside it (box/server.py) and the runner (runner.c).
 
 Isolation: no network; the root filesystem read-only, with size- and inode-bounded tmpfs for the
@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import atexit
 import base64
-import os
 import posixpath
 import tarfile
 import tempfile
-import threading
 import time
 import uuid
 import weakref
@@ -30,21 +28,16 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from arex.record.storage import STORE_ENV, boot_id, owner_alive, proc_start
 from arex.sandbox import runtime
-from arex.sandbox.base import JUDGE_AREA, ArchiveTooLarge, ExecResult, InteractResult, RunLimits, Sandbox, SandboxConfig, SandboxError
+from arex.sandbox.base import JUDGE_AREA, ArchiveTooLarge, ExecResult, Finding, InteractResult, RunLimits, Sandbox, SandboxConfig, SandboxError
+from arex.sandbox.docker.client import FIX_ENGINE, labels, sandbox_client
+from arex.sandbox.docker.diagnose import diagnose
+from arex.sandbox.docker.images import DockerImages
+from arex.sandbox.docker.leftovers import prune
+from arex.sandbox.docker.runtime import runtime_dir
 from arex.sandbox.execd import ExecServer, ServerGone
 from arex.sandbox.execd import text as execd_text
 
-LABEL = "arex.sandbox"
-OWNER_LABEL = "arex.owner_pid"
-OWNER_START_LABEL = "arex.owner_start"
-"""The owner's start tick and boot id (arex.record.storage.proc_start): a pid reused by another process
-is not taken for the owner."""
-STORE_LABEL = "arex.store"
-"""The trajectory store the owner was working on ($AREX_STORE, set by `arex rollout`): a later run
-on the same store removes the containers a killed run left."""
-FIX_ENGINE = "start it with: bash scripts/setup.sh (or: nohup dockerd --bridge=none --iptables=false &)"
 # The only capabilities left, for the serving processes (root): drop to the agent's uid, kill its
 # processes. Commands lose them when the runner drops to the agent's uid.
 SERVING_CAPS = ["SETUID", "SETGID", "KILL"]
@@ -62,37 +55,6 @@ def _stop_all() -> None:
         sandbox.stop()
 
 
-def build_log_tail(exc, limit: int) -> str:
-    """The last `limit` characters of a failed image build's log (a docker BuildError), for the
-    one error that names what failed."""
-    lines = [str(chunk.get("stream") or chunk.get("error") or "").rstrip() for chunk in exc.build_log]
-    return "\n".join(line for line in lines if line)[-limit:]
-
-
-def docker_client(pool: int = 10) -> docker.DockerClient:
-    """A client for the local engine, or SandboxError saying how to start one."""
-    try:
-        client = docker.from_env(timeout=120, max_pool_size=pool)
-        client.ping()
-        return client
-    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-        raise SandboxError(f"Docker engine is not reachable ({exc.__class__.__name__}); {FIX_ENGINE}") from None
-
-
-_shared_client: tuple[int, docker.DockerClient] | None = None
-_shared_lock = threading.Lock()
-
-
-def sandbox_client() -> docker.DockerClient:
-    """One client per process for all sandboxes: a new one costs a connection and a ping each.
-    Its pool is large because every running sandbox may hold a connection at once."""
-    global _shared_client
-    with _shared_lock:
-        if _shared_client is None or _shared_client[0] != os.getpid():
-            _shared_client = (os.getpid(), docker_client(pool=64))
-        return _shared_client[1]
-
-
 class DockerSandbox(Sandbox):
     def __init__(self, config: SandboxConfig, name: str = "sandbox"):
         super().__init__(config, name)
@@ -101,6 +63,19 @@ class DockerSandbox(Sandbox):
         self._oom_seen_ns = 0
         self._server: ExecServer | None = None
         self._memory = config.memory + config.files_bytes
+
+    # -- backend hooks ----------------------------------------------------------------------
+    @classmethod
+    def diagnose(cls, image: str) -> list[Finding]:
+        return diagnose(image)
+
+    @classmethod
+    def cleanup(cls, store: str | None = None, all_owners: bool = False) -> list[str]:
+        return prune(all_owners=all_owners, store=store)
+
+    @classmethod
+    def images(cls) -> DockerImages:
+        return DockerImages()
 
     # -- lifecycle -------------------------------------------------------------------------
     @property
@@ -112,7 +87,7 @@ class DockerSandbox(Sandbox):
             return
         cfg = self.config
         client = self._client = sandbox_client()
-        volumes = {str(runtime.runtime_dir(client)): {"bind": runtime.TARGET, "mode": "ro"}}
+        volumes = {str(runtime_dir(client)): {"bind": runtime.TARGET, "mode": "ro"}}
         for mount in cfg.mounts:
             if not Path(mount.source).exists():
                 raise SandboxError(f"Mount source '{mount.source}' does not exist (mount target {mount.target}).")
@@ -174,7 +149,7 @@ class DockerSandbox(Sandbox):
             security_opt=["no-new-privileges"],
             environment=dict(cfg.env),
             volumes=volumes,
-            labels=_labels(self.name),
+            labels=labels(self.name),
         )
 
     def set_memory_limit(self, memory: int) -> None:
@@ -452,44 +427,3 @@ def _judge_area(cfg: SandboxConfig) -> dict[str, str]:
         return {}
     uid = cfg.judge_uid
     return {JUDGE_AREA: f"size={cfg.judge_area},nr_inodes=4096,uid={uid},gid={uid},mode=0700,exec"}
-
-
-def _labels(name: str) -> dict[str, str]:
-    """Who owns a sandbox container: this process (pid, start tick, boot id) and its store, if any."""
-    labels = {LABEL: "1", OWNER_LABEL: str(os.getpid()), OWNER_START_LABEL: f"{proc_start(os.getpid()) or ''}@{boot_id() or ''}", "arex.name": name}
-    if os.environ.get(STORE_ENV):
-        labels[STORE_LABEL] = os.environ[STORE_ENV]
-    return labels
-
-
-def owner_gone(container) -> bool:
-    """Is the arex process that made `container` gone (or its pid now another process)?"""
-    labels = container.labels or {}
-    owner = labels.get(OWNER_LABEL, "")
-    start, _, boot = labels.get(OWNER_START_LABEL, "").partition("@")
-    return not (owner.isdigit() and owner_alive(int(owner), start or None, boot or None))
-
-
-def orphans(client: docker.DockerClient, all_owners: bool = False, store: str | None = None) -> list:
-    """arex sandbox containers whose owning process is gone (or all of them); with `store`, only
-    those of runs on that trajectory store (its absolute path)."""
-    filters = {"label": [LABEL] + ([f"{STORE_LABEL}={store}"] if store else [])}
-    # ignore_removed: a container removed between the listing and its inspection (a pool closing,
-    # another run's sandbox ending) is gone, which is what we want, not an error.
-    return [c for c in client.containers.list(all=True, filters=filters, ignore_removed=True) if all_owners or owner_gone(c)]
-
-
-def prune(all_owners: bool = False, store: str | None = None) -> list[str]:
-    """Remove arex sandbox containers left by crashed processes (or all of them); with `store`, only
-    those of runs on that trajectory store. Returns their names."""
-    removed = []
-    for container in orphans(docker_client(), all_owners, store):
-        try:
-            container.remove(force=True)
-            removed.append(container.name)
-        except docker.errors.NotFound:
-            pass
-        except docker.errors.APIError as exc:
-            if exc.status_code != 409:  # 409: its removal is already under way
-                raise
-    return removed
