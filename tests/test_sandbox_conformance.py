@@ -20,7 +20,7 @@ REQUIRED = {
 def test_suite_is_big_enough():
     assert len(CHECKS) >= 45
     assert REQUIRED <= set(CHECKS), sorted(REQUIRED - set(CHECKS))
-    assert set(BACKENDS) == {"docker"}, "a new backend must be added to the conformance parametrisation"
+    assert set(BACKENDS) == {"docker", "unshare"}, "a new backend must be added to the conformance parametrisation"
 
 
 @pytest.mark.parametrize("check", list(reversed(CHECKS)))

@@ -1,0 +1,95 @@
+"""The unshare backend (arex/sandbox/unshare): every conformance check, each alone, and its own
+parts (a missing rootfs, leftovers of a killed owner, stop)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from arex.record.storage import owner_alive
+from arex.sandbox import SandboxConfig, SandboxError, make_sandbox
+from arex.sandbox.conformance import CHECKS, run_suite
+from arex.sandbox.unshare import UnshareSandbox, state
+
+pytestmark = pytest.mark.docker
+
+REPO = Path(__file__).resolve().parents[2]
+# A killed arex process: it starts a sandbox with a background process in it and dies by SIGKILL,
+# so neither stop() nor the atexit hook runs.
+ORPHAN = """
+import os, signal
+from arex.sandbox import SandboxConfig, make_sandbox
+sb = make_sandbox(SandboxConfig(backend="unshare"), "orphan")
+sb.start()
+assert sb.exec("nohup sleep 300 >/dev/null 2>&1 &").ok
+print(sb.id, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.fixture(scope="session")
+def rootfs() -> str:
+    """The base image's rootfs, made by the script once (it is a no-op when already made)."""
+    done = subprocess.run(["bash", str(REPO / "scripts" / "export_rootfs.sh"), "arex-base:latest"],
+                          capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@pytest.mark.parametrize("check", list(reversed(CHECKS)))
+def test_unshare_backend(rootfs, check):
+    """Each check once, on a harness of its own, last check first (as for Docker)."""
+    outcome = run_suite("unshare", only=[check], alone=True)
+    assert outcome == {check: None}, outcome[check]
+
+
+def test_missing_rootfs_says_how_to_make_it(tmp_path):
+    for image, hint in ((str(tmp_path / "nowhere"), "export_rootfs.sh <docker image>"),
+                        ("no-such-image:v1", "bash scripts/export_rootfs.sh no-such-image:v1")):
+        sandbox = make_sandbox(SandboxConfig(backend="unshare", image=image))
+        with pytest.raises(SandboxError, match="No root filesystem") as raised:
+            sandbox.start()
+        assert hint in str(raised.value)
+        sandbox.stop()  # nothing to stop: still fine
+
+
+def _gone(record: dict) -> list[str]:
+    """What is left of a recorded sandbox: its folder, cgroups, PID 1 (empty if nothing)."""
+    left = [p for p in record["cgroups"] if Path(p).exists()]
+    if (state.boxes_dir() / record["id"]).exists():
+        left.append("its state folder")
+    if owner_alive(record["init_pid"], record["init_start"]):
+        left.append(f"its PID 1 ({record['init_pid']})")
+    return left
+
+
+def test_cleanup_removes_a_dead_owners_sandbox(rootfs, tmp_path):
+    store = str(tmp_path / "store")
+    env = {**os.environ, "AREX_STORE": store}
+    done = subprocess.run([sys.executable, "-c", ORPHAN], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == -9, done.stderr
+    sid = done.stdout.strip()
+    record = state.read(state.boxes_dir() / sid)
+    assert record and record["store"] == store
+    assert owner_alive(record["init_pid"], record["init_start"]), "the orphan's sandbox is not running"
+    with make_sandbox(SandboxConfig(backend="unshare"), "alive-owner") as mine:
+        assert sid not in UnshareSandbox.cleanup(store=str(tmp_path / "another-store"))
+        removed = UnshareSandbox.cleanup(store=store)
+        assert sid in removed and mine.id not in removed, removed
+        assert mine.exec("echo still-here").stdout == "still-here\n", "cleanup touched a live owner's sandbox"
+        assert mine.id not in UnshareSandbox.cleanup(), "cleanup removed the sandbox of a live owner"
+    assert _gone(record) == [], _gone(record)
+
+
+def test_stop_leaves_nothing(rootfs):
+    sandbox = make_sandbox(SandboxConfig(backend="unshare"), "stop-twice")
+    sandbox.start()
+    assert sandbox.exec("nohup sleep 300 >/dev/null 2>&1 &").ok
+    record = state.read(state.boxes_dir() / sandbox.id)
+    sandbox.stop()
+    sandbox.stop()
+    assert _gone(record) == [], _gone(record)
+    with pytest.raises(SandboxError):
+        sandbox.exec("true")
