@@ -242,13 +242,8 @@ class _Session:
         c = self.cfg.rollout
         if steps >= c.steps_per_round:
             return f"the step budget of {c.steps_per_round} commands per attempt (rollout.steps_per_round) ran out before a usable arex.yaml was submitted"
-        if c.max_tokens is not None and self.tokens >= c.max_tokens:
-            return f"the token budget {c.max_tokens} (rollout.max_tokens) was reached ({self.tokens} tokens used)"
-        if c.max_cost_usd is not None and self.cost >= c.max_cost_usd:
-            return f"the cost budget ${c.max_cost_usd:g} (rollout.max_cost_usd) was reached (${self.cost:.4f} spent)"
-        if c.max_wall_s is not None and time.monotonic() - self.started >= c.max_wall_s:
-            return f"the wall-time budget {c.max_wall_s:g}s (rollout.max_wall_s) was reached"
-        return None
+        spent = c.spent(self.tokens, self.cost, time.monotonic() - self.started)
+        return f"the {spent}" if spent else None
 
     def _run(self, command: str) -> str:
         result = self.box.exec(command, timeout=self.cfg.rollout.command_timeout_s)

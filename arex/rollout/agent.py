@@ -202,14 +202,7 @@ class Rollout:
 
     # -- budgets, accounting, resuming --------------------------------------------------------
     def _over_budget(self) -> str | None:
-        c = self.config
-        if c.max_tokens is not None and self.tokens >= c.max_tokens:
-            return f"token budget {c.max_tokens} reached ({self.tokens})"
-        if c.max_cost_usd is not None and self.cost >= c.max_cost_usd:
-            return f"cost budget ${c.max_cost_usd:g} reached (${self.cost:.4f})"
-        if c.max_wall_s is not None and time.monotonic() - self.started >= c.max_wall_s:
-            return f"wall-time budget {c.max_wall_s:g}s reached"
-        return None
+        return self.config.spent(self.tokens, self.cost, time.monotonic() - self.started)
 
     def _count(self, call: Reply | Call | Spent) -> None:
         self.tokens, self.cost = self.tokens + call.prompt_tokens + call.completion_tokens, self.cost + call.cost_usd

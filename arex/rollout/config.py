@@ -92,6 +92,17 @@ class RolloutConfig(BaseModel):
     memory-tight node; it changes no trajectory, so it is not part of the rollout key. The local
     executor's setting: under Ray each rollout keeps its own one."""
 
+    def spent(self, tokens: int, cost_usd: float, wall_s: float) -> str | None:
+        """The whole-rollout budget that is used up, said in one phrase naming its key; None while
+        all hold. The one check of these budgets: the rollout and the model drafter both ask it."""
+        if self.max_tokens is not None and tokens >= self.max_tokens:
+            return f"token budget {self.max_tokens} (rollout.max_tokens) was reached ({tokens} tokens used)"
+        if self.max_cost_usd is not None and cost_usd >= self.max_cost_usd:
+            return f"cost budget ${self.max_cost_usd:g} (rollout.max_cost_usd) was reached (${cost_usd:.4f} spent)"
+        if self.max_wall_s is not None and wall_s >= self.max_wall_s:
+            return f"wall-time budget {self.max_wall_s:g}s (rollout.max_wall_s) was reached"
+        return None
+
     def load_prompts(self) -> dict[str, str]:
         path = Path(self.prompts) if self.prompts else BUNDLED / "prompts" / "default.yaml"
         if not path.is_file():
