@@ -32,8 +32,12 @@ os.kill(os.getpid(), signal.SIGKILL)
 @pytest.fixture(scope="session")
 def rootfs() -> str:
     """The base image's rootfs, made by the script once (it is a no-op when already made)."""
-    done = subprocess.run(["bash", str(REPO / "scripts" / "export_rootfs.sh"), "arex-base:latest"],
-                          capture_output=True, text=True, timeout=1800)
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts" / "export_rootfs.sh"), "arex-base:latest"],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -46,8 +50,10 @@ def test_unshare_backend(rootfs, check):
 
 
 def test_missing_rootfs_says_how_to_make_it(tmp_path):
-    for image, hint in ((str(tmp_path / "nowhere"), "export_rootfs.sh <docker image>"),
-                        ("no-such-image:v1", "bash scripts/export_rootfs.sh no-such-image:v1")):
+    for image, hint in (
+        (str(tmp_path / "nowhere"), "export_rootfs.sh <docker image>"),
+        ("no-such-image:v1", "bash scripts/export_rootfs.sh no-such-image:v1"),
+    ):
         sandbox = make_sandbox(SandboxConfig(backend="unshare", image=image))
         with pytest.raises(SandboxError, match="No root filesystem") as raised:
             sandbox.start()

@@ -26,7 +26,9 @@ def version() -> int:
         return 1
     if (ROOT / "cgroup.controllers").is_file():
         return 2
-    raise SandboxError(f"No usable cgroup hierarchy at {ROOT} (the unshare sandbox needs the memory and pids controllers).")
+    raise SandboxError(
+        f"No usable cgroup hierarchy at {ROOT} (the unshare sandbox needs the memory and pids controllers)."
+    )
 
 
 class Cgroups:
@@ -52,7 +54,9 @@ class Cgroups:
             groups._limit_cpu_and_pids(cpus, pids)
         except OSError as exc:
             groups.remove()
-            raise SandboxError(f"Cannot set up the sandbox's cgroups under {ROOT} ({exc}); the unshare backend runs as root.") from None
+            raise SandboxError(
+                f"Cannot set up the sandbox's cgroups under {ROOT} ({exc}); the unshare backend runs as root."
+            ) from None
         return groups
 
     def _file(self, controller: str, name: str) -> Path:
@@ -77,7 +81,10 @@ class Cgroups:
             if swap.exists():
                 _write(swap, 0)
             return
-        limit, memsw = self._file("memory", "memory.limit_in_bytes"), self._file("memory", "memory.memsw.limit_in_bytes")
+        limit, memsw = (
+            self._file("memory", "memory.limit_in_bytes"),
+            self._file("memory", "memory.memsw.limit_in_bytes"),
+        )
         if not memsw.exists():  # the kernel accounts no swap: a zero swappiness keeps pages in memory
             _write(self._file("memory", "memory.swappiness"), 0)
             _write(limit, memory)

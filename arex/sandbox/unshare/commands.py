@@ -50,24 +50,49 @@ class ServedSandbox(Sandbox):
     # -- commands --------------------------------------------------------------------------
     def _runner_options(self, cwd: str, timeout: float, limits: RunLimits | None) -> list[str]:
         uid, gid = self.config.uid_gid
-        options = ["-u", str(uid), "-g", str(gid), "-d", cwd, "-t", f"{timeout:.3f}", "-f", str(self.config.max_file_size)]
+        options = [
+            "-u",
+            str(uid),
+            "-g",
+            str(gid),
+            "-d",
+            cwd,
+            "-t",
+            f"{timeout:.3f}",
+            "-f",
+            str(self.config.max_file_size),
+        ]
         if limits is not None:
-            for flag, value in (("-c", limits.cpu_s), ("-s", limits.stack), ("-m", limits.address_space), ("-T", limits.starved_wall_s)):
+            for flag, value in (
+                ("-c", limits.cpu_s),
+                ("-s", limits.stack),
+                ("-m", limits.address_space),
+                ("-T", limits.starved_wall_s),
+            ):
                 if value is not None:
                     options += [flag, str(value)]
             if limits.isolated:
                 options += ["-k", "-K"]
         return options
 
-    def _request(self, argv, runner, *, timeout, stdin=None, keep=None, kill_at=None, cwd=None, env=None, **extra) -> dict:
+    def _request(
+        self, argv, runner, *, timeout, stdin=None, keep=None, kill_at=None, cwd=None, env=None, **extra
+    ) -> dict:
         """Send one request to the server; ServerGone if it died meanwhile, SandboxError if the
         sandbox itself is gone."""
         self._require()
         cfg = self.config
         request = {
-            "id": uuid.uuid4().hex, "argv": list(argv), "runner": runner, "cwd": cwd or cfg.workdir, "env": {**cfg.env, **(env or {})},
-            "timeout": timeout, "keep": keep or cfg.output_limit, "kill_at": kill_at or cfg.output_kill,
-            "stdin": base64.b64encode(stdin).decode() if stdin is not None else None, **extra,
+            "id": uuid.uuid4().hex,
+            "argv": list(argv),
+            "runner": runner,
+            "cwd": cwd or cfg.workdir,
+            "env": {**cfg.env, **(env or {})},
+            "timeout": timeout,
+            "keep": keep or cfg.output_limit,
+            "kill_at": kill_at or cfg.output_kill,
+            "stdin": base64.b64encode(stdin).decode() if stdin is not None else None,
+            **extra,
         }
         on_chunk, feed = request.pop("on_chunk", None), request.pop("feed", None)
         request["stdin_stream"] = feed is not None
@@ -78,7 +103,9 @@ class ServedSandbox(Sandbox):
                 raise self._dead("a command", exc) from None
             raise
 
-    def exec(self, command, timeout=None, cwd=None, env=None, stdin=None, limits: RunLimits | None = None) -> ExecResult:
+    def exec(
+        self, command, timeout=None, cwd=None, env=None, stdin=None, limits: RunLimits | None = None
+    ) -> ExecResult:
         cfg = self.config
         timeout = cfg.timeout_s if timeout is None else timeout
         argv = ["bash", "-c", command] if isinstance(command, str) else list(command)
@@ -92,15 +119,29 @@ class ServedSandbox(Sandbox):
             reply = self._request(argv, runner, timeout=longest, stdin=stdin, cwd=cwd, env=env)
         except ServerGone as exc:  # the server died mid-command (the OOM killer): the command's failure
             self._sweep()
-            return ExecResult(status="error", exit_code=137, stdout="", stderr=f"[arex: {exc}]", duration_s=round((time.time_ns() - started_ns) / 1e9, 4))
+            return ExecResult(
+                status="error",
+                exit_code=137,
+                stdout="",
+                stderr=f"[arex: {exc}]",
+                duration_s=round((time.time_ns() - started_ns) / 1e9, 4),
+            )
         stdout, out_cut = execd_text(reply["out"])
         stderr, err_cut = execd_text(reply["err"])
         status, code = self._status(reply, mark)
         if _FORK_FAILED in stderr:
             self._sweep()  # it ran into the pids limit and may have left a process storm behind
         return ExecResult(
-            status=status, exit_code=code, stdout=stdout, stderr=stderr, duration_s=reply["seconds"], stdout_truncated=out_cut,
-            stderr_truncated=err_cut, cpu_s=reply["cpu_s"], memory_kb=reply["maxrss_kb"], signal=reply["signal"],
+            status=status,
+            exit_code=code,
+            stdout=stdout,
+            stderr=stderr,
+            duration_s=reply["seconds"],
+            stdout_truncated=out_cut,
+            stderr_truncated=err_cut,
+            cpu_s=reply["cpu_s"],
+            memory_kb=reply["maxrss_kb"],
+            signal=reply["signal"],
         )
 
     def _status(self, reply: dict, mark) -> tuple[str, int]:
@@ -117,29 +158,56 @@ class ServedSandbox(Sandbox):
     def interact(self, program, interactor, *, stdin, timeout, cwd, limits, interactor_limits) -> InteractResult:
         cfg = self.config
         if not cfg.judge_area:
-            raise SandboxError(f"Sandbox '{self.name}' has no judge area (judge_area=0), so it cannot run an interactor.")
-        spec = f"{len(interactor)}:{cfg.judge_uid}:{interactor_limits.cpu_s or 0}:{interactor_limits.address_space or 0}"
+            raise SandboxError(
+                f"Sandbox '{self.name}' has no judge area (judge_area=0), so it cannot run an interactor."
+            )
+        spec = (
+            f"{len(interactor)}:{cfg.judge_uid}:{interactor_limits.cpu_s or 0}:{interactor_limits.address_space or 0}"
+        )
         runner = [*self._runner_options(cwd, timeout, limits), "-K", "-I", spec]  # always isolated
         keep = max(cfg.output_limit, 1 << 16)
         started_ns, mark = time.time_ns(), self._oom_mark()
         try:
-            reply = self._request([*interactor, *program], runner, timeout=max(timeout, limits.starved_wall_s or 0), stdin=stdin, cwd=cwd, keep=keep)
+            reply = self._request(
+                [*interactor, *program],
+                runner,
+                timeout=max(timeout, limits.starved_wall_s or 0),
+                stdin=stdin,
+                cwd=cwd,
+                keep=keep,
+            )
         except ServerGone as exc:  # the server died mid-run (the OOM killer): the program's failure
             self._sweep()
             seconds = round((time.time_ns() - started_ns) / 1e9, 4)
-            return InteractResult(program=ExecResult(status="error", exit_code=137, stdout="", stderr=f"[arex: {exc}]", duration_s=seconds), interactor_exit=137)
+            return InteractResult(
+                program=ExecResult(
+                    status="error", exit_code=137, stdout="", stderr=f"[arex: {exc}]", duration_s=seconds
+                ),
+                interactor_exit=137,
+            )
         fields = reply.get("result") or {}
         stderr, err_cut = execd_text(reply["err"])
         status, code = self._status(reply, mark)
         program = ExecResult(
-            status=status, exit_code=code, stdout="", stderr=stderr, duration_s=reply["seconds"], stderr_truncated=err_cut,
-            cpu_s=reply["cpu_s"], memory_kb=reply["maxrss_kb"], signal=reply["signal"],
+            status=status,
+            exit_code=code,
+            stdout="",
+            stderr=stderr,
+            duration_s=reply["seconds"],
+            stderr_truncated=err_cut,
+            cpu_s=reply["cpu_s"],
+            memory_kb=reply["maxrss_kb"],
+            signal=reply["signal"],
         )
         first = {"command": "program", "interactor": "interactor"}.get(fields.get("first", ""))
         return InteractResult(
-            program=program, interactor_exit=int(fields.get("ia_exit", 137)), interactor_signal=int(fields.get("ia_signal", 0)) or None,
-            interactor_cpu_s=int(fields.get("ia_cpu_us", 0)) / 1e6, interactor_memory_kb=int(fields.get("ia_maxrss_kb", 0)),
-            interactor_output=execd_text(reply["out"])[0], first=first,
+            program=program,
+            interactor_exit=int(fields.get("ia_exit", 137)),
+            interactor_signal=int(fields.get("ia_signal", 0)) or None,
+            interactor_cpu_s=int(fields.get("ia_cpu_us", 0)) / 1e6,
+            interactor_memory_kb=int(fields.get("ia_maxrss_kb", 0)),
+            interactor_output=execd_text(reply["out"])[0],
+            first=first,
         )
 
     def judge_exec(self, command, timeout=60.0, stdin=None) -> ExecResult:
@@ -149,8 +217,13 @@ class ServedSandbox(Sandbox):
         stderr, err_cut = execd_text(reply["err"])
         code = 124 if reply["killed"] == "timeout" else reply["exit_code"]
         return ExecResult(
-            status="ok" if code == 0 else ("timeout" if code == 124 else "error"), exit_code=code, stdout=stdout, stderr=stderr,
-            duration_s=reply["seconds"], stdout_truncated=out_cut, stderr_truncated=err_cut,
+            status="ok" if code == 0 else ("timeout" if code == 124 else "error"),
+            exit_code=code,
+            stdout=stdout,
+            stderr=stderr,
+            duration_s=reply["seconds"],
+            stdout_truncated=out_cut,
+            stderr_truncated=err_cut,
         )
 
     def _sweep(self) -> None:
@@ -160,7 +233,9 @@ class ServedSandbox(Sandbox):
         except ServerGone:
             pass
 
-    def _helper(self, argv, runner_extra=(), *, stdin=None, feed=None, on_chunk=None, cwd="/", timeout=300.0, kill_at=None) -> dict:
+    def _helper(
+        self, argv, runner_extra=(), *, stdin=None, feed=None, on_chunk=None, cwd="/", timeout=300.0, kill_at=None
+    ) -> dict:
         """A helper command as the sandbox user (file reads and writes, tar); its reply."""
         runner = self._runner_options(cwd, timeout, None) + list(runner_extra)
         extra = {"stream_out": on_chunk is not None, "on_chunk": on_chunk, "feed": feed}
@@ -169,7 +244,16 @@ class ServedSandbox(Sandbox):
         attempts = 1 if on_chunk is not None or feed is not None else 2
         for attempt in range(attempts):
             try:
-                return self._request(argv, runner, timeout=timeout, stdin=stdin, cwd=cwd, keep=1 << 16, kill_at=kill_at or (1 << 62), **extra)
+                return self._request(
+                    argv,
+                    runner,
+                    timeout=timeout,
+                    stdin=stdin,
+                    cwd=cwd,
+                    keep=1 << 16,
+                    kill_at=kill_at or (1 << 62),
+                    **extra,
+                )
             except ServerGone as exc:
                 failure = exc
         raise SandboxError(f"Sandbox '{self.name}': {failure}") from None
@@ -184,7 +268,9 @@ class ServedSandbox(Sandbox):
         if reply["exit_code"] == _READ_ONLY:
             raise PermissionError(f"'{path}' is read-only in sandbox '{self.name}'.")
         if reply["exit_code"] != 0:
-            raise PermissionError(f"Cannot write '{path}' in sandbox '{self.name}': {execd_text(reply['err'])[0].strip()}")
+            raise PermissionError(
+                f"Cannot write '{path}' in sandbox '{self.name}': {execd_text(reply['err'])[0].strip()}"
+            )
 
     def read_file(self, path: str, max_bytes: int | None = None) -> bytes:
         path = posixpath.join(self.config.workdir, path)
@@ -199,7 +285,9 @@ class ServedSandbox(Sandbox):
         if code == _NOT_REGULAR:
             raise FileNotFoundError(f"'{path}' in sandbox '{self.name}' is not a regular file.")
         if code != 0:
-            raise PermissionError(f"Cannot read '{path}' in sandbox '{self.name}': {execd_text(reply['err'])[0].strip()}")
+            raise PermissionError(
+                f"Cannot read '{path}' in sandbox '{self.name}': {execd_text(reply['err'])[0].strip()}"
+            )
         data = b"".join(parts)
         if len(data) > cap:
             raise ValueError(f"'{path}' is over the {cap}-byte cap.")
@@ -227,7 +315,9 @@ class ServedSandbox(Sandbox):
         if empty_first:
             script += "chmod -R u+rwX . 2>/dev/null; find . -mindepth 1 -maxdepth 1 -exec rm -rf -- {} +\n"
         script += f"exec python3 -I -S {TARGET}/unpack.py"
-        reply = self._helper(["sh", "-c", script, "arex-unpack", sandbox_dir], feed=lambda: iter(lambda: source.read(_CHUNK), b""))
+        reply = self._helper(
+            ["sh", "-c", script, "arex-unpack", sandbox_dir], feed=lambda: iter(lambda: source.read(_CHUNK), b"")
+        )
         err = execd_text(reply["err"])[0]
         if reply["exit_code"] != 0 and "Read-only file system" in err:
             raise PermissionError(f"'{sandbox_dir}' is read-only in sandbox '{self.name}'.")
@@ -246,7 +336,9 @@ class ServedSandbox(Sandbox):
         # Links, FIFOs and devices are stored as what they are (tar never follows or opens them).
         # The folder is made readable by its owner first: `chmod 000 .` must not lose the round.
         script = 'chmod u+rx -- "$1" 2>/dev/null; exec tar -C "$1" --sort=name --hard-dereference -cf - .'
-        reply = self._helper(["sh", "-c", script, "arex-archive", sandbox_dir], on_chunk=take, kill_at=max_bytes + (1 << 16))
+        reply = self._helper(
+            ["sh", "-c", script, "arex-archive", sandbox_dir], on_chunk=take, kill_at=max_bytes + (1 << 16)
+        )
         err = execd_text(reply["err"])[0]
         if size[0] > max_bytes or reply["killed"] == "output_limit":
             raise ArchiveTooLarge(f"'{sandbox_dir}' archives to more than {max_bytes} bytes.")

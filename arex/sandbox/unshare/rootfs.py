@@ -49,8 +49,8 @@ def resolve(image: str) -> RootFs:
     if not (root / "usr").is_dir():
         how = f"bash {EXPORT} {image}" if not os.path.isabs(image) else f"bash {EXPORT} <docker image> {image}"
         raise SandboxError(
-            f"No root filesystem for sandbox image '{image}' at {root} (the unshare backend runs sandboxes from an exported "
-            f"image); make it with: {how}"
+            f"No root filesystem for sandbox image '{image}' at {root} (the unshare backend runs sandboxes "
+            f"from an exported image); make it with: {how}"
         )
     env = {"PATH": DEFAULT_PATH}
     try:
@@ -84,13 +84,29 @@ def _build(rootfs: RootFs, folder: Path) -> None:
     # The staging folder is bound over the rootfs's /tmp in a mount namespace of its own, so the
     # shared rootfs is never written and the bind vanishes with the compiler.
     script = 'mount --bind "$1" "$2/tmp" && exec chroot "$2" gcc -O2 -static -o /tmp/arex-run /tmp/runner.c'
-    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "arex-build", str(staging), str(rootfs.path)]
+    argv = [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        script,
+        "arex-build",
+        str(staging),
+        str(rootfs.path),
+    ]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env={"PATH": DEFAULT_PATH, "TMPDIR": "/tmp"})
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=600, env={"PATH": DEFAULT_PATH, "TMPDIR": "/tmp"}
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SandboxError(f"Cannot compile the sandbox runner in {rootfs.path}: {exc}") from None
     if done.returncode != 0 or not (staging / "arex-run").is_file():
-        raise SandboxError(f"The sandbox runner does not compile with {rootfs.path}'s gcc (it needs gcc and static libc): {done.stderr[-2000:]}")
+        raise SandboxError(
+            f"The sandbox runner does not compile with {rootfs.path}'s gcc (it needs gcc and static libc): "
+            f"{done.stderr[-2000:]}"
+        )
     for path in staging.iterdir():
         path.chmod(0o755 if path.name == "arex-run" else 0o644)
     staging.chmod(0o755)

@@ -118,7 +118,11 @@ class UnshareSandbox(ServedSandbox):
         def area(size: int, mode: str) -> str:  # exec allowed: compiled programs run from the workdir and /tmp
             return f"size={size},nr_inodes={cfg.inodes},uid={uid},gid={gid},mode={mode}"
 
-        tmpfs = [[cfg.workdir, area(cfg.disk, "0755")], [cfg.home, area(cfg.scratch, "0755")], ["/tmp", area(cfg.scratch, "1777")]]
+        tmpfs = [
+            [cfg.workdir, area(cfg.disk, "0755")],
+            [cfg.home, area(cfg.scratch, "0755")],
+            ["/tmp", area(cfg.scratch, "1777")],
+        ]
         if cfg.judge_area:  # only the judge's uid may enter; the sandbox user can neither read nor fill it
             judge = cfg.judge_uid
             tmpfs.append([JUDGE_AREA, f"size={cfg.judge_area},nr_inodes=4096,uid={judge},gid={judge},mode=0700"])
@@ -132,8 +136,14 @@ class UnshareSandbox(ServedSandbox):
         env = {"PATH": rootfs_mod.DEFAULT_PATH, "HOSTNAME": hostname, **rootfs.env, **cfg.env}
         env.setdefault("HOME", "/root")  # init and server run as root; commands get the agent's HOME
         return {
-            "rootfs": str(rootfs.path), "staging": str(folder / "mnt"), "hostname": hostname, "tmpfs": tmpfs, "binds": binds,
-            "env": env, "argv": main_command(uid), "cgroup_procs": [str(p / "cgroup.procs") for p in self._groups.paths],
+            "rootfs": str(rootfs.path),
+            "staging": str(folder / "mnt"),
+            "hostname": hostname,
+            "tmpfs": tmpfs,
+            "binds": binds,
+            "env": env,
+            "argv": main_command(uid),
+            "cgroup_procs": [str(p / "cgroup.procs") for p in self._groups.paths],
         }
 
     def _launch(self, spec: dict, record: dict) -> None:
@@ -145,8 +155,13 @@ class UnshareSandbox(ServedSandbox):
             with open(folder / "log", "wb") as log:  # the serving processes' stderr, for _dead's message
                 self._shim = subprocess.Popen(
                     [sys.executable, "-I", "-S", LAUNCHER, str(folder / "spec.json"), str(status_write)],
-                    stdin=box_end, stdout=box_end, stderr=log, pass_fds=(status_write,), cwd="/",
-                    env={"LANG": "C.UTF-8"}, start_new_session=True,  # a Ctrl-C of arex's terminal is not the sandbox's
+                    stdin=box_end,
+                    stdout=box_end,
+                    stderr=log,
+                    pass_fds=(status_write,),
+                    cwd="/",
+                    env={"LANG": "C.UTF-8"},
+                    start_new_session=True,  # a Ctrl-C of arex's terminal is not the sandbox's
                 )
         except OSError as exc:
             host_end.close()
@@ -164,7 +179,9 @@ class UnshareSandbox(ServedSandbox):
             host_end.close()
             why = "; ".join(errors) or f"the launcher ended without starting it ({self._log_tail()})"
             raise SandboxError(f"Could not start a sandbox from '{self.config.image}': {why}")
-        record.update(init_pid=pid, init_start=proc_start(pid), shim_pid=self._shim.pid, shim_start=proc_start(self._shim.pid))
+        record.update(
+            init_pid=pid, init_start=proc_start(pid), shim_pid=self._shim.pid, shim_start=proc_start(self._shim.pid)
+        )
         state.write(folder, record)
         self._server = _StreamServer(host_end)
 
@@ -172,7 +189,10 @@ class UnshareSandbox(ServedSandbox):
         reply = self._helper(["cp", "-a", "--no-preserve=ownership", f"{seed}/.", self.config.workdir])
         if reply["exit_code"] != 0:
             self.stop()
-            raise SandboxError(f"Image '{self.config.image}' has no usable workspace at {seed}: {execd_text(reply['err'])[0].strip()[:300]}")
+            raise SandboxError(
+                f"Image '{self.config.image}' has no usable workspace at {seed}: "
+                f"{execd_text(reply['err'])[0].strip()[:300]}"
+            )
 
     def set_memory_limit(self, memory: int) -> None:
         self._require()
@@ -217,7 +237,9 @@ class UnshareSandbox(ServedSandbox):
     def _dead(self, what: str, exc: Exception) -> SandboxError:
         shim = self._shim
         status = "removed" if shim is None else ("running" if shim.poll() is None else f"ended with {shim.returncode}")
-        return SandboxError(f"Sandbox '{self.name}' failed during {what} (sandbox {status}): {exc} [{self._log_tail()}]")
+        return SandboxError(
+            f"Sandbox '{self.name}' failed during {what} (sandbox {status}): {exc} [{self._log_tail()}]"
+        )
 
     # -- out-of-memory kills, from the memory cgroup's count ----------------------------------
     def _oom_mark(self) -> int:

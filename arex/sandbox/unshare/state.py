@@ -25,7 +25,8 @@ def boxes_dir() -> Path:
 def owner_fields() -> dict[str, str]:
     """Who owns a new sandbox: this process (pid, start tick, boot id) and its store, if any."""
     return {
-        "owner_pid": str(os.getpid()), "owner_start": f"{proc_start(os.getpid()) or ''}@{boot_id() or ''}",
+        "owner_pid": str(os.getpid()),
+        "owner_start": f"{proc_start(os.getpid()) or ''}@{boot_id() or ''}",
         "store": os.environ.get(STORE_ENV, ""),
     }
 
