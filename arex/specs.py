@@ -2,12 +2,15 @@
 
 Task specs (a judge env's task.yaml, an ML repository's arex.yaml) are read with `load_task_spec`
 or checked with `validate_spec`: every problem is reported at once, with its key and the file.
+`KINDS` is the one table of env kinds (judge, ml): every place that asks what a kind does asks it.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -389,9 +392,6 @@ class MLSpec(_Frozen):
 
 
 # -- reading task specs -------------------------------------------------------------------------
-SPEC_KINDS: dict[str, type[JudgeSpec] | type[MLSpec]] = {"judge": JudgeSpec, "ml": MLSpec}
-"""The spec model of each env kind (a task.yaml's `kind`, 'judge' when unset)."""
-
 SpecT = TypeVar("SpecT", bound=BaseModel)
 
 
@@ -438,17 +438,90 @@ def read_spec_yaml(path: str | Path, error: type[SpecError] = SpecError) -> dict
     return data
 
 
-def spec_model(raw: dict[str, Any], path: str | Path, error: type[SpecError] = SpecError) -> type[JudgeSpec] | type[MLSpec]:
-    """The spec model for `raw`'s `kind` ('judge' when unset)."""
-    kind = raw.get("kind", "judge")
-    if not isinstance(kind, str) or kind not in SPEC_KINDS:
-        raise error(f"Task spec error in {path}: unknown kind {kind!r}; known kinds: {', '.join(SPEC_KINDS)}.")
-    return SPEC_KINDS[kind]
-
-
 def load_task_spec(path: str | Path, model: type[SpecT] | None = None) -> SpecT:
     """Read and validate a task spec file: a built env's task.yaml (the model is chosen by its
     `kind`) or, with `model=MLSpec`, an ML repository's arex.yaml. Raises SpecError listing every
     problem with its key and the file."""
     raw = read_spec_yaml(path)
     return validate_spec(model or spec_model(raw, path), raw, path)
+
+
+# -- env kinds ----------------------------------------------------------------------------------
+def resolve(part: Any) -> Any:
+    """A kind's part: the object itself, or one named "module:name", imported here on first use.
+    Names keep this kernel from importing any stage (the envs, builders and graders import it), and
+    keep `arex --help` and reading a spec from loading an env runtime, a builder or Docker."""
+    if not isinstance(part, str):
+        return part
+    module, _, name = part.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One env kind: every part arex asks of it. A kind is a folder (arex/envs/<kind>/) and a row
+    of KINDS; each part an object or a "module:name" (see `resolve`)."""
+
+    env: Any
+    """The built env as rollout and selection see it: a subclass of arex.envs.runtime.Env."""
+    spec: Any = None
+    """The model its task.yaml validates as; None: the env class's `spec_model`."""
+    source: Any = None
+    """`(path) -> bool`: whether a `build-envs` source is of this kind. None: it claims none; the
+    default kind takes every source that no kind claims."""
+    build: Any = None
+    """`(source, out, sandbox, package_sources) -> EnvReport`: build one source whole, never raising.
+    None: the source is a collection of problems (the judge kind's), built one problem at a time."""
+    env_id: Any = None
+    """`(source) -> str | None`: the id the source's env will get, read before the batch builds, so
+    two sources of one id are caught; None: not known before building."""
+    facts: Any = None
+    """`(raw task.yaml) -> str`: the task's limits, metric and files, for drafting its skills."""
+
+    def part(self, name: str) -> Any:
+        """The part `name`, imported if it is named; None if the kind has none."""
+        return resolve(getattr(self, name))
+
+    @property
+    def spec_model(self) -> type[BaseModel]:
+        return resolve(self.spec) if self.spec is not None else resolve(self.env).spec_model
+
+
+DEFAULT_KIND = "judge"
+"""The kind of a task.yaml without `kind`, and of a `build-envs` source no kind claims."""
+
+KINDS: dict[str, Kind] = {
+    "judge": Kind(env="arex.envs.judge.env:JudgeEnv", spec=JudgeSpec, facts="arex.envs.judge.facts:facts"),
+    # build: named where the batch's callers (and tests) replace it; arex.envs.build imports it from ml_build.
+    "ml": Kind(env="arex.envs.ml.env:MLEnv", spec=MLSpec, source="arex.envs.ml_source:is_ml_source",
+               build="arex.envs.build:build_ml", env_id="arex.envs.ml_build:env_id", facts="arex.envs.ml.facts:facts"),
+}
+"""Env kinds by the name a task.yaml's `kind` takes. A row may also be a bare Env subclass: a kind
+with that class only (its spec model the class's `spec_model`), as tests register one."""
+
+
+def kind_named(name: Any, path: str | Path, error: type[SpecError] = SpecError) -> Kind:
+    """The row of kind `name` (the `kind` of the spec at `path`); `error` if there is none."""
+    if not isinstance(name, str) or name not in KINDS:
+        raise error(f"Task spec error in {path}: unknown kind {name!r}; known kinds: {', '.join(KINDS)}.")
+    row = KINDS[name]
+    return row if isinstance(row, Kind) else Kind(env=row)
+
+
+def kind_of(raw: dict[str, Any], path: str | Path, error: type[SpecError] = SpecError) -> Kind:
+    """The row of the kind `raw` (a task spec read from `path`) names, DEFAULT_KIND when unset."""
+    return kind_named(raw.get("kind", DEFAULT_KIND), path, error)
+
+
+def spec_model(raw: dict[str, Any], path: str | Path, error: type[SpecError] = SpecError) -> type[BaseModel]:
+    """The spec model for `raw`'s `kind` (DEFAULT_KIND when unset)."""
+    return kind_of(raw, path, error).spec_model
+
+
+def source_kind(path: Path) -> str:
+    """The kind of a `build-envs` source: the first kind whose detector claims it, else DEFAULT_KIND."""
+    for name, row in KINDS.items():
+        detect = row.source if isinstance(row, Kind) else None
+        if detect is not None and resolve(detect)(path):
+            return name
+    return DEFAULT_KIND

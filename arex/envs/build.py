@@ -1,7 +1,9 @@
 """`arex build-envs`: sources → validated env folders, with a report of every rejection.
 
-Each source goes to the builder of its kind (judge_build, ml_build). An env is built in a
-temporary folder, graded through its validation gates, and moved into place only if it passes
+Each source goes to the builder of its kind: the kind whose detector claims it in the table of
+kinds (arex.specs.KINDS), else the default kind's (judge problems, built one problem at a time by
+judge_build). An env is built in a temporary folder, graded through its validation gates, and
+moved into place only if it passes
 (report.py). Re-running skips a source whose content hash matches its last build, accepted or
 rejected. A bad source (missing, unreadable, a duplicate id) is one rejected report: the batch
 goes on.
@@ -16,23 +18,25 @@ from pathlib import Path
 
 from arex.envs.judge_build import BUILDER_VERSION, Job, build_one, judge_jobs, load_spec, write_env
 from arex.envs.judge_sources import SourceError, content_hash, source_files
-from arex.envs.ml_build import build_ml, crash_reason, is_ml_source, open_source
+from arex.envs.ml_build import build_ml, crash_reason
 from arex.envs.report import EnvReport, cached_rejection, rejection_key, remember_rejection, write_report
 from arex.sandbox import SandboxConfig
+from arex.specs import DEFAULT_KIND, kind_named, source_kind
 
-# load_spec and write_env are the judge builder's, kept importable from here for existing callers.
-__all__ = ["EnvReport", "build_envs", "load_spec", "write_env"]
+# load_spec and write_env are the judge builder's, kept importable from here for existing callers;
+# build_ml is the ML kind's builder as its row in arex.specs.KINDS names it.
+__all__ = ["EnvReport", "build_envs", "build_ml", "load_spec", "write_env"]
 
 
 @dataclass
 class _Work:
-    """One unit of the batch, in the order the user gave: a judge problem, an ML source, or a
-    report already known (a rejected source)."""
+    """One unit of the batch, in the order the user gave: a judge problem (`job`), a source its
+    kind's builder builds whole, or a report already known (a rejected source)."""
 
     source: Path
+    kind: str = DEFAULT_KIND
     env_id: str | None = None
     job: Job | None = None
-    ml: bool = False
     report: EnvReport | None = None
 
 
@@ -45,8 +49,9 @@ def build_envs(sources: list[Path], out: Path, sandbox: SandboxConfig | None = N
     for source in sources:
         work += _plan(source, out)
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        ml = [w for w in work if w.ml] if len(work) > 1 else []  # a lone source has no one to clash with
-        for w, env_id in zip(ml, pool.map(_ml_env_id, [w.source for w in ml])):
+        # A lone source has no one to clash with.
+        whole = [w for w in work if w.job is None and w.report is None] if len(work) > 1 else []
+        for w, env_id in zip(whole, pool.map(_env_id, whole)):
             w.env_id = env_id
         _reject_duplicates(work)
         futures = [pool.submit(_run, w, out, sandbox, package_sources) for w in work if w.report is None]
@@ -59,12 +64,14 @@ def build_envs(sources: list[Path], out: Path, sandbox: SandboxConfig | None = N
 
 def _plan(source: Path, out: Path) -> list[_Work]:
     """The units of one source: a rejected report if it is missing or cannot be read (from the
-    cache when its content is unchanged), else one per problem (or the ML source)."""
+    cache when its content is unchanged), else one per problem (or the source, if its kind builds
+    sources whole)."""
     started = time.monotonic()
     if not source.exists():
         return [_Work(source, report=EnvReport(str(source), None, "rejected", "no such file or folder"))]
-    if is_ml_source(source):
-        return [_Work(source, ml=True)]
+    kind = source_kind(source)
+    if kind_named(kind, source).build is not None:
+        return [_Work(source, kind=kind)]
     key = rejection_key(source)
     try:
         digest = content_hash(source_files(source), BUILDER_VERSION.encode())
@@ -82,12 +89,13 @@ def _plan(source: Path, out: Path) -> list[_Work]:
     return [_Work(source, env_id=job[0].spec.id, job=job) for job in jobs]
 
 
-def _ml_env_id(source: Path) -> str | None:
-    """The id an ML source's env gets (its spec is fetched once; build_ml reuses the cache), or
-    None if it cannot be read: build_ml then reports why."""
+def _env_id(w: _Work) -> str | None:
+    """The id the env of a source built whole will get, if its kind can tell before building (the
+    ML kind fetches the spec once; its builder reuses the cache); None if it cannot be read."""
+    env_id = kind_named(w.kind, w.source).part("env_id")
     try:
-        return open_source(source).spec.id
-    except Exception:  # noqa: BLE001 - any failure is build_ml's to report, with its reason
+        return None if env_id is None else env_id(w.source)
+    except Exception:  # noqa: BLE001 - any failure is the builder's to report, with its reason
         return None
 
 
@@ -110,9 +118,9 @@ def _run(w: _Work, out: Path, sandbox: SandboxConfig, package_sources: bool = Fa
     """Build one unit; whatever it raises becomes its own `error` report, so the batch goes on."""
     started = time.monotonic()
     try:
-        if w.ml:
-            w.report = build_ml(w.source, out, sandbox, package_sources)
+        if w.job is None:
+            w.report = kind_named(w.kind, w.source).part("build")(w.source, out, sandbox, package_sources)
         else:
-            w.report = build_one(*w.job, out, sandbox)  # type: ignore[misc]
+            w.report = build_one(*w.job, out, sandbox)
     except Exception as exc:  # noqa: BLE001 - one source's failure is its report, not the batch's end
         w.report = EnvReport(str(w.source), w.env_id, "error", crash_reason(exc), seconds=time.monotonic() - started)

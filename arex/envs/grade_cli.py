@@ -85,14 +85,15 @@ def _judge_env(env: Path) -> Iterator[tuple[Path, JudgeSpec, bool]]:
     """(env folder, its spec, whether it was laid out from a source) for a built env or a source."""
     from arex.envs.judge_build import write_env
     from arex.envs.judge_sources import SourceError, load
-    from arex.specs import SpecError, load_task_spec, read_spec_yaml
+    from arex.specs import DEFAULT_KIND, KINDS, SpecError, kind_named, load_task_spec, read_spec_yaml, source_kind
 
     if not env.is_dir():
         raise UserInputError(f"Env '{env}' does not exist (or is not a folder): give a built env folder (from arex build-envs) or a problem folder.")
     task = env / "task.yaml"
     raw = read_spec_yaml(task) if task.is_file() else {}
-    kind = "ml" if (env / "arex.yaml").is_file() and not raw else raw.get("kind", "judge")  # arex.yaml: an ML repository
-    if kind != "judge":
+    kind = raw.get("kind", DEFAULT_KIND) if raw else source_kind(env)  # a source: the kind that claims it
+    # `arex grade` runs a judge over a spec's tests: a kind whose spec is no JudgeSpec has none.
+    if not (isinstance(kind, str) and kind in KINDS and issubclass(kind_named(kind, task).spec_model, JudgeSpec)):
         raise UserInputError(f"Env '{env}' is an {kind} env: arex grade grades judge envs (problems with tests) only.")
     if "tests" in raw:  # built: task.yaml lists its tests
         yield env, load_task_spec(task, JudgeSpec), False

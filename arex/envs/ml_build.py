@@ -29,7 +29,7 @@ from arex.hashing import bytes_sha256, text_sha256
 from arex.record.canary import CANARY_FILE, make_canary
 from arex.sandbox import SandboxConfig, SandboxError
 
-__all__ = ["MLSource", "build_ml", "crash_reason", "fetch", "is_ml_source", "load_ml_spec", "open_source", "parse_source", "split_table"]
+__all__ = ["MLSource", "build_ml", "crash_reason", "env_id", "fetch", "is_ml_source", "load_ml_spec", "open_source", "parse_source", "split_table"]
 
 
 def build_ml(path: Path, out: Path, sandbox: SandboxConfig, package_sources: bool = False) -> EnvReport:
@@ -57,6 +57,11 @@ def build_ml(path: Path, out: Path, sandbox: SandboxConfig, package_sources: boo
         report.status, report.reason = "error", crash_reason(exc)
     report.seconds = time.monotonic() - started
     return report
+
+
+def env_id(path: Path) -> str:
+    """The id an ML source's env gets, read before the batch builds (the fetch is cached)."""
+    return open_source(path).spec.id
 
 
 def crash_reason(exc: BaseException) -> str:

@@ -1,9 +1,10 @@
 """A built env as the rollout engine and selection see it: one protocol, one class per kind.
 
-`load_env(folder)` picks the class by the task's `kind` (KINDS; builders and sources keep tables of their own). Per
-rollout: `sandbox_config` (a pure function of the base config) → start → `prepare` → the agent
-works → `grade_round` each round, with the grading of `open_grading` (judge envs: leases of the
-batch's GradingPool of the env, arex/grading/pool.py). Selection:
+`load_env(folder)` picks the class by the task's `kind` in the one table of kinds (arex.specs.KINDS,
+re-exported here as KINDS); each kind's class lives in its folder (arex/envs/judge/env.py,
+arex/envs/ml/env.py). Per rollout: `sandbox_config` (a pure function of the base config) → start
+→ `prepare` → the agent works → `grade_round` each round, with the grading of `open_grading`
+(judge envs: leases of the batch's GradingPool of the env, arex/grading/pool.py). Selection:
 `regrade` a round from its workspace archive in fresh sandboxes.
 """
 
@@ -14,18 +15,18 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
 
-from arex.envs.docs_index import agent_image
-from arex.envs.layout import IMAGE_WORKSPACE
-from arex.grading.judge import Judge
-from arex.grading.languages import language_for
-from arex.grading.ml import SUBMISSION_CAP, MLGrader
-from arex.grading.pool import GradingPool, GradingPools
-from arex.hashing import json_sha256, text_sha256, tree_sha256
-from arex.record.snapshots import MemberError, SnapshotStore, read_member
+from pydantic import BaseModel
+
+from arex.grading.ml import SUBMISSION_CAP
+from arex.grading.pool import GradingPools
+from arex.hashing import json_sha256, tree_sha256
+from arex.record.snapshots import SnapshotStore, read_member
 from arex.record.trajectory import RoundEnd
-from arex.sandbox import Mount, SandboxConfig, make_sandbox
+from arex.sandbox import Mount, SandboxConfig
 from arex.sandbox.base import ArchiveTooLarge, Sandbox
-from arex.specs import GradeResult, JudgeSpec, MLSpec, SpecError, read_spec_yaml, validate_spec
+from arex.specs import KINDS, GradeResult, SpecError, kind_of, read_spec_yaml, validate_spec
+
+__all__ = ["KINDS", "RECORDED_CHARS", "SNAPSHOT_CAP", "Env", "Grading", "list_envs", "load_env"]
 
 # The most a workspace snapshot may take; over it, the round is graded as not submitted.
 SNAPSHOT_CAP = 512 << 20
@@ -57,7 +58,7 @@ def _spec_hash(raw: dict, skills: Path) -> str:
 
 class Env(ABC):
     kind: ClassVar[str]
-    spec_model: ClassVar[type[JudgeSpec] | type[MLSpec]]
+    spec_model: ClassVar[type[BaseModel]]
 
     def __init__(self, env_dir: Path, raw: dict):
         self.dir = Path(env_dir)
@@ -157,132 +158,11 @@ class Env(ABC):
         ValueError if the archive does not hold what the round recorded."""
 
 
-class JudgeEnv(Env):
-    kind = "judge"
-    spec_model = JudgeSpec
-
-    @property
-    def submission_path(self) -> str:
-        return self.spec.starter
-
-    def _baseline(self, scores: dict) -> float | None:
-        return scores.get("starter")
-
-    def _sandbox_update(self, base: SandboxConfig) -> dict:
-        return {"image": agent_image(base)}  # the base image with the offline `docs` command and index
-
-    def judge(self, base: SandboxConfig | None = None) -> Judge:
-        """The judge, its grading containers made from `base` (mounts dropped: no skills there)."""
-        return Judge(self.dir, self.spec, (base or SandboxConfig()).model_copy(update={"mounts": ()}))
-
-    def prepare(self, sandbox: Sandbox) -> None:
-        sandbox.copy_in(self.dir / "workspace", sandbox.config.workdir)
-
-    def open_grading(self, base: SandboxConfig | None = None, pools: GradingPools | None = None) -> "JudgeGrading":
-        """Gradings drawn from the batch's pool of this env (`pools`), or from a pool of the rollout's own."""
-        if pools is None:
-            return JudgeGrading(self, GradingPool(self.judge(base), cap=1), owned=True)
-        key = json_sha256({"env": str(self.dir.resolve()), "spec": self.spec_hash, "sandbox": (base or SandboxConfig()).model_dump(mode="json")})
-        return JudgeGrading(self, pools.get(key, lambda cap: GradingPool(self.judge(base), cap=cap)), owned=False)
-
-    def _grade(self, data: bytes, text: str, grading: Grading, log: str) -> GradeResult:
-        language = language_for(self.spec.starter).name
-        assert isinstance(grading, JudgeGrading)
-
-        def grade() -> GradeResult:
-            return grading.pool.grade(lambda lease: grading.judge.grade(text, language, box=lease.box, checker_box=lease.checker))
-
-        # A submission that graded the same twice in this batch (for this rollout or another of the
-        # env's) is not run again; one whose gradings disagree is run for every request.
-        result, cached = grading.pool.grade_once(text_sha256(f"{language}\0{text}"), grade)
-        return result.model_copy(update={"details": {**result.details, "cached": True}}) if cached else result
-
-    def _not_graded(self, problem: str, log: str) -> GradeResult:
-        return GradeResult(public_score=0.0, held_out_score=0.0, held_out_raw=0.0, feedback=f"Submission not graded: {problem}", details={"kind": "judge", "invalid": problem})
-
-    def regrade(self, archive: Path, end: RoundEnd, base: SandboxConfig) -> GradeResult:
-        try:
-            archived = read_member(archive, self.spec.starter, SUBMISSION_CAP).decode("utf-8", "replace")[:RECORDED_CHARS]
-        except (FileNotFoundError, IsADirectoryError, MemberError):
-            archived = ""  # as the rollout recorded it (grade_round)
-        if archived != end.submission:
-            raise ValueError(f"the workspace snapshot's {self.spec.starter} differs from the recorded submission")
-        return self.judge(base).grade(end.submission, language_for(self.spec.starter).name)  # a fresh grading container, never a pooled one
-
-
-class JudgeGrading(Grading):
-    """One rollout's gradings, each in a lease of a GradingPool: the batch's pool of this env
-    (shared with its other rollouts), or one of its own, removed by close()."""
-
-    def __init__(self, env: JudgeEnv, pool: GradingPool, owned: bool):
-        super().__init__()
-        self.env, self.pool, self.owned = env, pool, owned
-        self.judge = pool.judge
-        pool.join()
-
-    def warm(self) -> None:
-        """Have a lease started ahead in the background, so the first grading does not wait for
-        a container start (the agent's first round, mostly teacher latency, hides it)."""
-        self.pool.warm()
-
-    def lease(self):
-        """A clean grading lease (grading box, checker box) for one grading."""
-        return self.pool.lease()
-
-    def close(self) -> None:
-        self.pool.leave()
-        if self.owned:
-            self.pool.close()
-
-
-class MLEnv(Env):
-    kind = "ml"
-    spec_model = MLSpec
-
-    @property
-    def submission_path(self) -> str:
-        return self.spec.submission.file
-
-    def _baseline(self, scores: dict) -> float | None:
-        value = scores.get("baseline")
-        return None if value is None else (value if self.spec.metric.direction == "maximize" else -value)
-
-    def _sandbox_update(self, base: SandboxConfig) -> dict:
-        return {"image": self.spec.image, "seed": IMAGE_WORKSPACE, "memory": max(base.memory, 2 << 30)}
-
-    def _grader(self) -> MLGrader:
-        return MLGrader(self.dir, self.spec)
-
-    def _run_task(self, sandbox: Sandbox) -> tuple[GradeResult | None, str]:
-        return self._grader().run(sandbox)
-
-    def _grade(self, data: bytes, text: str, grading: Grading, log: str) -> GradeResult:
-        return MLGrader.with_log(self._grader().score(data), log)
-
-    def _not_graded(self, problem: str, log: str) -> GradeResult:
-        return MLGrader.with_log(self._grader().invalid(problem), log)
-
-    def regrade(self, archive: Path, end: RoundEnd, base: SandboxConfig) -> GradeResult:
-        box = make_sandbox(self.sandbox_config(base), f"select-{self.id}")
-        box.start()
-        try:
-            box.restore(archive, box.config.workdir)  # unpacked inside the sandbox, never on the host
-            return self._grader().grade(box)
-        finally:
-            box.stop()
-
-
-KINDS: dict[str, type[Env]] = {cls.kind: cls for cls in (JudgeEnv, MLEnv)}
-
-
 def load_env(env_dir: Path) -> Env:
-    """The built env in `env_dir`, as the class of its kind."""
+    """The built env in `env_dir`, as the env class of its kind (arex.specs.KINDS)."""
     env_dir = Path(env_dir)
     raw = read_spec_yaml(env_dir / "task.yaml")
-    kind = raw.get("kind", "judge")
-    if not isinstance(kind, str) or kind not in KINDS:
-        raise SpecError(f"Task spec error in {env_dir / 'task.yaml'}: unknown kind {kind!r}; known kinds: {', '.join(KINDS)}.")
-    return KINDS[kind](env_dir, raw)
+    return kind_of(raw, env_dir / "task.yaml").part("env")(env_dir, raw)
 
 
 def list_envs(root: Path) -> list[Env]:

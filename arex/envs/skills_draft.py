@@ -26,6 +26,7 @@ from arex.envs.layout import STAMP
 from arex.envs.report import EnvReport, write_report
 from arex.envs.task_skills import PrivateData, SkillNote, keep, read_record, record
 from arex.errors import UserInputError
+from arex.specs import DEFAULT_KIND, kind_of
 from arex.teacher.client import TeacherClient, TeacherConfig
 
 PROMPTS = Path(str(resources.files("arex").joinpath("data", "prompts", "skills.yaml")))
@@ -65,23 +66,10 @@ def _gates(env_dir: Path) -> str:
     return "\n".join(lines) + (f"\nScores (held-out, higher is better): {scores}" if scores else "")
 
 
-def _facts(raw: dict) -> str:
-    """The task's limits, metric and files, as the build resolved them."""
-    if raw.get("kind") == "ml":
-        metric, sub, data = raw.get("metric", {}), raw.get("submission", {}), raw.get("data", {})
-        return (
-            f"Metric: {metric.get('name')} ({metric.get('direction')}); run command: {raw.get('run')}; time limit {raw.get('time_limit_s')}s.\n"
-            f"Submission: {sub.get('file')} with columns {sub.get('id_column')}, {sub.get('prediction_column')}; "
-            f"training rows in {data.get('train_file')}, evaluation rows (no labels) in {data.get('test_file')}. "
-            f"Baseline score: {raw.get('baseline_score')}. Files the agent must not change: {', '.join(raw.get('protected') or []) or 'none'}."
-        )
-    tests = raw.get("tests") or []
-    samples = sum(1 for t in tests if isinstance(t, dict) and t.get("sample"))
-    return (
-        f"Submission: the file {raw.get('starter')} (its language from its extension); time limit {raw.get('time_limit_s')}s, memory {raw.get('memory_mb')} MB; "
-        f"checker {raw.get('checker', {}).get('kind')}, scoring {raw.get('scoring')}; {len(tests) - samples} hidden tests, "
-        f"{samples} sample tests (in samples/ of the working folder when there are any)."
-    )
+def _facts(raw: dict, path: Path) -> str:
+    """The task's limits, metric and files, as the build resolved them: its kind's to say."""
+    facts = kind_of(raw, path).part("facts")
+    return facts(raw) if facts is not None else ""
 
 
 def request(prompts: dict, env_dir: Path, entry: dict, name: str, workdir: str) -> list[dict]:
@@ -89,8 +77,8 @@ def request(prompts: dict, env_dir: Path, entry: dict, name: str, workdir: str) 
     raw = yaml.safe_load((env_dir / "task.yaml").read_text(encoding="utf-8")) or {}
     statement = (env_dir / "statement.md").read_text(encoding="utf-8")[:STATEMENT_CHARS]
     text = prompts["request"].format(
-        title=raw.get("title", env_dir.name), kind=raw.get("kind", "judge"), statement=statement.strip(), workdir=workdir,
-        files=_files(env_dir / "workspace"), gates=_gates(env_dir), facts=_facts(raw), name=name, focus=str(entry["focus"]).strip(),
+        title=raw.get("title", env_dir.name), kind=raw.get("kind", DEFAULT_KIND), statement=statement.strip(), workdir=workdir,
+        files=_files(env_dir / "workspace"), gates=_gates(env_dir), facts=_facts(raw, env_dir / "task.yaml"), name=name, focus=str(entry["focus"]).strip(),
     )  # fmt: skip
     return [{"role": "system", "content": prompts["system"]}, {"role": "user", "content": text}]
 
