@@ -41,7 +41,13 @@ def plot_curves(stats: ExportStats, path: Path) -> bool:
         curve = stats.by_env[env_id]["curve"]  # per round: [count, sum, min, max] of best-so-far
         xs = list(range(1, len(curve) + 1))
         ax.fill_between(xs, [p[2] for p in curve], [p[3] for p in curve], alpha=0.2, label="min-max")
-        ax.plot(xs, [p[1] / p[0] for p in curve], marker="o", markersize=3, label=f"mean of {stats.by_env[env_id]['trajectories']}")
+        ax.plot(
+            xs,
+            [p[1] / p[0] for p in curve],
+            marker="o",
+            markersize=3,
+            label=f"mean of {stats.by_env[env_id]['trajectories']}",
+        )
         ax.set_title(env_id, fontsize=10)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("round")
@@ -57,12 +63,16 @@ def plot_curves(stats: ExportStats, path: Path) -> bool:
 
 
 def _stats_table(stats: ExportStats) -> list[str]:
-    lines = ["| env | domain | trajectories | rounds | mean first | mean best | mean final | mean improvement | improved |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| env | domain | trajectories | rounds | mean first | mean best | mean final | mean improvement | improved |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for env_id, env in sorted(stats.by_env.items()):
         n = env["trajectories"]
         lines.append(
-            f"| {env_id} | {env['domain']} | {n} | {env['rounds']} | {env['sum_first'] / n:.4g} | {env['sum_best'] / n:.4g} | "
-            f"{env['sum_final'] / n:.4g} | {(env['sum_best'] - env['sum_first']) / n:+.4g} | {env['improved']}/{n} |"
+            f"| {env_id} | {env['domain']} | {n} | {env['rounds']} | {env['sum_first'] / n:.4g} | "
+            f"{env['sum_best'] / n:.4g} | {env['sum_final'] / n:.4g} | "
+            f"{(env['sum_best'] - env['sum_first']) / n:+.4g} | {env['improved']}/{n} |"
         )
     return lines
 
@@ -90,7 +100,9 @@ def _config_bytes(stats: ExportStats) -> dict[str, int]:
     sizes = {name: 0 for name in stats.rows}
     for name in sizes:
         prefix = config_folder(name) + "/"
-        sizes[name] = sum(s["bytes"] for rel, s in stats.shards.items() if rel.startswith(prefix) and "/" not in rel[len(prefix) :])
+        sizes[name] = sum(
+            s["bytes"] for rel, s in stats.shards.items() if rel.startswith(prefix) and "/" not in rel[len(prefix) :]
+        )
     return sizes
 
 
@@ -106,7 +118,14 @@ def _front_matter(stats: ExportStats, config: ExportConfig) -> dict:
         "task_categories": ["text-generation"],
         "tags": ["agents", "self-improvement", "reflection", "sft", "arex"],
         "size_categories": [_size_category(sum(stats.rows.get(g, 0) for g in config.granularities))],
-        "configs": [{"config_name": g, "data_files": [{"split": "train", "path": f"{config_folder(g)}/*.parquet"}], **({"default": True} if i == 0 else {})} for i, g in enumerate(names)],
+        "configs": [
+            {
+                "config_name": g,
+                "data_files": [{"split": "train", "path": f"{config_folder(g)}/*.parquet"}],
+                **({"default": True} if i == 0 else {}),
+            }
+            for i, g in enumerate(names)
+        ],
         "dataset_info": [{"config_name": g, "download_size": size} for g, size in _config_bytes(stats).items()],
     }
 
@@ -149,10 +168,13 @@ def _contents(stats: ExportStats, config: ExportConfig) -> list[str]:
         "```python",
         "from datasets import load_dataset",
         f'rows = load_dataset("<this repo>", "{next(iter(stats.rows), "rounds")}", split="train")  # from the Hub',
-        f'rows = load_dataset("parquet", data_files="<export folder>/{config_folder(next(iter(stats.rows), "rounds"))}/*.parquet", split="train")  # a local copy',
+        (
+            'rows = load_dataset("parquet", data_files="<export folder>/'
+            f'{config_folder(next(iter(stats.rows), "rounds"))}/*.parquet", split="train")  # a local copy'
+        ),
         "```",
         "",
-        "Load a local copy through `\"parquet\"` as above: `load_dataset(<folder>, <config>)` caches by the folder's "
+        'Load a local copy through `"parquet"` as above: `load_dataset(<folder>, <config>)` caches by the folder\'s '
         "name, so two exports in folders named alike (both `dataset`) could return the first one's rows.",
         "",
         *_tool_calls(stats),
@@ -164,8 +186,9 @@ def _tool_calls(stats: ExportStats) -> list[str]:
     if not stats.tool_trajectories:
         return []
     return [
-        f"Tool calls: {stats.tool_trajectories} of {stats.trajectories} trajectories acted through tool calls. Their assistant "
-        "turns carry `tool_calls` (`[{id, type, function: {name, arguments}}]`, the arguments a JSON object), each "
+        f"Tool calls: {stats.tool_trajectories} of {stats.trajectories} trajectories acted through tool calls. "
+        "Their assistant turns carry `tool_calls` (`[{id, type, function: {name, arguments}}]`, "
+        "the arguments a JSON object), each "
         "tool result is a `tool` message with its `tool_call_id`, and the `tools` column holds the tool definitions "
         "(JSON text) that TRL's SFTTrainer passes to the chat template; train them under a tool-aware template "
         "(e.g. Qwen2.5's or Qwen3's). Only the first tool call of a reply ran; any others were answered as not run.",
@@ -179,7 +202,10 @@ def _selection(selection: dict | None) -> list[str]:
     if not selection:
         return lines + ["No selection report was given.", ""]
     return lines + [
-        f"{selection['kept']} of {selection['total']} trajectories kept (criteria hash `{selection['criteria_hash']}`).",
+        (
+            f"{selection['kept']} of {selection['total']} trajectories kept "
+            f"(criteria hash `{selection['criteria_hash']}`)."
+        ),
         "",
         "Criteria:",
         "",
@@ -201,7 +227,16 @@ def _provenance(stats: ExportStats) -> list[str]:
         lines.append(f"- `{name}`, sampling `{json.dumps(teacher.get('sampling'), sort_keys=True)}`")
     lines += ["", "Rollout configs (by hash):", ""]
     for chash, cfg in sorted(stats.configs.items()):
-        lines += [f"<details><summary><code>{chash}</code></summary>", "", "```yaml", yaml.safe_dump(cfg, sort_keys=True).strip(), "```", "", "</details>", ""]
+        lines += [
+            f"<details><summary><code>{chash}</code></summary>",
+            "",
+            "```yaml",
+            yaml.safe_dump(cfg, sort_keys=True).strip(),
+            "```",
+            "",
+            "</details>",
+            "",
+        ]
     lines += ["Data files (sha256):", "", "| file | rows | bytes | sha256 |", "|---|---:|---:|---|"]
     lines += [f"| {rel} | {s['rows']} | {s['bytes']} | `{s['sha256']}` |" for rel, s in sorted(stats.shards.items())]
     lines.append("")
@@ -214,7 +249,10 @@ def _reflections(stats: ExportStats) -> list[str]:
     total = counts.get("total", 0)
     if not total:
         return []
-    share = " | ".join(f"{counts[part]}/{total} ({counts[part] / total:.0%})" for part in ("review", "diagnose", "plan", "state", "complete"))
+    share = " | ".join(
+        f"{counts[part]}/{total} ({counts[part] / total:.0%})"
+        for part in ("review", "diagnose", "plan", "state", "complete")
+    )
     return [
         "## Reflections",
         "",
@@ -236,16 +274,25 @@ def _token_lengths(stats: ExportStats) -> list[str]:
     lines = [
         "## Token lengths",
         "",
-        f"Tokenizer `{tok.get('path')}` ({tok.get('template')}); max_length {limit if limit else 'none (no row was cut)'}. "
-        "Lengths are of whole rows, before any cut; the recommended max_length keeps 95% of rows whole (rounded up to 256).",
+        f"Tokenizer `{tok.get('path')}` ({tok.get('template')}); "
+        f"max_length {limit if limit else 'none (no row was cut)'}. "
+        "Lengths are of whole rows, before any cut; "
+        "the recommended max_length keeps 95% of rows whole (rounded up to 256).",
         "",
-        "| rows of | rows | min | median | p90 | max | recommended max_length | written | split | dropped | rounds lost | no loss |",
+        (
+            "| rows of | rows | min | median | p90 | max | recommended max_length | written | split | dropped "
+            "| rounds lost | no loss |"
+        ),
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for granularity, t in stats.tokens.items():
         s = t.summary()
         cells = [s.get(k, "-") for k in ("min", "median", "p90", "max", "recommended_max_length")]
-        lines.append(f"| {granularity} | {len(t.lengths)} | " + " | ".join(map(str, cells)) + f" | {t.rows} | {t.split} | {t.dropped} | {t.dropped_rounds} | {t.unsupervised} |")
+        lines.append(
+            f"| {granularity} | {len(t.lengths)} | "
+            + " | ".join(map(str, cells))
+            + f" | {t.rows} | {t.split} | {t.dropped} | {t.dropped_rounds} | {t.unsupervised} |"
+        )
     return lines + [""]
 
 
@@ -255,11 +302,17 @@ def _training(stats: ExportStats, config: ExportConfig) -> list[str]:
     binary = all(w in (0.0, 1.0) for w in (config.action_weight, config.reflection_weight, config.invalid_weight))
     if "calls" in stats.rows:
         lines += [
-            "`calls`: prompt/completion rows; TRL's SFTTrainer trains only the completions (its default for this format):",
+            (
+                "`calls`: prompt/completion rows; "
+                "TRL's SFTTrainer trains only the completions (its default for this format):"
+            ),
             "",
             "```python",
             'calls = load_dataset("parquet", data_files="<export folder>/calls/*.parquet", split="train")',
-            'SFTTrainer(model=model, train_dataset=calls, args=SFTConfig(output_dir="out"), processing_class=tokenizer).train()',
+            (
+                'SFTTrainer(model=model, train_dataset=calls, args=SFTConfig(output_dir="out"), '
+                "processing_class=tokenizer).train()"
+            ),
             "```",
             "",
         ]
@@ -267,14 +320,28 @@ def _training(stats: ExportStats, config: ExportConfig) -> list[str]:
     if tokens:
         trainer = "SFTTrainer" if binary else "WeightedSFTTrainer"
         lines += [
-            f"`{tokens[0]}` (and the other `-tokens` configs): pre-tokenized for `{(stats.tokenizer or {}).get('path')}`; "
+            f"`{tokens[0]}` (and the other `-tokens` configs): "
+            f"pre-tokenized for `{(stats.tokenizer or {}).get('path')}`; "
             "`labels` is -100 where the weight is 0, so SFTTrainer trains exactly the weighted tokens"
-            + ("." if binary else "; the weights here are not all 0/1, so use `arex.dataset.train.WeightedSFTTrainer`, which applies them:"),
+            + (
+                "."
+                if binary
+                else (
+                    "; the weights here are not all 0/1, "
+                    "so use `arex.dataset.train.WeightedSFTTrainer`, which applies them:"
+                )
+            ),
             "",
             "```python",
             *([] if binary else ["from arex.dataset.train import WeightedSFTTrainer"]),
-            f'rows = load_dataset("parquet", data_files="<export folder>/{config_folder(tokens[0])}/*.parquet", split="train")',
-            f'{trainer}(model=model, train_dataset=rows, args=SFTConfig(output_dir="out", max_length={(stats.tokenizer or {}).get("max_length") or 1024}), processing_class=tokenizer).train()',
+            (
+                'rows = load_dataset("parquet", '
+                f'data_files="<export folder>/{config_folder(tokens[0])}/*.parquet", split="train")'
+            ),
+            (
+                f'{trainer}(model=model, train_dataset=rows, args=SFTConfig(output_dir="out", '
+                f"max_length={(stats.tokenizer or {}).get('max_length') or 1024}), processing_class=tokenizer).train()"
+            ),
             "```",
             "",
         ]

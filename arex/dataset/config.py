@@ -65,5 +65,7 @@ class ExportConfig(BaseModel):
     @model_validator(mode="after")
     def _length_needs_a_tokenizer(self) -> "ExportConfig":
         if self.max_length is not None and self.tokenizer is None:
-            raise ValueError("max_length counts tokens, so it needs export.tokenizer (a local tokenizer folder or .gguf file)")
+            raise ValueError(
+                "max_length counts tokens, so it needs export.tokenizer (a local tokenizer folder or .gguf file)"
+            )
         return self

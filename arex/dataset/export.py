@@ -110,11 +110,12 @@ TOKEN_SCHEMA = pa.schema(
 longer than `export.max_length` is cut into parts at round boundaries)."""
 
 
-
 def _tool_message(arguments: pa.DataType) -> pa.DataType:
     function = pa.struct([("name", pa.string()), ("arguments", arguments)])
     call = pa.struct([("id", pa.string()), ("type", pa.string()), ("function", function)])
-    return pa.struct([("role", pa.string()), ("content", pa.string()), ("tool_calls", pa.list_(call)), ("tool_call_id", pa.string())])
+    return pa.struct(
+        [("role", pa.string()), ("content", pa.string()), ("tool_calls", pa.list_(call)), ("tool_call_id", pa.string())]
+    )
 
 
 def _with_tools(schema: pa.Schema, arguments: pa.DataType) -> pa.Schema:
@@ -123,7 +124,10 @@ def _with_tools(schema: pa.Schema, arguments: pa.DataType) -> pa.Schema:
     fields = [pa.field(f.name, message) if f.type == pa.list_(MESSAGE) else f for f in schema]
     at = max(i for i, f in enumerate(fields) if f.name in ("weights", "completion")) + 1
     fields.insert(at, pa.field("tools", pa.string()))
-    metadata = {**schema.metadata, b"arex.tools": b"messages carry tool_calls / tool_call_id; tools: the tool definitions as JSON text"}
+    metadata = {
+        **schema.metadata,
+        b"arex.tools": b"messages carry tool_calls / tool_call_id; tools: the tool definitions as JSON text",
+    }
     return pa.schema(fields, metadata=metadata)
 
 
@@ -179,7 +183,11 @@ def assistant_hash(t: Trajectory) -> str:
     for r in t.rounds:
         for step in r.steps:
             calls = step.call.turn().get("tool_calls")
-            digest.update(_normalise(step.call.content).encode() + (json.dumps(calls, sort_keys=True).encode() if calls else b"") + b"\0")
+            digest.update(
+                _normalise(step.call.content).encode()
+                + (json.dumps(calls, sort_keys=True).encode() if calls else b"")
+                + b"\0"
+            )
         digest.update(_normalise(r.end.reflection.call.content).encode() + b"\1")
     return digest.hexdigest()
 
@@ -210,7 +218,9 @@ class ShardWriter:
             self.paths.append(path)
             self.counts.append(0)
             self._sink = path.open("wb")
-            self._writer = pq.ParquetWriter(self._sink, self.schema, compression=self.config.compression, write_statistics=True)
+            self._writer = pq.ParquetWriter(
+                self._sink, self.schema, compression=self.config.compression, write_statistics=True
+            )
         with naming(self.paths[-1]):
             table = pa.Table.from_pylist(self.buffer, schema=self.storage)
             self._writer.write_table(table if self.storage is self.schema else table.cast(self.schema))
@@ -255,7 +265,9 @@ class KeptRecords:
         self.selection_dir = Path(selection_dir)
         self.kept_file = self.selection_dir / "kept.jsonl"
         if not self.kept_file.is_file():
-            raise UserInputError(f"{self.selection_dir} holds no kept.jsonl; run `arex select --out {self.selection_dir}` first")
+            raise UserInputError(
+                f"{self.selection_dir} holds no kept.jsonl; run `arex select --out {self.selection_dir}` first"
+            )
         self.rerun = f"re-run `arex select --out {self.selection_dir}` (cached verdicts make it quick)"
         rows = []
         try:
@@ -269,7 +281,10 @@ class KeptRecords:
                 row = json.loads(line)
                 rows.append((str(row["env_id"]), str(row["key"]), Path(row["path"]), row.get("record_sha")))
             except (ValueError, KeyError, TypeError, AttributeError):
-                raise ExportError(f"{self.kept_file}, line {number}: not a kept record (a JSON object with key, env_id and path); {self.rerun}") from None
+                raise ExportError(
+                    f"{self.kept_file}, line {number}: not a kept record (a JSON object with key, env_id and path); "
+                    f"{self.rerun}"
+                ) from None
         rows.sort(key=lambda r: (r[0], r[1]))
         self.paths = [r[2] for r in rows]
         self.record_sha = {r[2]: r[3] for r in rows}
@@ -289,16 +304,28 @@ class KeptRecords:
         """ExportError unless the record's bytes are the ones select judged."""
         expected = self.record_sha.get(path)
         if not expected:
-            raise ExportError(f"{self.kept_file} lists {path} without the checksum select judged it by (an older arex wrote it); {self.rerun}")
+            raise ExportError(
+                f"{self.kept_file} lists {path} without the checksum select judged it by (an older arex wrote it); "
+                f"{self.rerun}"
+            )
         if file_sha256(path) != expected:
-            raise ExportError(f"{path} changed after `arex select` judged it (its sha256 is not the one in {self.kept_file}); {self.rerun} to judge it again")
+            raise ExportError(
+                f"{path} changed after `arex select` judged it (its sha256 is not the one in {self.kept_file}); "
+                f"{self.rerun} to judge it again"
+            )
 
 
 def kept_records(selection_dir: Path) -> KeptRecords:
     return KeptRecords(selection_dir)
 
 
-def export(records: Iterable[Path], out: Path, config: ExportConfig, envs_dir: Path | None = None, selection: dict | None = None) -> ExportStats:
+def export(
+    records: Iterable[Path],
+    out: Path,
+    config: ExportConfig,
+    envs_dir: Path | None = None,
+    selection: dict | None = None,
+) -> ExportStats:
     """Write the export into `.<out>.partial` beside `out`: shards under `<granularity>/`,
     `checksums.json`, the card (`README.md`, `score_curve.png`, from `selection`: selection.json,
     which `kept_records` reads for you) and the marker; then swap it in with one rename. Returns the
@@ -318,8 +345,14 @@ def export(records: Iterable[Path], out: Path, config: ExportConfig, envs_dir: P
     try:
         target = _Target.check(Path(out), _protected(paths, envs_dir, selection, kept))
     except OSError as exc:
-        raise ExportError(f"could not look into {exc.filename or out} ({exc.strerror}); choose an --out arex may read and write") from None
-    canaries = Canaries.of_envs(p for p in sorted(envs_dir.iterdir()) if (p / "task.yaml").is_file()) if envs_dir and envs_dir.is_dir() else Canaries({})
+        raise ExportError(
+            f"could not look into {exc.filename or out} ({exc.strerror}); choose an --out arex may read and write"
+        ) from None
+    canaries = (
+        Canaries.of_envs(p for p in sorted(envs_dir.iterdir()) if (p / "task.yaml").is_file())
+        if envs_dir and envs_dir.is_dir()
+        else Canaries({})
+    )
     staging = None
     try:
         staging = target.stage()
@@ -337,18 +370,26 @@ def export(records: Iterable[Path], out: Path, config: ExportConfig, envs_dir: P
     return stats
 
 
-def _write(paths: list[Path], kept: KeptRecords | None, staging: Path, config: ExportConfig, canaries: Canaries) -> ExportStats:
+def _write(
+    paths: list[Path], kept: KeptRecords | None, staging: Path, config: ExportConfig, canaries: Canaries
+) -> ExportStats:
     """The shards and checksums.json, one trajectory in memory at a time."""
     tools = any(action_format(p) == "tools" for p in paths)
     schemas = {"calls": TOOL_CALL_SCHEMA} if tools else {"calls": CALL_SCHEMA}
-    writers = {g: ShardWriter(staging / g, config, schemas.get(g, TOOL_SCHEMA if tools else SCHEMA)) for g in config.granularities}
+    writers = {
+        g: ShardWriter(staging / g, config, schemas.get(g, TOOL_SCHEMA if tools else SCHEMA))
+        for g in config.granularities
+    }
     builder = RowBuilder(config)
     stats = ExportStats(rows={g: 0 for g in config.granularities})
     tokens = _TokenWriters(staging, config, stats) if config.tokenizer else None
     seen: set[str] = set()
     for path in paths:
         if not path.is_file():
-            raise ExportError(f"trajectory record {path} does not exist" + (f"; it is listed in {kept.kept_file}: {kept.rerun}" if kept else ""))
+            raise ExportError(
+                f"trajectory record {path} does not exist"
+                + (f"; it is listed in {kept.kept_file}: {kept.rerun}" if kept else "")
+            )
         scan_file(path, canaries)  # the rows hold nothing the record does not; a leak outranks all else
         if kept is not None:
             kept.verify(path)
@@ -376,7 +417,9 @@ def _write(paths: list[Path], kept: KeptRecords | None, staging: Path, config: E
             rel = path.relative_to(staging).as_posix()
             stats.shards[rel] = {"rows": count, "bytes": path.stat().st_size, "sha256": file_sha256(path)}
     with naming(staging / "checksums.json"):
-        (staging / "checksums.json").write_text(json.dumps({k: v["sha256"] for k, v in sorted(stats.shards.items())}, indent=2) + "\n")
+        (staging / "checksums.json").write_text(
+            json.dumps({k: v["sha256"] for k, v in sorted(stats.shards.items())}, indent=2) + "\n"
+        )
     return stats
 
 
@@ -398,7 +441,9 @@ class _TokenWriters:
             for row in built.rows[granularity]:
                 messages, weights = conversation(granularity, row)
                 segments = built.segments if granularity == "trajectories" else [Segment(0, row["round"], True)]
-                for encoded, first, last in self.rows.parts(messages, weights, segments, self.stats.tokens[granularity], tools_of(row)):
+                for encoded, first, last in self.rows.parts(
+                    messages, weights, segments, self.stats.tokens[granularity], tools_of(row)
+                ):
                     part = (segments[first], segments[last]) if granularity == "trajectories" else None
                     writer.add(token_row(granularity, row, encoded, part, built.scores))
                     self.stats.tokens[granularity].rows += 1
@@ -406,7 +451,9 @@ class _TokenWriters:
 
 
 # -- the output folder: checked, staged beside it, swapped in ---------------------------------------
-def _protected(paths: list[Path], envs_dir: Path | None, selection: dict | None, kept: KeptRecords | None) -> list[tuple[str, Path]]:
+def _protected(
+    paths: list[Path], envs_dir: Path | None, selection: dict | None, kept: KeptRecords | None
+) -> list[tuple[str, Path]]:
     """Folders `--out` may not be, hold or sit in."""
     folders = [("envs folder", envs_dir)] if envs_dir else []
     for name, key in (("trajectory store", "store"), ("envs folder", "envs")):  # as selection.json names them
@@ -444,8 +491,16 @@ def _strays(folder: Path, files: list[str]) -> list[str]:
     strays = []
     for root, subdirs, names in os.walk(folder):
         here = Path(root).relative_to(folder)
-        strays += [(here / d).as_posix() for d in subdirs if (here / d).as_posix() not in dirs or os.path.islink(os.path.join(root, d))]
-        strays += [(here / n).as_posix() for n in names if (here / n).as_posix() not in allowed or os.path.islink(os.path.join(root, n))]
+        strays += [
+            (here / d).as_posix()
+            for d in subdirs
+            if (here / d).as_posix() not in dirs or os.path.islink(os.path.join(root, d))
+        ]
+        strays += [
+            (here / n).as_posix()
+            for n in names
+            if (here / n).as_posix() not in allowed or os.path.islink(os.path.join(root, n))
+        ]
     return sorted(strays)
 
 
@@ -453,7 +508,12 @@ def _marker_files(folder: Path) -> list[str] | None:
     """The files a valid, finished export's marker lists; None if there is no such marker."""
     marker = _read_marker(folder)
     files = (marker or {}).get("files")
-    if marker and marker.get("format") == MARKER_FORMAT and isinstance(files, list) and all(isinstance(f, str) for f in files):
+    if (
+        marker
+        and marker.get("format") == MARKER_FORMAT
+        and isinstance(files, list)
+        and all(isinstance(f, str) for f in files)
+    ):
         return files
     return None
 
@@ -481,11 +541,17 @@ def _discard(folder: Path) -> None:
         folder.rmdir()  # a kill right after mkdir: empty, nothing to lose
         return
     if _read_marker(folder) is None and _legacy_files(folder) is None:
-        raise ExportError(f"{folder} is left over from an earlier export but has no {MARKER} file, so arex will not delete it; move it away and re-run `arex export`")
+        raise ExportError(
+            f"{folder} is left over from an earlier export but has no {MARKER} file, so arex will not delete it; "
+            "move it away and re-run `arex export`"
+        )
     files = _marker_files(folder) if _read_marker(folder) is not None else _legacy_files(folder)
     strays = _strays(folder, files) if files is not None else []
     if strays:
-        raise ExportError(f"{folder} (an earlier export) holds {strays[0]}, which arex did not write, so arex will not delete it; move that file out, delete {folder}, and re-run `arex export`")
+        raise ExportError(
+            f"{folder} (an earlier export) holds {strays[0]}, which arex did not write, so arex will not delete it; "
+            f"move that file out, delete {folder}, and re-run `arex export`"
+        )
     shutil.rmtree(folder)
 
 
@@ -540,7 +606,15 @@ class _Target:
             raise ExportError(f"--out {out} is {what}; export into a folder of its own, e.g. --out dataset")
         for name, folder in protected:
             folder = folder.resolve()
-            relation = "is" if path == folder else "is inside" if folder in path.parents else "holds" if path in folder.parents else None
+            relation = (
+                "is"
+                if path == folder
+                else "is inside"
+                if folder in path.parents
+                else "holds"
+                if path in folder.parents
+                else None
+            )
             if relation:
                 raise ExportError(f"--out {out} {relation} the {name} {folder}; export into a folder outside it")
         if path.exists() and not path.is_dir():
@@ -548,13 +622,22 @@ class _Target:
         if not path.is_dir() or not any(path.iterdir()):
             return cls(out, path, False)
         if _read_marker(path) is None and _legacy_files(path) is None:
-            raise ExportError(f"--out {out} is not empty and is not an earlier arex export (it has no {MARKER} file), so arex will not replace it; choose a new or empty folder")
+            raise ExportError(
+                f"--out {out} is not empty and is not an earlier arex export (it has no {MARKER} file), "
+                "so arex will not replace it; choose a new or empty folder"
+            )
         files = _marker_files(path) if _read_marker(path) is not None else _legacy_files(path)
         if files is None:
-            raise ExportError(f"{path / MARKER} is damaged or from another arex version, so arex will not replace {out}; delete {out} yourself if it is an old export, or choose another --out")
+            raise ExportError(
+                f"{path / MARKER} is damaged or from another arex version, so arex will not replace {out}; "
+                f"delete {out} yourself if it is an old export, or choose another --out"
+            )
         strays = _strays(path, files)
         if strays:
-            raise ExportError(f"--out {out} is an earlier arex export, but {strays[0]} in it was not written by arex; move that out (or choose another --out) so nothing of yours is deleted")
+            raise ExportError(
+                f"--out {out} is an earlier arex export, but {strays[0]} in it was not written by arex; "
+                "move that out (or choose another --out) so nothing of yours is deleted"
+            )
         return cls(out, path, True)
 
     def stage(self) -> Path:
@@ -562,7 +645,9 @@ class _Target:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         staging = self.staging
         if staging.is_symlink() or (staging.exists() and not staging.is_dir()):
-            raise ExportError(f"{staging} is in the way of the export (not a folder arex made); move it away and re-run `arex export`")
+            raise ExportError(
+                f"{staging} is in the way of the export (not a folder arex made); move it away and re-run `arex export`"
+            )
         if staging.exists():
             _discard(staging)  # a killed run's leftover
         staging.mkdir()
@@ -592,15 +677,26 @@ class _Target:
         where = exc.filename or self.path.parent
         untouched = f"{self.given} was left as it was" if self.replaces else f"nothing was written to {self.given}"
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            return ExportError(f"no space left on the device while writing {where}; free some space (or choose another --out) and re-run `arex export` ({untouched})")
+            return ExportError(
+                f"no space left on the device while writing {where}; free some space "
+                f"(or choose another --out) and re-run `arex export` ({untouched})"
+            )
         if exc.errno == errno.EROFS:
-            return ExportError(f"{where} is on a read-only file system; choose an --out on a writable one ({untouched})")
+            return ExportError(
+                f"{where} is on a read-only file system; choose an --out on a writable one ({untouched})"
+            )
         if exc.errno in (errno.EACCES, errno.EPERM):
             return ExportError(f"permission denied on {where}; choose an --out you may write to ({untouched})")
         if exc.errno in (errno.EINVAL, errno.ENOSYS) and self.replaces:
-            return ExportError(f"the file system of {self.given} cannot swap folders in one step (renameat2 RENAME_EXCHANGE: {exc.strerror}); export into a new folder instead ({untouched})")
+            return ExportError(
+                f"the file system of {self.given} cannot swap folders in one step (renameat2 RENAME_EXCHANGE: "
+                f"{exc.strerror}); export into a new folder instead ({untouched})"
+            )
         if exc.errno in (errno.EXDEV, errno.EBUSY, errno.ENOTEMPTY, errno.EEXIST):
-            return ExportError(f"could not move the finished export from {self.staging} to {self.given} ({exc.strerror}); if --out is a mount point, export into a folder inside it ({untouched})")
+            return ExportError(
+                f"could not move the finished export from {self.staging} to {self.given} ({exc.strerror}); "
+                f"if --out is a mount point, export into a folder inside it ({untouched})"
+            )
         return None
 
 

@@ -55,13 +55,21 @@ def load_tokenizer(spec: str | Path, key: str = "export.tokenizer"):
     """A fast tokenizer with a chat template from a local folder or a `.gguf` file (never downloaded)."""
     path = Path(spec).expanduser()
     if not path.exists():
-        raise UserInputError(f"{key}: {path} does not exist; give a local tokenizer folder or a .gguf file (arex never downloads a tokenizer)")
+        raise UserInputError(
+            f"{key}: {path} does not exist; give a local tokenizer folder or a .gguf file "
+            "(arex never downloads a tokenizer)"
+        )
     if path.is_file() and path.suffix != ".gguf":
-        raise UserInputError(f"{key}: {path} is a file but not a .gguf file; give a tokenizer folder (with tokenizer.json) or a .gguf file")
+        raise UserInputError(
+            f"{key}: {path} is a file but not a .gguf file; give a tokenizer folder "
+            "(with tokenizer.json) or a .gguf file"
+        )
     try:
         from transformers import AutoTokenizer
     except ImportError:
-        raise UserInputError(f"{key} needs transformers (and gguf for a .gguf file): pip install transformers gguf") from None
+        raise UserInputError(
+            f"{key} needs transformers (and gguf for a .gguf file): pip install transformers gguf"
+        ) from None
     try:
         if path.is_file():
             tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
@@ -69,11 +77,19 @@ def load_tokenizer(spec: str | Path, key: str = "export.tokenizer"):
             tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     except (OSError, ValueError, ImportError, KeyError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserInputError(f"{key}: could not load a tokenizer from {path} ({reason}); give a folder saved with save_pretrained or a .gguf file") from None
+        raise UserInputError(
+            f"{key}: could not load a tokenizer from {path} ({reason}); "
+            "give a folder saved with save_pretrained or a .gguf file"
+        ) from None
     if not getattr(tokenizer, "is_fast", False):
-        raise UserInputError(f"{key}: the tokenizer in {path} is not a fast (Rust) tokenizer, which masks need for character offsets; save one with tokenizer.json")
+        raise UserInputError(
+            f"{key}: the tokenizer in {path} is not a fast (Rust) tokenizer, which masks need for character offsets; "
+            "save one with tokenizer.json"
+        )
     if not tokenizer.chat_template:
-        raise UserInputError(f"{key}: the tokenizer in {path} has no chat template; set tokenizer.chat_template and save it again")
+        raise UserInputError(
+            f"{key}: the tokenizer in {path} has no chat template; set tokenizer.chat_template and save it again"
+        )
     return tokenizer
 
 
@@ -82,7 +98,12 @@ def _known_templates() -> dict[str, str]:
     """The chat templates TRL ships, by text → name (TRL is not imported: its files are read)."""
     spec = find_spec("trl")
     folders = [Path(p) / "chat_templates" for p in (spec.submodule_search_locations or [])] if spec else []
-    return {path.read_text(encoding="utf-8").strip(): path.stem for folder in folders if folder.is_dir() for path in sorted(folder.glob("*.jinja"))}
+    return {
+        path.read_text(encoding="utf-8").strip(): path.stem
+        for folder in folders
+        if folder.is_dir()
+        for path in sorted(folder.glob("*.jinja"))
+    }
 
 
 def template_name(tokenizer) -> str:
@@ -114,7 +135,10 @@ def _templated(messages: list[dict]) -> list[dict]:
     for message in messages:
         message = {**{k: v for k, v in message.items() if v is not None}, "content": message.get("content") or ""}
         if message.get("tool_calls"):
-            message["tool_calls"] = [{**c, "function": {**c["function"], "arguments": _arguments(c["function"].get("arguments"))}} for c in message["tool_calls"]]
+            message["tool_calls"] = [
+                {**c, "function": {**c["function"], "arguments": _arguments(c["function"].get("arguments"))}}
+                for c in message["tool_calls"]
+            ]
         out.append(message)
     return out
 
@@ -156,7 +180,9 @@ class Masker:
         self.tokenizer = tokenizer
         self.name = template_name(tokenizer)
         specials = set(tokenizer.all_special_tokens)
-        specials |= {t.content for t in getattr(tokenizer, "added_tokens_decoder", {}).values() if getattr(t, "special", False)}
+        specials |= {
+            t.content for t in getattr(tokenizer, "added_tokens_decoder", {}).values() if getattr(t, "special", False)
+        }
         specials = sorted((s for s in specials if s), key=len, reverse=True)  # longest first: `<|end|>` before `<|e`
         # The token closing a reply follows its text at once in every template TRL ships; allowing a
         # gap would take the next turn's opening token (`\n<|im_start|>`) for a closing one.
@@ -172,14 +198,20 @@ class Masker:
         try:
             return self.tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False, **kwargs)
         except (JinjaError, ValueError, TypeError) as exc:
-            raise TemplateError(f"{self.name} refuses this conversation ({exc}); export with export.merge_consecutive: true, or use another tokenizer") from None
+            raise TemplateError(
+                f"{self.name} refuses this conversation ({exc}); "
+                "export with export.merge_consecutive: true, or use another tokenizer"
+            ) from None
 
     def _frames(self, messages: list[dict], tools: list[dict] | None = None) -> tuple[list[str], list[int]]:
         """The template's text between messages (rendered with slots), and which messages appear."""
         nonce = "7c1e"
-        while any(nonce in (m["content"] + json.dumps(m.get("tool_calls") or "")).lower() for m in messages):  # a slot must not occur in real text
+        # a slot must not occur in real text
+        while any(nonce in (m["content"] + json.dumps(m.get("tool_calls") or "")).lower() for m in messages):
             nonce += "q"
-        skeleton = self.render([{**m, "content": f"ArexSlot{nonce}x{i}x" if m["content"] else ""} for i, m in enumerate(messages)], tools)
+        skeleton = self.render(
+            [{**m, "content": f"ArexSlot{nonce}x{i}x" if m["content"] else ""} for i, m in enumerate(messages)], tools
+        )
         frames, order, last = [], [], 0
         for match in re.finditer(f"ArexSlot{nonce}x(\\d+)x", skeleton, re.IGNORECASE):  # a template may change case
             frames.append(skeleton[last : match.start()])
@@ -187,10 +219,16 @@ class Masker:
             last = match.end()
         frames.append(skeleton[last:])
         if order != sorted(set(order)):
-            raise TemplateError(f"{self.name} repeats or reorders messages, so their tokens cannot be located; use another tokenizer")
-        dropped = [i for i, m in enumerate(messages) if m["role"] == "assistant" and m["content"] and i not in set(order)]
+            raise TemplateError(
+                f"{self.name} repeats or reorders messages, so their tokens cannot be located; use another tokenizer"
+            )
+        dropped = [
+            i for i, m in enumerate(messages) if m["role"] == "assistant" and m["content"] and i not in set(order)
+        ]
         if dropped:
-            raise TemplateError(f"{self.name} leaves out assistant message {dropped[0]}, so it cannot be trained; use another tokenizer")
+            raise TemplateError(
+                f"{self.name} leaves out assistant message {dropped[0]}, so it cannot be trained; use another tokenizer"
+            )
         return frames, order
 
     def spans(self, messages: list[dict], tools: list[dict] | None = None) -> tuple[str, list[tuple[int, int] | None]]:
@@ -201,17 +239,26 @@ class Masker:
         pos = 0
         for k, index in enumerate(order):
             if not text.startswith(frames[k], pos):
-                raise TemplateError(f"{self.name} frames message {index} differently for its real text than for a placeholder, so its tokens cannot be located; use another tokenizer")
+                raise TemplateError(
+                    f"{self.name} frames message {index} differently for its real text than for a placeholder, "
+                    "so its tokens cannot be located; use another tokenizer"
+                )
             pos += len(frames[k])
             for text_form in _candidates(messages[index]["content"]):
                 if text.startswith(text_form, pos) and text.startswith(frames[k + 1], pos + len(text_form)):
                     break
             else:
-                raise TemplateError(f"{self.name} rewrites the text of message {index} ({messages[index]['role']}) beyond trimming, so its tokens cannot be located; use another tokenizer")
+                raise TemplateError(
+                    f"{self.name} rewrites the text of message {index} ({messages[index]['role']}) beyond trimming, "
+                    "so its tokens cannot be located; use another tokenizer"
+                )
             spans[index] = (pos, pos + len(text_form))
             pos += len(text_form)
         if text[pos:] != frames[-1]:
-            raise TemplateError(f"{self.name} ends this conversation differently for its real text than for a placeholder; use another tokenizer")
+            raise TemplateError(
+                f"{self.name} ends this conversation differently for its real text than for a placeholder; "
+                "use another tokenizer"
+            )
         return text, spans
 
     def _reply_end(self, text: str, end: int, index: int) -> int:
@@ -219,7 +266,8 @@ class Masker:
         match = self._end.match(text, end) if self._end else None
         if match is None:
             raise TemplateError(
-                f"{self.name} closes assistant message {index} with {text[end:end + 24]!r}, not a special token of this tokenizer, "
+                f"{self.name} closes assistant message {index} with {text[end : end + 24]!r}, "
+                "not a special token of this tokenizer, "
                 "so the model could not learn to stop; use the tokenizer made for this template"
             )
         return match.end()
@@ -231,11 +279,16 @@ class Masker:
             probe = [{"role": "user", "content": "x"}]
             bare, prompted = self.render(probe, tools), self.render(probe, tools, add_generation_prompt=True)
             if not prompted.startswith(bare) or len(prompted) == len(bare):
-                raise TemplateError(f"{self.name} has no generation prompt to find where a tool-call turn begins; use a tool-aware template such as qwen2.5's or qwen3's")
+                raise TemplateError(
+                    f"{self.name} has no generation prompt to find where a tool-call turn begins; "
+                    "use a tool-aware template such as qwen2.5's or qwen3's"
+                )
             self._headers[key] = prompted[len(bare) :]
         return self._headers[key]
 
-    def _tool_turn(self, text: str, spans: list, index: int, message: dict, begin: int, tools: list[dict] | None) -> tuple[int, int]:
+    def _tool_turn(
+        self, text: str, spans: list, index: int, message: dict, begin: int, tools: list[dict] | None
+    ) -> tuple[int, int]:
         """Where an assistant turn with tool calls lies: from its text (or the end of its header,
         searched from `begin`) to the special token that closes it, its calls inside."""
         limit = next((s[0] for s in spans[index + 1 :] if s is not None), len(text))
@@ -249,7 +302,8 @@ class Masker:
         names = [c["function"]["name"] for c in message["tool_calls"]]
         if close is None or not all(name in text[start : close.start()] for name in names):
             raise TemplateError(
-                f"{self.name} does not render the tool calls of assistant message {index} inside its turn, so they cannot be trained; "
+                f"{self.name} does not render the tool calls of assistant message {index} inside its turn, "
+                "so they cannot be trained; "
                 "use a tool-aware template such as qwen2.5's or qwen3's"
             )
         return start, close.end()
@@ -392,7 +446,13 @@ class TokenStats:
         def pick(q: float) -> int:
             return values[min(len(values) - 1, int(q * (len(values) - 1) + 0.5))]
 
-        return {"min": values[0], "median": pick(0.5), "p90": pick(0.9), "max": values[-1], "recommended_max_length": -(-pick(0.95) // 256) * 256}
+        return {
+            "min": values[0],
+            "median": pick(0.5),
+            "p90": pick(0.9),
+            "max": values[-1],
+            "recommended_max_length": -(-pick(0.95) // 256) * 256,
+        }
 
 
 class TokenRows:
@@ -401,7 +461,14 @@ class TokenRows:
     def __init__(self, masker: Masker, max_length: int | None):
         self.masker, self.max_length = masker, max_length
 
-    def parts(self, messages: list[dict], weights: list[float], segments: list[Segment], stats: TokenStats, tools: list[dict] | None = None) -> list[tuple[Encoded, int, int]]:
+    def parts(
+        self,
+        messages: list[dict],
+        weights: list[float],
+        segments: list[Segment],
+        stats: TokenStats,
+        tools: list[dict] | None = None,
+    ) -> list[tuple[Encoded, int, int]]:
         """(encoded, first segment, last segment) per row part. Rounds and calls rows have one
         segment: over the limit they are dropped. A trajectory row is cut at round boundaries. A row
         holding special-token text the template did not insert is refused whole (counted, with why)."""
@@ -432,7 +499,9 @@ class TokenRows:
             stats.dropped += 1
         return parts
 
-    def _cut(self, messages, weights, segments, whole: Encoded, stats: TokenStats, tools=None) -> list[tuple[Encoded, int, int]]:
+    def _cut(
+        self, messages, weights, segments, whole: Encoded, stats: TokenStats, tools=None
+    ) -> list[tuple[Encoded, int, int]]:
         """Greedy: each part starts at a round that holds its own context and takes rounds while
         the estimate (from the whole row's token positions) fits; then it is rendered exactly."""
         bounds = [s.start for s in segments] + [len(messages)]

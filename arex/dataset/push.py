@@ -1,8 +1,9 @@
 """`arex push`: upload an export folder (dataset card + parquet shards + checksums.json) to the Hub.
 
 The folder is checked locally first (card front matter, shards present, shards match
-checksums.json, each shard a readable parquet file) so that a broken or half-written export never reaches the Hub, and so that
-these mistakes are reported before any network call. Everything is then uploaded in a single
+checksums.json, each shard a readable parquet file) so that a broken or half-written export never
+reaches the Hub, and so that these mistakes are reported before any network call. Everything is
+then uploaded in a single
 commit: a dataset revision either has all the shards of one export or none of them.
 """
 
@@ -128,7 +129,11 @@ def check_export(folder: Path) -> list[str]:
         for p in folder.rglob("*")
         # Hidden files and folders (.git, .cache, editor swap files) are not part of the dataset;
         # the export marker is: it says which arex wrote the dataset.
-        if p.is_file() and (p.relative_to(folder).as_posix() == MARKER or not any(part.startswith(".") for part in p.relative_to(folder).parts))
+        if p.is_file()
+        and (
+            p.relative_to(folder).as_posix() == MARKER
+            or not any(part.startswith(".") for part in p.relative_to(folder).parts)
+        )
     )
     shards = [f for f in files if f.endswith(".parquet")]
     if not shards:

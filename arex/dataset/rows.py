@@ -45,7 +45,13 @@ def merge_turns(messages: list[dict], weights: list[float]) -> tuple[list[dict],
     message, the index of the turn it went into. Tool calls and tool results stay as they are."""
     out, out_weights, where = [], [], []
     for message, weight in zip(messages, weights):
-        if out and out[-1]["role"] == message["role"] and out_weights[-1] == weight and _plain(out[-1]) and _plain(message):
+        if (
+            out
+            and out[-1]["role"] == message["role"]
+            and out_weights[-1] == weight
+            and _plain(out[-1])
+            and _plain(message)
+        ):
             out[-1] = {"role": message["role"], "content": out[-1]["content"] + "\n\n" + message["content"]}
         else:
             out.append(dict(message))
@@ -120,7 +126,15 @@ class RowBuilder:
         rows, skipped = [], 0
         replies = [(i, step.call.turn(), step.usable, "action", c.action_weight) for i, step in enumerate(round_.steps)]
         reflection = round_.end.reflection.call
-        replies.append((None, {"role": "assistant", "content": reflection.content}, reflection.status == "ok", "reflection", c.reflection_weight))
+        replies.append(
+            (
+                None,
+                {"role": "assistant", "content": reflection.content},
+                reflection.status == "ok",
+                "reflection",
+                c.reflection_weight,
+            )
+        )
         for index, reply, usable, kind, weight in replies:
             if not usable:
                 skipped += 1
@@ -128,7 +142,17 @@ class RowBuilder:
             prompt = round_.messages(index)
             prompt = self._merged(prompt, [0.0] * len(prompt))[0]
             completion = [reply]
-            rows.append({"prompt": prompt, "completion": completion, "weight": weight, "kind": kind, **meta, **scores, "step": index})
+            rows.append(
+                {
+                    "prompt": prompt,
+                    "completion": completion,
+                    "weight": weight,
+                    "kind": kind,
+                    **meta,
+                    **scores,
+                    "step": index,
+                }
+            )
         return rows, skipped
 
     def rows(self, t: Trajectory) -> Built:
@@ -144,7 +168,16 @@ class RowBuilder:
             built.scores[round_.number] = (grade.public_score, grade.held_out_score)
             if "rounds" in wanted:
                 merged, merged_weights, _ = self._merged(messages, weights)
-                built.rows["rounds"].append({"messages": merged, "weights": merged_weights, **meta, "round": round_.number, "public_score": grade.public_score, "held_out_score": grade.held_out_score})
+                built.rows["rounds"].append(
+                    {
+                        "messages": merged,
+                        "weights": merged_weights,
+                        **meta,
+                        "round": round_.number,
+                        "public_score": grade.public_score,
+                        "held_out_score": grade.held_out_score,
+                    }
+                )
             if "calls" in wanted:
                 calls, skipped = self._calls(round_, meta)
                 built.rows["calls"] += calls
@@ -160,8 +193,19 @@ class RowBuilder:
         if "trajectories" in wanted:
             final = t.rounds[-1].end.grade
             merged, merged_weights, where = self._merged(joined, joined_weights)
-            built.rows["trajectories"].append({"messages": merged, "weights": merged_weights, **meta, "round": None, "public_score": final.public_score, "held_out_score": final.held_out_score})
-            built.segments = [Segment(where[i] if i < len(where) else len(merged), number, alone) for i, number, alone in starts]
+            built.rows["trajectories"].append(
+                {
+                    "messages": merged,
+                    "weights": merged_weights,
+                    **meta,
+                    "round": None,
+                    "public_score": final.public_score,
+                    "held_out_score": final.held_out_score,
+                }
+            )
+            built.segments = [
+                Segment(where[i] if i < len(where) else len(merged), number, alone) for i, number, alone in starts
+            ]
         return built
 
 
@@ -178,10 +222,16 @@ def conversation(granularity: str, row: dict) -> tuple[list[dict], list[float]]:
     return row["messages"], row["weights"]
 
 
-def token_row(granularity: str, row: dict, encoded: Encoded, part: tuple[Segment, Segment] | None, scores: dict[int, tuple]) -> dict:
+def token_row(
+    granularity: str, row: dict, encoded: Encoded, part: tuple[Segment, Segment] | None, scores: dict[int, tuple]
+) -> dict:
     """A token row: the source row's metadata, the rounds it covers (a trajectory part takes its
     last round's scores), and its tokens."""
-    keep = {k: v for k, v in row.items() if k not in ("messages", "weights", "prompt", "completion", "weight", "kind", "tools")}
+    keep = {
+        k: v
+        for k, v in row.items()
+        if k not in ("messages", "weights", "prompt", "completion", "weight", "kind", "tools")
+    }
     keep.setdefault("step", None)
     if granularity == "trajectories" and part is not None:
         keep["first_round"], keep["last_round"] = part[0].round, part[1].round

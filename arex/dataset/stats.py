@@ -25,7 +25,9 @@ class ExportStats:
     """relative path → {rows, bytes, sha256}"""
     skipped_calls: int = 0
     """Unusable replies left out of the calls rows."""
-    reflections: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REFLECTION_PARTS + ("complete", "total"), 0))
+    reflections: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(REFLECTION_PARTS + ("complete", "total"), 0)
+    )
     """How many reflections had each section (and all four): measured, not promised."""
     tokens: dict[str, TokenStats] = field(default_factory=dict)
     """Per granularity, with `export.tokenizer`: token lengths and what max_length split or dropped."""
@@ -39,7 +41,17 @@ class ExportStats:
         held = [r.held_out for r in rounds]
         env = self.by_env.setdefault(
             header.env_id,
-            {"domain": header.domain or header.env_kind, "kind": header.env_kind, "trajectories": 0, "rounds": 0, "sum_first": 0.0, "sum_best": 0.0, "sum_final": 0.0, "improved": 0, "curve": []},
+            {
+                "domain": header.domain or header.env_kind,
+                "kind": header.env_kind,
+                "trajectories": 0,
+                "rounds": 0,
+                "sum_first": 0.0,
+                "sum_best": 0.0,
+                "sum_final": 0.0,
+                "improved": 0,
+                "curve": [],
+            },
         )
         env["trajectories"] += 1
         env["rounds"] += len(rounds)
@@ -64,5 +76,7 @@ class ExportStats:
             for part in REFLECTION_PARTS:
                 self.reflections[part] += bool(getattr(reflection, part).strip())
         teacher = header.teacher
-        self.teachers.setdefault(f"{teacher.model} @ {teacher.base_url}", {**teacher.model_dump(), "sampling": header.sampling})
+        self.teachers.setdefault(
+            f"{teacher.model} @ {teacher.base_url}", {**teacher.model_dump(), "sampling": header.sampling}
+        )
         self.configs.setdefault(header.config_hash, header.config)

@@ -54,14 +54,20 @@ def load_model(path: str | Path | None = None, dtype: torch.dtype = torch.float3
         path = find_gguf()
     path = Path(path).expanduser()
     if not path.exists():
-        raise UserInputError(f"model {path} does not exist; give a local model folder or a .gguf file (arex never downloads one)")
+        raise UserInputError(
+            f"model {path} does not exist; give a local model folder or a .gguf file (arex never downloads one)"
+        )
     try:
         if path.is_file():
-            model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True, dtype=dtype)
+            model = AutoModelForCausalLM.from_pretrained(
+                str(path.parent), gguf_file=path.name, local_files_only=True, dtype=dtype
+            )
         else:
             model = AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True, dtype=dtype)
     except (OSError, ValueError) as exc:
-        raise UserInputError(f"could not load a causal LM from {path} ({str(exc).splitlines()[0]}); give a model folder or a .gguf file") from None
+        raise UserInputError(
+            f"could not load a causal LM from {path} ({str(exc).splitlines()[0]}); give a model folder or a .gguf file"
+        ) from None
     quantizer = getattr(model, "hf_quantizer", None)
     if quantizer is not None and getattr(quantizer.quantization_config, "quant_method", None) == "gguf":
         model.hf_quantizer = None
@@ -90,7 +96,11 @@ class WeightedCollator:
             ids[row, :n] = torch.as_tensor(example["input_ids"])
             labels[row, :n] = torch.as_tensor(example.get("labels", example["input_ids"]))
             given = example.get("weights")
-            weights[row, :n] = torch.as_tensor(given[:n], dtype=torch.float32) if given is not None else (labels[row, :n] != -100).float()
+            weights[row, :n] = (
+                torch.as_tensor(given[:n], dtype=torch.float32)
+                if given is not None
+                else (labels[row, :n] != -100).float()
+            )
             attention[row, :n] = 1
         labels[weights == 0] = -100
         return {"input_ids": ids, "attention_mask": attention, "labels": labels, "weights": weights}
@@ -108,7 +118,9 @@ def weighted_loss(model, inputs: dict, num_items_in_batch=None) -> torch.Tensor:
         logits = model(**{k: v for k, v in inputs.items() if k != "labels"}).logits[:, :-1].float()
         labels = inputs["labels"][:, 1:]
         mask = labels != -100
-        log_probs = -torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels.clamp(min=0), reduction="none") * mask
+        log_probs = (
+            -torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels.clamp(min=0), reduction="none") * mask
+        )
         count = mask.sum()
     total = count if num_items_in_batch is None else num_items_in_batch
     return -(log_probs * weights.to(log_probs.dtype)).sum() / torch.as_tensor(total).clamp(min=1)
@@ -121,11 +133,17 @@ class WeightedSFTTrainer(SFTTrainer):
     def __init__(self, *args, **kwargs):
         config = kwargs.get("args")
         if config is not None and (config.packing or config.padding_free or config.truncation_mode != "keep_start"):
-            raise UserInputError("WeightedSFTTrainer needs packing=False, padding_free=False and truncation_mode='keep_start' (per-token weights stay aligned with the tokens)")
+            raise UserInputError(
+                "WeightedSFTTrainer needs packing=False, padding_free=False and truncation_mode='keep_start' "
+                "(per-token weights stay aligned with the tokens)"
+            )
         dataset = kwargs.get("train_dataset")
         columns = getattr(dataset, "column_names", None) or []
         if "weights" in columns and "input_ids" not in columns:
-            raise UserInputError("these rows carry one weight per message, not per token: train on the export's tokens/<granularity> rows (export.tokenizer), or on calls rows")
+            raise UserInputError(
+                "these rows carry one weight per message, not per token: train on the export's tokens/<granularity> "
+                "rows (export.tokenizer), or on calls rows"
+            )
         super().__init__(*args, **kwargs)
         if kwargs.get("data_collator") is None:  # SFTTrainer chose the pad token; keep it
             self.data_collator = WeightedCollator(pad_token_id=self.data_collator.pad_token_id)
@@ -137,7 +155,9 @@ class WeightedSFTTrainer(SFTTrainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         if "weights" not in inputs:
-            return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
+            return super().compute_loss(
+                model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch
+            )
         loss = weighted_loss(model, inputs, num_items_in_batch)
         if self.args.average_tokens_across_devices and num_items_in_batch is not None:
             loss = loss * self.accelerator.num_processes  # as SFTTrainer: DDP averages the gradients across ranks

@@ -51,7 +51,16 @@ class CheckReport:
 
     def lengths(self) -> dict[str, int]:
         values = sorted(len(r.input_ids) for r in self.rows)
-        return {"min": values[0], "median": int(statistics.median(values)), "p90": values[int(0.9 * (len(values) - 1))], "max": values[-1]} if values else {}
+        return (
+            {
+                "min": values[0],
+                "median": int(statistics.median(values)),
+                "p90": values[int(0.9 * (len(values) - 1))],
+                "max": values[-1],
+            }
+            if values
+            else {}
+        )
 
 
 def mask_problems(input_ids: list[int], weights: list[float]) -> list[str]:
@@ -84,7 +93,9 @@ def pick_config(folder: Path, wanted: str | None) -> str:
         raise UserInputError(f"{folder} is not a folder; give the folder `arex export --out` wrote")
     configs = export_configs(folder)
     if not configs:
-        raise UserInputError(f"{folder} holds no exported rows (no README.md configs, no parquet folders); run `arex export` first")
+        raise UserInputError(
+            f"{folder} holds no exported rows (no README.md configs, no parquet folders); run `arex export` first"
+        )
     if wanted is not None:
         if wanted not in configs:
             raise UserInputError(f"--config {wanted} is not in {folder}; it has {', '.join(configs)}")
@@ -112,7 +123,10 @@ def encode_rows(rows, config: str, tokenizer) -> list[CheckedRow]:
         out = [CheckedRow(list(r["input_ids"]), list(r["weights"]), r) for r in rows]
         biggest = max((max(r.input_ids, default=0) for r in out), default=0)
         if biggest >= len(tokenizer):
-            raise UserInputError(f"the {config} rows hold token id {biggest}, beyond this tokenizer's {len(tokenizer)}: they were made with another tokenizer; give that one")
+            raise UserInputError(
+                f"the {config} rows hold token id {biggest}, beyond this tokenizer's {len(tokenizer)}: "
+                "they were made with another tokenizer; give that one"
+            )
         return out
     masker = Masker(tokenizer)
     out = []
@@ -175,25 +189,49 @@ def train_steps(report: CheckReport, tokenizer, steps: int, model_path: Path | N
         # The loaded features: tool-call arguments stay objects (arrow.json), the tools JSON text.
         keys = [k for k in ("prompt", "completion", "tools") if k in chosen[0].row]
         features = Features({k: report.features[k] for k in keys}) if report.features else None
-        data, trainer_class = Dataset.from_list([{k: r.row[k] for k in keys} for r in chosen], features=features), SFTTrainer
+        data, trainer_class = (
+            Dataset.from_list([{k: r.row[k] for k in keys} for r in chosen], features=features),
+            SFTTrainer,
+        )
     else:
-        data = Dataset.from_list([{"input_ids": r.input_ids, "labels": [t if w > 0 else -100 for t, w in zip(r.input_ids, r.weights)], "weights": r.weights} for r in chosen])
+        data = Dataset.from_list(
+            [
+                {
+                    "input_ids": r.input_ids,
+                    "labels": [t if w > 0 else -100 for t, w in zip(r.input_ids, r.weights)],
+                    "weights": r.weights,
+                }
+                for r in chosen
+            ]
+        )
         trainer_class = SFTTrainer if binary and report.config.endswith("-tokens") else WeightedSFTTrainer
     model = load_model(model_path)
     if len(tokenizer) > model.get_input_embeddings().num_embeddings:  # rows made for a bigger vocabulary
         model.resize_token_embeddings(len(tokenizer))
     with tempfile.TemporaryDirectory(prefix="arex-train-check-") as out:
         args = SFTConfig(
-            output_dir=out, max_steps=steps, per_device_train_batch_size=len(chosen), learning_rate=1e-4, lr_scheduler_type="constant",
-            logging_steps=1, report_to=[], save_strategy="no", use_cpu=True, seed=0, max_length=max(len(r.input_ids) for r in chosen) + 8,
-            bf16=False, activation_checkpointing=False,  # TRL's defaults; on a CPU bf16 is many times slower
+            output_dir=out,
+            max_steps=steps,
+            per_device_train_batch_size=len(chosen),
+            learning_rate=1e-4,
+            lr_scheduler_type="constant",
+            logging_steps=1,
+            report_to=[],
+            save_strategy="no",
+            use_cpu=True,
+            seed=0,
+            max_length=max(len(r.input_ids) for r in chosen) + 8,
+            bf16=False,
+            activation_checkpointing=False,  # TRL's defaults; on a CPU bf16 is many times slower
         )
         trainer = trainer_class(model=model, args=args, train_dataset=data, processing_class=tokenizer)
         trainer.train()
     return [h["loss"] for h in trainer.state.log_history if "loss" in h]
 
 
-def run(console, dataset: Path, tokenizer_path: Path, config: str | None, steps: int, model: Path | None, limit: int) -> CheckReport:
+def run(
+    console, dataset: Path, tokenizer_path: Path, config: str | None, steps: int, model: Path | None, limit: int
+) -> CheckReport:
     """The command: check, show a sample and the lengths, train if asked; raise if anything is off."""
     from rich.table import Table
 
@@ -214,12 +252,18 @@ def run(console, dataset: Path, tokenizer_path: Path, config: str | None, steps:
     table.add_row(str(len(report.rows)), *(str(lengths[k]) for k in ("min", "median", "p90", "max")), f"{trained:.1%}")
     console.print(table)
     if report.problems:
-        shown = "; ".join(report.problems[:3]) + (f"; and {len(report.problems) - 3} more" if len(report.problems) > 3 else "")
-        raise TrainCheckFailed(f"{len(report.problems)} of {len(report.rows)} rows of {report.config} would not train as intended: {shown}")
+        shown = "; ".join(report.problems[:3]) + (
+            f"; and {len(report.problems) - 3} more" if len(report.problems) > 3 else ""
+        )
+        raise TrainCheckFailed(
+            f"{len(report.problems)} of {len(report.rows)} rows of {report.config} would not train as intended: {shown}"
+        )
     if steps:
         report.losses = train_steps(report, tokenizer, steps, model)
         console.print("loss by step: " + ", ".join(f"{loss:.4f}" for loss in report.losses))
         if len(report.losses) < 2 or not report.losses[-1] < report.losses[0]:
-            raise TrainCheckFailed(f"the loss did not fall over {steps} steps ({report.losses}); check the rows and the tokenizer")
+            raise TrainCheckFailed(
+                f"the loss did not fall over {steps} steps ({report.losses}); check the rows and the tokenizer"
+            )
         console.print(f"the loss fell from {report.losses[0]:.4f} to {report.losses[-1]:.4f}")
     return report
