@@ -78,7 +78,14 @@ def _target(end: RoundEnd, store: SnapshotStore) -> Target:
 
 def scores_of(t: Trajectory, env: Env) -> dict[str, float | None]:
     held = t.held_out
-    return {"first": held[0], "best": max(held), "final": held[-1], "baseline": env.baseline_score, "improvement": max(held) - held[0], "rounds": len(held)}
+    return {
+        "first": held[0],
+        "best": max(held),
+        "final": held[-1],
+        "baseline": env.baseline_score,
+        "improvement": max(held) - held[0],
+        "rounds": len(held),
+    }
 
 
 def _streak(items: list) -> int:
@@ -204,7 +211,11 @@ def protected_files(t: Trajectory, env: Env, c: SelectConfig) -> Drop | None:
 
 def snapshots_present(t: Trajectory, env: Env, c: SelectConfig) -> Drop | None:
     """The archives the protected-file check and re-grading read must exist."""
-    needed = [target for target in targets_of(t) if (c.check_protected and env.protected and {"last", "best"} & set(target.labels)) or c.regrade]
+    needed = [
+        target
+        for target in targets_of(t)
+        if (c.check_protected and env.protected and {"last", "best"} & set(target.labels)) or c.regrade
+    ]
     missing = [target.missing for target in needed if target.archive is None]
     if missing:
         return Drop("no_snapshot", f"{missing[0]}, so it cannot be checked")
@@ -245,14 +256,34 @@ def protected_changes(archive: Path, env: Env) -> list[str]:
 # Reasons that follow from the record and the criteria alone, so a verdict made only of them can
 # be cached by (record checksum, criteria). The others can change while the record does not: an
 # env restored or rebuilt, an archive mended, a re-grade on a less busy machine.
-RECORD_ONLY = frozenset({
-    "unreadable_record", "no_rounds", "unfinished", "infra_failure", "teacher_error", "budget_overrun", "no_improvement",
-    "protocol", "missing_reflection", "repeated_actions", "unchanged_resubmits",
-    "llm_judge",  # a paid rating: asking again draws another sample, not a truer verdict
-})  # fmt: skip
+RECORD_ONLY = frozenset(
+    {
+        "unreadable_record",
+        "no_rounds",
+        "unfinished",
+        "infra_failure",
+        "teacher_error",
+        "budget_overrun",
+        "no_improvement",
+        "protocol",
+        "missing_reflection",
+        "repeated_actions",
+        "unchanged_resubmits",
+        "llm_judge",  # a paid rating: asking again draws another sample, not a truer verdict
+    }
+)
 
 PRECONDITIONS: tuple[Criterion, ...] = (no_rounds, env_missing, env_changed)
 CRITERIA: tuple[Criterion, ...] = (
-    ending, below_baseline, best_below_baseline, no_improvement, protocol, missing_reflection,
-    repeated_actions, unchanged_resubmits, hidden_content, snapshots_present, protected_files,
-)  # fmt: skip
+    ending,
+    below_baseline,
+    best_below_baseline,
+    no_improvement,
+    protocol,
+    missing_reflection,
+    repeated_actions,
+    unchanged_resubmits,
+    hidden_content,
+    snapshots_present,
+    protected_files,
+)

@@ -33,7 +33,16 @@ from arex.record.snapshots import SnapshotError
 from arex.record.trajectory import RecordError, load
 from arex.sandbox import SandboxConfig, SandboxError
 from arex.selection.config import LLMJudgeConfig, SelectConfig
-from arex.selection.criteria import CRITERIA, PRECONDITIONS, RECORD_ONLY, SNAPSHOT_ERRORS, Drop, Target, scores_of, targets_of
+from arex.selection.criteria import (
+    CRITERIA,
+    PRECONDITIONS,
+    RECORD_ONLY,
+    SNAPSHOT_ERRORS,
+    Drop,
+    Target,
+    scores_of,
+    targets_of,
+)
 from arex.teacher.client import TeacherClient, TeacherConfig
 
 __all__ = ["LLMJudgeConfig", "LeakError", "SelectConfig", "Selection", "Verdict", "select"]
@@ -81,7 +90,14 @@ class Selection:
 
 
 class Selector:
-    def __init__(self, config: SelectConfig, envs: dict[str, Env], sandbox: SandboxConfig, teacher: TeacherConfig | None = None, regrade=None):
+    def __init__(
+        self,
+        config: SelectConfig,
+        envs: dict[str, Env],
+        sandbox: SandboxConfig,
+        teacher: TeacherConfig | None = None,
+        regrade=None,
+    ):
         self.config, self.envs, self.sandbox = config, envs, sandbox
         # (env, archive, round end, sandbox) → GradeResult; another executor's (e.g. Ray tasks), else here
         self.regrade = regrade or (lambda env, archive, end, sandbox: env.regrade(archive, end, sandbox))
@@ -96,12 +112,21 @@ class Selector:
         try:
             t = load(path)
         except RecordError as exc:  # one unreadable record must not stop the others
-            verdict = Verdict(key=path.stem, env_id=path.parent.name, path=str(path), kept=False, record_sha=sha, criteria=self.config.digest())
+            verdict = Verdict(
+                key=path.stem,
+                env_id=path.parent.name,
+                path=str(path),
+                kept=False,
+                record_sha=sha,
+                criteria=self.config.digest(),
+            )
             _add(verdict, Drop("unreadable_record", str(exc)))
             return verdict
         header = t.header
         key, env_id = (header.key, header.env_id) if header else (path.stem, path.parent.name)
-        verdict = Verdict(key=key, env_id=env_id, path=str(path), kept=False, record_sha=sha, criteria=self.config.digest())
+        verdict = Verdict(
+            key=key, env_id=env_id, path=str(path), kept=False, record_sha=sha, criteria=self.config.digest()
+        )
         targets = targets_of(t)
         self._scan_snapshots(targets, verdict)  # before any other check: a leak stops everything
         env = self.envs.get(verdict.env_id)
@@ -148,14 +173,26 @@ class Selector:
             for label in target.labels:
                 verdict.scores[f"regraded_{label}"] = grade.held_out_score
             if abs(grade.held_out_score - recorded) > tolerance:
-                _add(verdict, Drop("not_reproducible", f"round {end.round}: recorded held-out {recorded:.6g}, re-graded {grade.held_out_score:.6g} (tolerance {tolerance:g})"))
+                _add(
+                    verdict,
+                    Drop(
+                        "not_reproducible",
+                        (
+                            f"round {end.round}: recorded held-out {recorded:.6g}, re-graded "
+                            f"{grade.held_out_score:.6g} (tolerance {tolerance:g})"
+                        ),
+                    ),
+                )
                 return
 
     # -- optional LLM judge ----------------------------------------------------------------------
     async def llm_judge(self, verdicts: list[Verdict]) -> None:
         """Rate every verdict still kept, concurrently, with a client that lives in this loop."""
         if self.teacher is None or not self.teacher.base_url:
-            raise ConfigError("select.llm_judge.enabled needs a teacher endpoint: set teacher.base_url (e.g. from `arex teacher serve`)")
+            raise ConfigError(
+                "select.llm_judge.enabled needs a teacher endpoint: "
+                "set teacher.base_url (e.g. from `arex teacher serve`)"
+            )
         client = TeacherClient(self.teacher)
         try:
             await asyncio.gather(*(self._llm_judge_one(client, v) for v in verdicts if v.kept))
@@ -242,7 +279,14 @@ def trajectory_files(store: Path) -> list[Path]:
 
 
 def select(
-    store: Path, envs_dir: Path, out: Path, config: SelectConfig, sandbox: SandboxConfig, teacher: TeacherConfig | None = None, on_verdict=None, concurrency: int = 2,
+    store: Path,
+    envs_dir: Path,
+    out: Path,
+    config: SelectConfig,
+    sandbox: SandboxConfig,
+    teacher: TeacherConfig | None = None,
+    on_verdict=None,
+    concurrency: int = 2,
     executor=None,
 ) -> Selection:
     """Judge every trajectory in `store`; write `out/selection.json`, `out/kept.jsonl`, `out/drops.md`.
@@ -250,7 +294,9 @@ def select(
     `executor` (arex.rollout.executors, e.g. Ray), the re-grading runs where it puts it."""
     envs = {env.id: env for env in list_envs(envs_dir)} if envs_dir.is_dir() else {}
     if not envs:
-        raise UserInputError(f"no built envs in {envs_dir}; selection re-grades against them (arex build-envs ... --out {envs_dir})")
+        raise UserInputError(
+            f"no built envs in {envs_dir}; selection re-grades against them (arex build-envs ... --out {envs_dir})"
+        )
     selector = Selector(config, envs, sandbox, teacher, executor.regrader(store) if executor is not None else None)
     files = trajectory_files(store)
     out.mkdir(parents=True, exist_ok=True)
@@ -268,6 +314,7 @@ def select(
     verdicts: list[Verdict] = []
     awaiting_judge: list[Verdict] = []
     with cache_path.open("a", encoding="utf-8") as cache, ThreadPoolExecutor(max(1, concurrency)) as pool:
+
         def remember(verdict: Verdict) -> None:
             if verdict.kept or set(verdict.reasons) <= RECORD_ONLY:  # see RECORD_ONLY
                 cache.write(json.dumps(asdict(verdict)) + "\n")
@@ -312,10 +359,23 @@ def _write(selection: Selection, out: Path, store: Path, envs_dir: Path) -> None
     with (out / "kept.jsonl.tmp").open("w", encoding="utf-8") as handle:
         for v in selection.kept:
             # record_sha: export refuses a record that changed after it was judged
-            handle.write(json.dumps({"key": v.key, "env_id": v.env_id, "path": str(Path(v.path).resolve()), "scores": v.scores, "record_sha": v.record_sha}) + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "key": v.key,
+                        "env_id": v.env_id,
+                        "path": str(Path(v.path).resolve()),
+                        "scores": v.scores,
+                        "record_sha": v.record_sha,
+                    }
+                )
+                + "\n"
+            )
     shutil.move(out / "kept.jsonl.tmp", out / "kept.jsonl")
     lines = ["| reason | dropped | ids |", "|---|---:|---|"]
     for reason, row in selection.drop_table().items():
         ids = ", ".join(row["ids"][:8]) + (" …" if len(row["ids"]) > 8 else "")
         lines.append(f"| {reason} | {row['count']} | {ids} |")
-    (out / "drops.md").write_text(f"kept {len(selection.kept)} of {len(selection.kept) + len(selection.dropped)}\n\n" + "\n".join(lines) + "\n")
+    (out / "drops.md").write_text(
+        f"kept {len(selection.kept)} of {len(selection.kept) + len(selection.dropped)}\n\n" + "\n".join(lines) + "\n"
+    )
