@@ -149,7 +149,9 @@ def _check_end(archive: Path, offset: int) -> None:
     with archive.open("rb") as handle:
         handle.seek(offset)
         if handle.read(tarfile.BLOCKSIZE) != _END_BLOCK:
-            raise SnapshotError(f"workspace snapshot {archive} is truncated or corrupt at byte {offset} (no end-of-archive block)")
+            raise SnapshotError(
+                f"workspace snapshot {archive} is truncated or corrupt at byte {offset} (no end-of-archive block)"
+            )
 
 
 def _read(tar: tarfile.TarFile, info: tarfile.TarInfo, archive: Path) -> bytes:
@@ -187,11 +189,16 @@ def read_member(archive: Path, name: str, max_bytes: int) -> bytes:
         return _read(tar, _checked(archive, name, found, above, max_bytes), archive)
 
 
-def _checked(archive: Path, name: str, found: tarfile.TarInfo | None, above: dict[str, tarfile.TarInfo], max_bytes: int) -> tarfile.TarInfo:
+def _checked(
+    archive: Path, name: str, found: tarfile.TarInfo | None, above: dict[str, tarfile.TarInfo], max_bytes: int
+) -> tarfile.TarInfo:
     """`found` if it is a regular file within the cap that no link or file stands above."""
     for ancestor in sorted(above, key=len):
         if not above[ancestor].isdir():
-            raise MemberError(f"{name!r} in workspace snapshot {archive} lies under {ancestor!r}, which is {_kind(above[ancestor])}, not a folder")
+            raise MemberError(
+                f"{name!r} in workspace snapshot {archive} lies under {ancestor!r}, which is {_kind(above[ancestor])}, "
+                "not a folder"
+            )
     if found is None:
         raise FileNotFoundError(f"{name!r} is not in workspace snapshot {archive}")
     if found.isdir():
@@ -199,7 +206,9 @@ def _checked(archive: Path, name: str, found: tarfile.TarInfo | None, above: dic
     if not found.isreg():
         raise MemberError(f"{name!r} in workspace snapshot {archive} is {_kind(found)}, not a file")
     if found.size > max_bytes:
-        raise MemberError(f"{name!r} in workspace snapshot {archive} is {found.size} bytes, larger than the {max_bytes} allowed")
+        raise MemberError(
+            f"{name!r} in workspace snapshot {archive} is {found.size} bytes, larger than the {max_bytes} allowed"
+        )
     return found
 
 

@@ -63,7 +63,9 @@ def write_error(exc: OSError, path: Path | str, kept: str = "") -> ArexError:
     if exc.errno == errno.EROFS:
         return OutputError(f"{target} cannot be written ({exc.strerror}); choose a writable folder{tail}")
     if exc.errno in _DENIED:
-        return OutputError(f"{target} is not accessible ({exc.strerror}); choose another folder or fix its permissions{tail}")
+        return OutputError(
+            f"{target} is not accessible ({exc.strerror}); choose another folder or fix its permissions{tail}"
+        )
     return OutputError(f"{target}: {exc.strerror or exc}{tail}")
 
 
@@ -129,13 +131,22 @@ class Owner:
 
     @classmethod
     def me(cls) -> "Owner":
-        return cls(os.getpid(), socket.gethostname(), time.time(), proc_start(os.getpid()), boot_id(), " ".join(sys.argv)[:300])
+        return cls(
+            os.getpid(), socket.gethostname(), time.time(), proc_start(os.getpid()), boot_id(), " ".join(sys.argv)[:300]
+        )
 
     @classmethod
     def parse(cls, text: str) -> "Owner | None":
         try:
             raw = json.loads(text)
-            return cls(int(raw["pid"]), str(raw["host"]), float(raw["started_at"]), raw.get("proc_start"), raw.get("boot_id"), str(raw.get("command", "")))
+            return cls(
+                int(raw["pid"]),
+                str(raw["host"]),
+                float(raw["started_at"]),
+                raw.get("proc_start"),
+                raw.get("boot_id"),
+                str(raw.get("command", "")),
+            )
         except (ValueError, KeyError, TypeError):
             return None
 
@@ -172,7 +183,9 @@ class StoreLock:
         try:
             self.store.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
-            raise OutputError(f"the trajectory store {self.store} is a file, not a folder; choose another --out") from None
+            raise OutputError(
+                f"the trajectory store {self.store} is a file, not a folder; choose another --out"
+            ) from None
         except OSError as exc:
             raise write_error(exc, self.store) from None
         for _ in range(20):  # another run released (unlinked) the file between our open and flock
@@ -184,7 +197,10 @@ class StoreLock:
             finally:
                 if fd is not None:
                     os.close(fd)
-        raise StoreLocked(f"the trajectory store {self.store} is being locked and released again and again by other runs; lock file: {self.path}")
+        raise StoreLocked(
+            f"the trajectory store {self.store} is being locked and released again and again by other runs; "
+            f"lock file: {self.path}"
+        )
 
     def _open(self) -> int:
         try:
@@ -209,7 +225,8 @@ class StoreLock:
             alive = previous.alive()
             if alive is None:
                 raise StoreLocked(
-                    f"the trajectory store {self.store} is locked by a run on another host ({previous.describe()}), which cannot be checked from here; "
+                    f"the trajectory store {self.store} is locked by a run on another host ({previous.describe()}), "
+                    "which cannot be checked from here; "
                     f"if that run is over, delete the lock file {self.path} and re-run"
                 )
             if alive:  # flock not shared (a network file system), but the owner is running
@@ -229,8 +246,8 @@ class StoreLock:
     def _locked(self, owner: Owner | None) -> StoreLocked:
         who = owner.describe() if owner else "owner not yet written"
         return StoreLocked(
-            f"the trajectory store {self.store} is in use by another arex rollout ({who}); wait for it to finish or stop it, "
-            f"or pass another --out (lock file: {self.path})"
+            f"the trajectory store {self.store} is in use by another arex rollout ({who}); "
+            f"wait for it to finish or stop it, or pass another --out (lock file: {self.path})"
         )
 
     def release(self) -> None:

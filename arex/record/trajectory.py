@@ -100,7 +100,11 @@ class ToolCall(_Part):
         and arguments that are a JSON object (`{}` if they were not): servers parse the arguments
         of earlier turns, and one malformed call must not make every later request fail."""
         arguments = self.function.arguments if json_object(self.function.arguments) is not None else "{}"
-        return {"id": self.id or f"call_{index}", "type": "function", "function": {"name": self.function.name, "arguments": arguments}}
+        return {
+            "id": self.id or f"call_{index}",
+            "type": "function",
+            "function": {"name": self.function.name, "arguments": arguments},
+        }
 
 
 def json_object(text: str) -> dict | None:
@@ -267,7 +271,8 @@ class Step(_Line):
         reply = self.call.turn()
         out = [reply]
         ids = [c["id"] for c in reply.get("tool_calls", [])]
-        out += [{"role": "tool", "content": text, "tool_call_id": i} for i, text in zip(ids, self.tool_results or [])]  # key order as Message.as_dict
+        # key order as Message.as_dict
+        out += [{"role": "tool", "content": text, "tool_call_id": i} for i, text in zip(ids, self.tool_results or [])]
         if self.observation is not None:
             out.append({"role": "user", "content": self.observation})
         return out
@@ -396,20 +401,28 @@ def parse_line(raw: dict, path: Path, number: int, version: int) -> BaseModel:
     kind = raw.get("type") if isinstance(raw, dict) else None
     cls = _LINE.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        raise RecordError(f"{path}, line {number}: not a trajectory record line (type {raw.get('type') if isinstance(raw, dict) else raw!r}); is this file a trajectory?")
+        raise RecordError(
+            f"{path}, line {number}: not a trajectory record line (type "
+            f"{raw.get('type') if isinstance(raw, dict) else raw!r}); is this file a trajectory?"
+        )
     if version == 1:  # version 1 had no fixed field set: keep what the model knows
         raw = {k: v for k, v in raw.items() if k in cls.model_fields}
     try:
         return cls.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
-        raise RecordError(f"{path}, line {number}: a {cls.__name__} line does not match schema version {version} ({problems})") from None
+        raise RecordError(
+            f"{path}, line {number}: a {cls.__name__} line does not match schema version {version} ({problems})"
+        ) from None
 
 
 def _version(raw: dict, path: Path) -> int:
     version = raw.get("schema_version")
     if version not in READS:
-        raise RecordError(f"{path}: schema version {version!r} is not one this arex reads ({', '.join(map(str, READS))}); upgrade arex to read it")
+        raise RecordError(
+            f"{path}: schema version {version!r} is not one this arex reads ({', '.join(map(str, READS))}); "
+            "upgrade arex to read it"
+        )
     return version
 
 
@@ -443,7 +456,10 @@ def load(path: Path, truncate: bool = False, keep_end: bool = True) -> Trajector
     if not path.is_file():
         return Trajectory(path=path)
     decoded, _ = _decoded(path)
-    version = next((_version(raw, path) for _, _, raw in decoded[:1] if isinstance(raw, dict) and raw.get("type") == "header"), SCHEMA_VERSION)
+    version = next(
+        (_version(raw, path) for _, _, raw in decoded[:1] if isinstance(raw, dict) and raw.get("type") == "header"),
+        SCHEMA_VERSION,
+    )
     header, rounds, spent, end = None, [], [], None
     keep: list[str] = []  # the lines a rewrite keeps
     pending: list = []  # the open round: [(RoundStart, text), (Step, text), ...]
@@ -482,6 +498,11 @@ def _spent_of(pending: list) -> Spent | None:
         return None
     calls = [s.call for s in steps]
     return Spent(
-        round=steps[0].round, calls=len(calls), prompt_tokens=sum(c.prompt_tokens for c in calls), completion_tokens=sum(c.completion_tokens for c in calls),
-        cached_tokens=sum(c.cached_tokens for c in calls), cost_usd=sum(c.cost_usd for c in calls), reason=f"round {steps[0].round} was cut short by a stop and is played again",
-    )  # fmt: skip
+        round=steps[0].round,
+        calls=len(calls),
+        prompt_tokens=sum(c.prompt_tokens for c in calls),
+        completion_tokens=sum(c.completion_tokens for c in calls),
+        cached_tokens=sum(c.cached_tokens for c in calls),
+        cost_usd=sum(c.cost_usd for c in calls),
+        reason=f"round {steps[0].round} was cut short by a stop and is played again",
+    )

@@ -86,15 +86,23 @@ def _filesystem(url: str):
         from fsspec.core import url_to_fs
         from fsspec.registry import known_implementations
     except ImportError:
-        raise UserInputError(f"the trajectory store {url} is a URL, which needs fsspec: pip install 'arex[cloud]'") from None
+        raise UserInputError(
+            f"the trajectory store {url} is a URL, which needs fsspec: pip install 'arex[cloud]'"
+        ) from None
     protocol = url.split("://", 1)[0].split("::")[-1]
     try:
         return url_to_fs(url)
     except ImportError:
         package = known_implementations.get(protocol, {}).get("class", protocol).split(".")[0]
-        raise UrlStoreError(f"the trajectory store {url} needs the fsspec backend for {protocol}://, which is not installed: pip install {package}") from None
+        raise UrlStoreError(
+            f"the trajectory store {url} needs the fsspec backend for {protocol}://, "
+            f"which is not installed: pip install {package}"
+        ) from None
     except ValueError as exc:
-        raise UrlStoreError(f"the trajectory store {url} cannot be opened ({exc}); use a URL of a known fsspec protocol (s3://, gs://, az://, ...) or a folder") from None
+        raise UrlStoreError(
+            f"the trajectory store {url} cannot be opened ({exc}); "
+            "use a URL of a known fsspec protocol (s3://, gs://, az://, ...) or a folder"
+        ) from None
 
 
 class Remote:
@@ -122,7 +130,10 @@ class Remote:
             raise
         except Exception as exc:  # noqa: BLE001 - backends raise their own kinds (botocore, aiohttp, ...)
             detail = " ".join(str(exc).split())[:200] or type(exc).__name__
-            raise UrlStoreError(f"the trajectory store {self.url} could not be {what} ({type(exc).__name__}: {detail}); check the URL, that the bucket exists, and your credentials") from None
+            raise UrlStoreError(
+                f"the trajectory store {self.url} could not be {what} ({type(exc).__name__}: {detail}); "
+                "check the URL, that the bucket exists, and your credentials"
+            ) from None
 
     def check(self) -> None:
         """UrlStoreError naming the URL if it cannot be listed (no bucket, no access, no network)."""
@@ -205,13 +216,16 @@ class Remote:
         if previous is not None and (previous.host, previous.pid) != (me.host, me.pid):
             if previous.alive() is not False:  # alive, or on another host (cannot be checked)
                 raise StoreLocked(
-                    f"the trajectory store {self.url} is locked by another arex rollout ({previous.describe()}); wait for it to finish, "
+                    f"the trajectory store {self.url} is locked by another arex rollout ({previous.describe()}); "
+                    "wait for it to finish, "
                     f"or, if that run is over, delete the object {self.url}/{LOCK} (the lock is advisory) and re-run"
                 )
             notify(f"took over the stale lock {self.url}/{LOCK} of a run that is gone ({previous.describe()})")
         self.upload_bytes((json.dumps(asdict(me)) + "\n").encode(), LOCK)
         if Owner.parse(self._read(LOCK) or "") != me:  # another run wrote it in the same instant
-            raise StoreLocked(f"another arex rollout took the lock {self.url}/{LOCK} at the same moment; re-run when it is done")
+            raise StoreLocked(
+                f"another arex rollout took the lock {self.url}/{LOCK} at the same moment; re-run when it is done"
+            )
         return me
 
     def unlock(self, me: Owner) -> None:
@@ -271,7 +285,11 @@ class Publisher:
 
     def __call__(self, record: Path) -> None:
         data = record.read_bytes()
-        names = sorted(p.name for p in self.snapshots.glob("*.tar") if _ARCHIVE.fullmatch(p.name)) if self.snapshots.is_dir() else []
+        names = (
+            sorted(p.name for p in self.snapshots.glob("*.tar") if _ARCHIVE.fullmatch(p.name))
+            if self.snapshots.is_dir()
+            else []
+        )
         self.latest += 1
         self.futures.append(_uploads().submit(self._send, self.latest, data, names))
 
