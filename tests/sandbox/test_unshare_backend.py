@@ -99,3 +99,22 @@ def test_stop_leaves_nothing(rootfs):
     assert _gone(record) == [], _gone(record)
     with pytest.raises(SandboxError):
         sandbox.exec("true")
+
+
+KEYRING = """
+import ctypes, platform
+libc = ctypes.CDLL(None, use_errno=True)
+add_key = {"x86_64": 248, "aarch64": 217}[platform.machine()]
+print(libc.syscall(add_key, b"user", b"note", b"for the next sandbox", 20, -4), ctypes.get_errno())
+"""
+
+
+def test_no_user_namespace_nor_keyring(rootfs):
+    """As under Docker's seccomp profile: no new namespace (a user namespace gives the agent
+    capabilities over its own mounts), and no key in the per-uid keyring another sandbox shares."""
+    with make_sandbox(SandboxConfig(backend="unshare"), "seccomp") as sandbox:
+        r = sandbox.exec("unshare --user --map-root-user true")
+        assert r.status == "error" and "Operation not permitted" in r.stderr, r
+        r = sandbox.exec(["python3", "-c", KEYRING])
+        assert r.stdout.split() == ["-1", "1"], f"add_key was not refused with EPERM: {r}"
+        assert sandbox.exec(["python3", "-c", "import threading; t = threading.Thread(target=print); t.start()"]).ok

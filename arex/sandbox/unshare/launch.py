@@ -47,6 +47,7 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVA
 MS_STRICTATIME = 1 << 24
 MNT_DETACH = 2
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 38, 47, 4
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 KEPT_CAPS = (5, 6, 7)  # SETGID, SETUID, KILL: what the serving processes need, as with Docker
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 1
@@ -178,6 +179,52 @@ def drop_privileges():
     check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no-new-privileges")
 
 
+# Seccomp, as far as Docker's default profile matters here: no new namespaces (a user namespace
+# would hand the agent root-like capabilities over its own mounts and the kernel's wider surface),
+# no kernel keyring (keyrings are per uid, not per sandbox: a channel between sandboxes), clone3
+# answered ENOSYS (its flags cannot be inspected; glibc then falls back to clone).
+AUDIT_ARCHES = {
+    # arch: [(AUDIT_ARCH, {clone, unshare, setns, clone3, keyctl, add_key, request_key})]
+    "x86_64": [(0xC000003E, (56, 272, 308, 435, 250, 248, 249)), (0x40000003, (120, 310, 346, 435, 288, 286, 287))],
+    "aarch64": [(0xC00000B7, (220, 97, 268, 435, 219, 217, 218))],
+}
+NEW_NAMESPACES = 0x7E020080  # CLONE_NEW{NS,CGROUP,UTS,IPC,USER,PID,NET,TIME}
+LD_ABS, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
+ALLOW, EPERM, ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+
+
+def seccomp_program():
+    """The filter as (code, jump-if-true label, jump-if-false label, k); labels are resolved below."""
+    prog = [(LD_ABS, None, None, 4)]  # seccomp_data.arch
+    for i, (audit_arch, (clone, unshare, setns, clone3, *keyring)) in enumerate(AUDIT_ARCHES[platform.machine()]):
+        prog += [("label", f"arch{i}"), (JEQ, None, f"arch{i + 1}", audit_arch), (LD_ABS, None, None, 0)]
+        if audit_arch == 0xC000003E:
+            prog.append((JGE, "eperm", None, 0x40000000))  # x32 calls: not inspected, so refused
+        prog += [(JEQ, "enosys", None, clone3), (JEQ, "flags", None, clone), (JEQ, "flags", None, unshare)]
+        prog += [(JEQ, "eperm", None, nr) for nr in (setns, *keyring)]
+        prog.append((RET, None, None, ALLOW))
+    prog += [("label", f"arch{len(AUDIT_ARCHES[platform.machine()])}"), (RET, None, None, EPERM)]
+    prog += [("label", "flags"), (LD_ABS, None, None, 16), (JSET, "eperm", None, NEW_NAMESPACES)]
+    prog += [(RET, None, None, ALLOW), ("label", "eperm"), (RET, None, None, EPERM)]
+    prog += [("label", "enosys"), (RET, None, None, ENOSYS)]
+    return prog
+
+
+def install_seccomp():
+    prog = seccomp_program()
+    labels, code = {}, []
+    for item in prog:
+        if item[0] == "label":
+            labels[item[1]] = len(code)
+        else:
+            code.append(item)
+    jump = lambda label, at: 0 if label is None else labels[label] - at - 1  # noqa: E731
+    raw = b"".join(struct.pack("HBBI", op, jump(jt, at), jump(jf, at), k) for at, (op, jt, jf, k) in enumerate(code))
+    filters = ctypes.create_string_buffer(raw)
+    fprog = struct.pack("HxxxxxxQ", len(code), ctypes.addressof(filters))
+    check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.c_char_p(fprog), 0, 0), "seccomp")
+
+
 def sandbox_main(spec, go_fd, status_fd):
     """PID 1 of the new namespace: wait until the shim has put us in the cgroups, build, exec init."""
     if os.read(go_fd, 2) != b"go":
@@ -190,6 +237,7 @@ def sandbox_main(spec, go_fd, status_fd):
         loopback_up()
         enter(build_root(spec))
         drop_privileges()
+        install_seccomp()  # last: no-new-privileges lets it be installed without CAP_SYS_ADMIN
         for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # ignored by Python; init starts with the defaults
             signal.signal(sig, signal.SIG_DFL)
         os.execvpe(spec["argv"][0], spec["argv"], spec["env"])
