@@ -23,7 +23,19 @@ from arex.record.storage import write_error
 from arex.record.trajectory import Trajectory
 from arex.report.page import report_page
 from arex.report.pngs import CURVES, write_pngs
-from arex.report.stats import Drop, Report, SelectionStats, TrajectoryRow, Unreadable, VariantStats, ending_of, endings, env_stats, score_of, spend
+from arex.report.stats import (
+    Drop,
+    Report,
+    SelectionStats,
+    TrajectoryRow,
+    Unreadable,
+    VariantStats,
+    ending_of,
+    endings,
+    env_stats,
+    score_of,
+    spend,
+)
 from arex.report.store import Loaded, load_variant, read_selections, variants_of
 from arex.report.viewer import trajectory_page
 from arex.summary import Outcome, Summary
@@ -51,17 +63,30 @@ def variant_stats(loaded: Loaded) -> VariantStats:
     for t in loaded.trajectories:
         by_env.setdefault(t.header.env_id, []).append(t)
     rows = [
-        TrajectoryRow(env=t.header.env_id, key=t.header.key, sample=t.header.sample, rounds=len(t.rounds), held_out=t.held_out,
-                      best=max(t.held_out) if t.rounds else None, status=ending_of(t)[0], page=page_path(name, t))
+        TrajectoryRow(
+            env=t.header.env_id,
+            key=t.header.key,
+            sample=t.header.sample,
+            rounds=len(t.rounds),
+            held_out=t.held_out,
+            best=max(t.held_out) if t.rounds else None,
+            status=ending_of(t)[0],
+            page=page_path(name, t),
+        )
         for t in loaded.trajectories
-    ]  # fmt: skip
+    ]
     return VariantStats(
-        name=name, overrides=loaded.variant.overrides, store=str(loaded.store), rollouts=len(loaded.trajectories),
+        name=name,
+        overrides=loaded.variant.overrides,
+        store=str(loaded.store),
+        rollouts=len(loaded.trajectories),
         envs=[env_stats(env, ts) for env, ts in sorted(by_env.items())],
         overall=score_of([max(t.held_out) for t in loaded.trajectories if t.rounds]),
-        spend=spend(loaded.trajectories), endings=endings(loaded.trajectories), trajectories=rows,
+        spend=spend(loaded.trajectories),
+        endings=endings(loaded.trajectories),
+        trajectories=rows,
         unreadable=[Unreadable(path=str(p), reason=r) for p, r in loaded.unreadable],
-    )  # fmt: skip
+    )
 
 
 def build(store: Path, selection: Path | None = None) -> tuple[Report, list[Loaded]]:
@@ -72,10 +97,18 @@ def build(store: Path, selection: Path | None = None) -> tuple[Report, list[Load
     selections = None
     if selection is not None:
         selections = [
-            SelectionStats(path=s.path, variant=s.variant, total=s.total, kept=s.kept,
-                           drops=[Drop(variant=s.variant, reason=r, count=row.get("count", 0), ids=row.get("ids", [])) for r, row in sorted(s.drops.items())])
+            SelectionStats(
+                path=s.path,
+                variant=s.variant,
+                total=s.total,
+                kept=s.kept,
+                drops=[
+                    Drop(variant=s.variant, reason=r, count=row.get("count", 0), ids=row.get("ids", []))
+                    for r, row in sorted(s.drops.items())
+                ],
+            )
             for s in read_selections(selection, variants)
-        ]  # fmt: skip
+        ]
     envs = sorted({e.env for v in stats for e in v.envs})
     return Report(arex_version=__version__, store=str(store), variants=stats, envs=envs, selections=selections), loaded
 
@@ -107,11 +140,21 @@ def write_report(store: Path, out: Path, selection: Path | None = None) -> Repor
 def report_summary(result: ReportResult, seconds: float) -> Summary:
     """`arex report`'s summary (`arex.summary`): one item per variant (rollouts, final score)."""
     items = [
-        Outcome(id=v.name, outcome="written", fields={"store": v.store}, numbers={"rollouts": v.rollouts, "final_mean": v.overall.mean, "final_spread": v.overall.spread})
+        Outcome(
+            id=v.name,
+            outcome="written",
+            fields={"store": v.store},
+            numbers={"rollouts": v.rollouts, "final_mean": v.overall.mean, "final_spread": v.overall.spread},
+        )
         for v in result.report.variants
     ]
     unreadable = sum(len(v.unreadable) for v in result.report.variants)
     counts = {"variants": len(items), "trajectories": len(result.pages), "unreadable": unreadable}
-    paths = {"report": str(result.html), "numbers": str(result.json), "pages": str(result.html.parent / PAGES), "curves": str(result.html.parent / CURVES)}
+    paths = {
+        "report": str(result.html),
+        "numbers": str(result.json),
+        "pages": str(result.html.parent / PAGES),
+        "curves": str(result.html.parent / CURVES),
+    }
     message = f"report of {len(result.pages)} trajectories in {len(items)} variant(s): {result.html}"
     return Summary(verb="report", message=message, counts=counts, seconds=round(seconds, 2), paths=paths, items=items)

@@ -10,9 +10,10 @@ from arex.report.stats import Report, Score, VariantStats
 from arex.report.svg import Series, line_chart, num, sparkline
 
 DEFINITIONS = (
-    "Best so far: a rollout's highest held-out score up to that round; the line is the mean over the rollouts that reached the round, "
-    "the band ± the spread (population standard deviation). Still improving at round r: a later or equal round beats every round before r "
-    "(round 1: the env's baseline, when recorded). Final score: each rollout's best held-out score, mean ± spread (n rollouts)."
+    "Best so far: a rollout's highest held-out score up to that round; the line is the mean over the rollouts "
+    "that reached the round, the band ± the spread (population standard deviation). "
+    "Still improving at round r: a later or equal round beats every round before r (round 1: the env's baseline, "
+    "when recorded). Final score: each rollout's best held-out score, mean ± spread (n rollouts)."
 )
 
 
@@ -25,7 +26,11 @@ def _stagewise(report: Report) -> str:
     rows = []
     for v in report.variants:
         by_env = {e.env: e.final for e in v.envs}
-        rows.append([esc(v.name), esc(" ".join(map(str, v.overrides)) or "—")] + [esc(score_cell(by_env.get(env, Score()))) for env in report.envs] + [esc(score_cell(v.overall))])
+        rows.append(
+            [esc(v.name), esc(" ".join(map(str, v.overrides)) or "—")]
+            + [esc(score_cell(by_env.get(env, Score()))) for env in report.envs]
+            + [esc(score_cell(v.overall))]
+        )
     return "<h2>Stage-wise results</h2>" + table(["variant", "overrides", *report.envs, "overall"], rows, "stagewise")
 
 
@@ -34,8 +39,20 @@ def _curve_table(report: Report, env: str) -> str:
     for v in report.variants:
         for e in v.envs:
             if e.env == env:
-                rows += [[esc(v.name), str(p.round), esc(f"{num(p.mean)} ± {num(p.spread)}"), str(p.n), esc(num(e.improving[p.round - 1]))] for p in e.best_curve]
-    return f"<details><summary>the numbers</summary>{table(['variant', 'round', 'best so far', 'rollouts', 'still improving'], rows, f'curve curve-{esc(env)}', (1, 2, 3, 4))}</details>"
+                rows += [
+                    [
+                        esc(v.name),
+                        str(p.round),
+                        esc(f"{num(p.mean)} ± {num(p.spread)}"),
+                        str(p.n),
+                        esc(num(e.improving[p.round - 1])),
+                    ]
+                    for p in e.best_curve
+                ]
+    head = ["variant", "round", "best so far", "rollouts", "still improving"]
+    return (
+        f"<details><summary>the numbers</summary>{table(head, rows, f'curve curve-{esc(env)}', (1, 2, 3, 4))}</details>"
+    )
 
 
 def _curves(report: Report) -> str:
@@ -49,17 +66,35 @@ def _curves(report: Report) -> str:
                     best.append(Series(v.name, xs, [p.mean for p in e.best_curve], [p.spread for p in e.best_curve]))
                     still.append(Series(v.name, xs, e.improving))
         out.append(f'<h3>{esc(env)}</h3><div class="charts">')
-        out.append(f'<figure class="curve" data-env="{esc(env)}">{line_chart(f"{env}: best held-out so far", best, "best held-out score")}</figure>')
-        out.append(f'<figure class="improving" data-env="{esc(env)}">{line_chart(f"{env}: rollouts still improving", still, "fraction", y_range=(0.0, 1.0))}</figure>')
+        chart = line_chart(f"{env}: best held-out so far", best, "best held-out score")
+        out.append(f'<figure class="curve" data-env="{esc(env)}">{chart}</figure>')
+        chart = line_chart(f"{env}: rollouts still improving", still, "fraction", y_range=(0.0, 1.0))
+        out.append(f'<figure class="improving" data-env="{esc(env)}">{chart}</figure>')
         out.append("</div>" + _curve_table(report, env))
     return "\n".join(out)
 
 
 def _spend(report: Report) -> str:
-    series = [Series(v.name, [s.round for s in v.spend], [float(s.tokens) for s in v.spend]) for v in report.variants if v.spend]
-    rows = [[esc(v.name), str(s.round), str(s.calls), str(s.tokens), f"{s.cost_usd:.4f}"] for v in report.variants for s in v.spend]
-    chart = f'<figure class="spend">{line_chart("tokens per round (all rollouts)", series, "tokens")}</figure>' if series else ""
-    return "<h2>Tokens and cost per round</h2>" + chart + table(["variant", "round", "calls", "tokens", "cost (USD)"], rows, "spend", (1, 2, 3, 4))
+    series = [
+        Series(v.name, [s.round for s in v.spend], [float(s.tokens) for s in v.spend])
+        for v in report.variants
+        if v.spend
+    ]
+    rows = [
+        [esc(v.name), str(s.round), str(s.calls), str(s.tokens), f"{s.cost_usd:.4f}"]
+        for v in report.variants
+        for s in v.spend
+    ]
+    chart = (
+        f'<figure class="spend">{line_chart("tokens per round (all rollouts)", series, "tokens")}</figure>'
+        if series
+        else ""
+    )
+    return (
+        "<h2>Tokens and cost per round</h2>"
+        + chart
+        + table(["variant", "round", "calls", "tokens", "cost (USD)"], rows, "spend", (1, 2, 3, 4))
+    )
 
 
 def _endings(report: Report) -> str:
@@ -73,8 +108,17 @@ def _drops(report: Report) -> str:
     out = ["<h2>Selection</h2>"]
     for s in report.selections:
         who = s.variant or "the whole store"
-        out.append(f"<p>{esc(who)}: kept {s.kept} of {s.total} <span class=\"small muted\">({esc(s.path)})</span></p>")
-    rows = [[esc(d.variant or "—"), esc(d.reason), str(d.count), esc(", ".join(d.ids[:6]) + (" …" if len(d.ids) > 6 else ""))] for s in report.selections for d in s.drops]
+        out.append(f'<p>{esc(who)}: kept {s.kept} of {s.total} <span class="small muted">({esc(s.path)})</span></p>')
+    rows = [
+        [
+            esc(d.variant or "—"),
+            esc(d.reason),
+            str(d.count),
+            esc(", ".join(d.ids[:6]) + (" …" if len(d.ids) > 6 else "")),
+        ]
+        for s in report.selections
+        for d in s.drops
+    ]
     return "\n".join(out) + table(["variant", "drop reason", "trajectories", "ids"], rows, "drops", (2,))
 
 
@@ -86,15 +130,32 @@ def _trajectories(v: VariantStats) -> str:
         rows.append([esc(t.env), str(t.sample), link, str(t.rounds), best, esc(t.status), sparkline(t.held_out)])
     unreadable = "".join(f"<li>{esc(u.path)}: {esc(u.reason)}</li>" for u in v.unreadable)
     extra = f'<p>Records that could not be read:</p><ul class="unreadable">{unreadable}</ul>' if unreadable else ""
-    return f"<h3>{esc(v.name)} ({v.rollouts} rollouts)</h3>" + table(["env", "sample", "trajectory", "rounds", "best", "ending", "held-out by round"], rows, "trajectories", (1, 3, 4)) + extra
+    return (
+        f"<h3>{esc(v.name)} ({v.rollouts} rollouts)</h3>"
+        + table(
+            ["env", "sample", "trajectory", "rounds", "best", "ending", "held-out by round"],
+            rows,
+            "trajectories",
+            (1, 3, 4),
+        )
+        + extra
+    )
 
 
 def report_page(report: Report) -> str:
     names = ", ".join(v.name for v in report.variants)
     body = [
         "<h1>arex run report</h1>",
-        f'<p class="muted">store {esc(report.store)} · variants: {esc(names)} · envs: {esc(", ".join(report.envs))} · arex {esc(report.arex_version)}</p>',
-        _stagewise(report), _curves(report), _spend(report), _endings(report), _drops(report),
-        "<h2>Trajectories</h2>", "\n".join(_trajectories(v) for v in report.variants),
-    ]  # fmt: skip
+        (
+            f'<p class="muted">store {esc(report.store)} · variants: {esc(names)} · envs: '
+            f"{esc(', '.join(report.envs))} · arex {esc(report.arex_version)}</p>"
+        ),
+        _stagewise(report),
+        _curves(report),
+        _spend(report),
+        _endings(report),
+        _drops(report),
+        "<h2>Trajectories</h2>",
+        "\n".join(_trajectories(v) for v in report.variants),
+    ]
     return page("arex run report", "\n".join(body))

@@ -33,7 +33,12 @@ def write_pngs(report: Report, out: Path) -> list[Path]:
                 xs = [p.round for p in stats.best_curve]
                 means = [p.mean for p in stats.best_curve]
                 best_ax.plot(xs, means, marker="o", label=variant.name)
-                best_ax.fill_between(xs, [m - p.spread for m, p in zip(means, stats.best_curve)], [m + p.spread for m, p in zip(means, stats.best_curve)], alpha=0.15)
+                best_ax.fill_between(
+                    xs,
+                    [m - p.spread for m, p in zip(means, stats.best_curve)],
+                    [m + p.spread for m, p in zip(means, stats.best_curve)],
+                    alpha=0.15,
+                )
                 still_ax.plot(xs, stats.improving[: len(xs)], marker="o", label=variant.name)
         best_ax.set(title=f"{env}: best held-out so far", xlabel="round", ylabel="best held-out score")
         still_ax.set(title=f"{env}: rollouts still improving", xlabel="round", ylabel="fraction", ylim=(0, 1.05))

@@ -151,7 +151,13 @@ def improving(trajectories: list[Trajectory]) -> list[float]:
 
 def env_stats(env: str, trajectories: list[Trajectory]) -> EnvStats:
     ran = [t for t in trajectories if t.rounds]
-    return EnvStats(env=env, rollouts=len(trajectories), best_curve=best_curve(ran), improving=improving(ran), final=score_of([max(t.held_out) for t in ran]))
+    return EnvStats(
+        env=env,
+        rollouts=len(trajectories),
+        best_curve=best_curve(ran),
+        improving=improving(ran),
+        final=score_of([max(t.held_out) for t in ran]),
+    )
 
 
 def calls_of(round_: Round) -> list[Call]:
@@ -169,7 +175,9 @@ def spend(trajectories: list[Trajectory]) -> list[RoundSpend]:
         for spent in t.spent:
             row = table.setdefault(spent.round, [0, 0, 0.0])
             row[0], row[1], row[2] = row[0] + spent.calls, row[1] + spent.tokens, row[2] + spent.cost_usd
-    return [RoundSpend(round=r, calls=c, tokens=n, cost_usd=round(cost, 9)) for r, (c, n, cost) in sorted(table.items())]
+    return [
+        RoundSpend(round=r, calls=c, tokens=n, cost_usd=round(cost, 9)) for r, (c, n, cost) in sorted(table.items())
+    ]
 
 
 def ending_of(trajectory: Trajectory) -> tuple[str, str]:

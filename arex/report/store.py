@@ -58,11 +58,16 @@ def variants_of(store: Path) -> list[tuple[Variant, Path]]:
         parsed = VariantsFile.model_validate(json.loads(path.read_text(encoding="utf-8")))
     except (ValueError, ValidationError) as exc:
         first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
-        raise UserInputError(f"{path} is not a variants file ({first}); it must be {{\"variants\": [{{\"name\": ..., \"overrides\": [...]}}]}}") from None
+        raise UserInputError(
+            f'{path} is not a variants file ({first}); it must be {{"variants": [{{"name": ..., "overrides": [...]}}]}}'
+        ) from None
     names = [v.name for v in parsed.variants]
     bad = [n for n in names if not n or "/" in n or n in (".", "..")]
     if bad or len(set(names)) != len(names):
-        raise UserInputError(f"{path}: variant names must be distinct folder names, got {names}; fix the file or re-run `arex rollout --variants`")
+        raise UserInputError(
+            f"{path}: variant names must be distinct folder names, got {names}; "
+            "fix the file or re-run `arex rollout --variants`"
+        )
     return [(v, store / v.name) for v in parsed.variants]
 
 
@@ -97,9 +102,16 @@ class SelectionRead(BaseModel):
 
 def read_selections(selection: Path, variants: list[tuple[Variant, Path]]) -> list[SelectionRead]:
     """`<selection>/selection.json`, or `<selection>/<variant>/selection.json` for each variant selected."""
-    files = [selection / "selection.json"] if (selection / "selection.json").is_file() else sorted(selection.glob("*/selection.json"))
+    files = (
+        [selection / "selection.json"]
+        if (selection / "selection.json").is_file()
+        else sorted(selection.glob("*/selection.json"))
+    )
     if not files:
-        raise UserInputError(f"--selection {selection} holds no selection.json (nor <variant>/selection.json); run `arex select --out {selection}` first")
+        raise UserInputError(
+            f"--selection {selection} holds no selection.json (nor <variant>/selection.json); "
+            f"run `arex select --out {selection}` first"
+        )
     stores = {folder.resolve(): v.name for v, folder in variants}
     out = []
     for path in files:
@@ -109,7 +121,12 @@ def read_selections(selection: Path, variants: list[tuple[Variant, Path]]) -> li
             variant = stores.get(Path(store).resolve()) if isinstance(store, str) else None
             if variant is None and path.parent != selection and path.parent.name in stores.values():
                 variant = path.parent.name
-            out.append(SelectionRead(path=str(path), variant=variant, total=raw["total"], kept=raw["kept"], drops=raw["drops"]))
+            out.append(
+                SelectionRead(path=str(path), variant=variant, total=raw["total"], kept=raw["kept"], drops=raw["drops"])
+            )
         except (ValueError, KeyError, TypeError, AttributeError, ValidationError) as exc:
-            raise UserInputError(f"{path} is not a selection report written by `arex select` ({type(exc).__name__}: {exc}); re-run `arex select`") from None
+            raise UserInputError(
+                f"{path} is not a selection report written by `arex select` ({type(exc).__name__}: {exc}); "
+                "re-run `arex select`"
+            ) from None
     return out

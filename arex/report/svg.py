@@ -49,7 +49,9 @@ def _ticks(lo: float, hi: float) -> list[float]:
 
 def _y_range(series: list[Series]) -> tuple[float, float]:
     """The y axis: every point and band, widened to round tick values."""
-    values = [y + s * sign for ser in series for y, s in zip(ser.ys, ser.spread or [0.0] * len(ser.ys)) for sign in (-1, 1)]
+    values = [
+        y + s * sign for ser in series for y, s in zip(ser.ys, ser.spread or [0.0] * len(ser.ys)) for sign in (-1, 1)
+    ]
     values = [v for v in values if math.isfinite(v)]
     lo, hi = min(values, default=0.0), max(values, default=1.0)
     if hi - lo < 1e-12:
@@ -60,15 +62,24 @@ def _y_range(series: list[Series]) -> tuple[float, float]:
 
 
 def _axes(x_lo: int, x_hi: int, y_lo: float, y_hi: float, px, py, x_label: str, y_label: str) -> list[str]:
-    out = [f'<line class="axis" x1="{LEFT}" y1="{H - BOTTOM}" x2="{W - RIGHT}" y2="{H - BOTTOM}"/>', f'<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{H - BOTTOM}"/>']
+    out = [
+        f'<line class="axis" x1="{LEFT}" y1="{H - BOTTOM}" x2="{W - RIGHT}" y2="{H - BOTTOM}"/>',
+        f'<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{H - BOTTOM}"/>',
+    ]
     for y in _ticks(y_lo, y_hi):
         out.append(f'<line class="grid" x1="{LEFT}" y1="{py(y):.1f}" x2="{W - RIGHT}" y2="{py(y):.1f}"/>')
         out.append(f'<text class="tick" x="{LEFT - 6}" y="{py(y) + 4:.1f}" text-anchor="end">{_tick_label(y)}</text>')
     step = max(1, (x_hi - x_lo + 1) // 12 + (1 if (x_hi - x_lo + 1) % 12 else 0))
     for x in range(x_lo, x_hi + 1, step):
         out.append(f'<text class="tick" x="{px(x):.1f}" y="{H - BOTTOM + 16}" text-anchor="middle">{x}</text>')
-    out.append(f'<text class="label" x="{(LEFT + W - RIGHT) / 2:.1f}" y="{H - 8}" text-anchor="middle">{escape(x_label)}</text>')
-    out.append(f'<text class="label" x="14" y="{(TOP + H - BOTTOM) / 2:.1f}" text-anchor="middle" transform="rotate(-90 14 {(TOP + H - BOTTOM) / 2:.1f})">{escape(y_label)}</text>')
+    out.append(
+        f'<text class="label" x="{(LEFT + W - RIGHT) / 2:.1f}" y="{H - 8}" '
+        f'text-anchor="middle">{escape(x_label)}</text>'
+    )
+    out.append(
+        f'<text class="label" x="14" y="{(TOP + H - BOTTOM) / 2:.1f}" text-anchor="middle" '
+        f'transform="rotate(-90 14 {(TOP + H - BOTTOM) / 2:.1f})">{escape(y_label)}</text>'
+    )
     return out
 
 
@@ -83,12 +94,17 @@ def _series(ser: Series, color: str, px, py) -> list[str]:
     out.append(f'<polyline class="line" stroke="{color}" points="{points}"/>')
     for i, (x, y) in enumerate(zip(ser.xs, ser.ys)):
         spread = f" ± {num(ser.spread[i])}" if ser.spread else ""
-        out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{color}" data-series="{name}" data-x="{x}" data-y="{y!r}"><title>{name}, round {x}: {num(y)}{spread}</title></circle>')
+        out.append(
+            f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{color}" data-series="{name}" data-x="{x}" '
+            f'data-y="{y!r}"><title>{name}, round {x}: {num(y)}{spread}</title></circle>'
+        )
     out.append("</g>")
     return out
 
 
-def line_chart(title: str, series: list[Series], y_label: str, x_label: str = "round", y_range: tuple[float, float] | None = None) -> str:
+def line_chart(
+    title: str, series: list[Series], y_label: str, x_label: str = "round", y_range: tuple[float, float] | None = None
+) -> str:
     """A line chart of `series` (x: integers), with a band of ± spread and a legend."""
     xs = [x for s in series for x in s.xs]
     x_lo, x_hi = min(xs, default=1), max(xs, default=1)
@@ -100,14 +116,23 @@ def line_chart(title: str, series: list[Series], y_label: str, x_label: str = "r
     def py(y: float) -> float:
         return H - BOTTOM - (H - TOP - BOTTOM) * (y - y_lo) / (y_hi - y_lo)
 
-    body = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{escape(title)}">', f"<title>{escape(title)}</title>"]
+    body = [
+        (
+            f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" '
+            f'role="img" aria-label="{escape(title)}">'
+        ),
+        f"<title>{escape(title)}</title>",
+    ]
     body.append(f'<text class="title" x="{LEFT}" y="20">{escape(title)}</text>')
     body += _axes(x_lo, x_hi, y_lo, y_hi, px, py, x_label, y_label)
     for i, ser in enumerate(series):
         color = PALETTE[i % len(PALETTE)]
         body += _series(ser, color, px, py)
         y = TOP + 8 + 18 * i
-        body.append(f'<rect x="{W - RIGHT + 14}" y="{y - 8}" width="12" height="12" fill="{color}"/><text class="legend" x="{W - RIGHT + 32}" y="{y + 2}">{escape(ser.name[:22])}</text>')
+        body.append(
+            f'<rect x="{W - RIGHT + 14}" y="{y - 8}" width="12" height="12" fill="{color}"/>'
+            f'<text class="legend" x="{W - RIGHT + 32}" y="{y + 2}">{escape(ser.name[:22])}</text>'
+        )
     body.append("</svg>")
     return "\n".join(body)
 
@@ -125,12 +150,20 @@ def sparkline(values: list[float], width: int = 160, height: int = 36, label: st
         return x, height - 4 - (height - 8) * ((v - lo) / span if hi > lo else 0.5)
 
     coords = [at(i, v) for i, v in enumerate(values)]
-    out = [f'<svg class="spark" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}">']
+    out = [
+        '<svg class="spark" xmlns="http://www.w3.org/2000/svg" '
+        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}">'
+    ]
     out.append(f"<title>{escape(label)}: {', '.join(num(v) for v in values)}</title>")
-    out.append(f'<polyline class="line" stroke="{PALETTE[0]}" points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in coords)}"/>')
+    out.append(
+        f'<polyline class="line" stroke="{PALETTE[0]}" points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in coords)}"/>'
+    )
     best = values.index(hi)
     for i, ((x, y), v) in enumerate(zip(coords, values)):
         cls = "best" if i == best else "pt"
-        out.append(f'<circle class="{cls}" cx="{x:.1f}" cy="{y:.1f}" r="2.5" data-round="{i + 1}" data-value="{v!r}"><title>round {i + 1}: {num(v)}</title></circle>')
+        out.append(
+            f'<circle class="{cls}" cx="{x:.1f}" cy="{y:.1f}" r="2.5" data-round="{i + 1}" '
+            f'data-value="{v!r}"><title>round {i + 1}: {num(v)}</title></circle>'
+        )
     out.append("</svg>")
     return "".join(out)

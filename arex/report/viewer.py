@@ -24,15 +24,26 @@ def _score(value: float | None) -> str:
 def _meta(t: Trajectory, variant: str) -> str:
     h = t.header
     status, reason = ending_of(t)
-    tokens = t.end.tokens if t.end else sum(c.tokens for r in t.rounds for c in [*(s.call for s in r.steps), r.end.reflection.call])
+    tokens = (
+        t.end.tokens
+        if t.end
+        else sum(c.tokens for r in t.rounds for c in [*(s.call for s in r.steps), r.end.reflection.call])
+    )
     best = t.end.best if t.end and t.end.best else (t.rounds[-1].end.best if t.rounds else None)
     rows = [
-        ("variant", variant), ("env", f"{h.env_id} ({h.env_kind})"), ("key", h.key), ("sample", h.sample),
-        ("teacher", h.teacher.model), ("action format", h.action_format), ("rounds", len(t.rounds)),
-        ("ending", f"{status}: {reason}"), ("baseline held-out", _score(h.baseline_score)),
+        ("variant", variant),
+        ("env", f"{h.env_id} ({h.env_kind})"),
+        ("key", h.key),
+        ("sample", h.sample),
+        ("teacher", h.teacher.model),
+        ("action format", h.action_format),
+        ("rounds", len(t.rounds)),
+        ("ending", f"{status}: {reason}"),
+        ("baseline held-out", _score(h.baseline_score)),
         ("best held-out", f"{num(best.held_out)} (round {best.round})" if best else "none"),
-        ("tokens", tokens), ("cost (USD)", f"{t.end.cost_usd:.4f}" if t.end else "n/a"),
-    ]  # fmt: skip
+        ("tokens", tokens),
+        ("cost (USD)", f"{t.end.cost_usd:.4f}" if t.end else "n/a"),
+    ]
     return '<dl class="kv">' + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in rows) + "</dl>"
 
 
@@ -46,7 +57,10 @@ def _step(step: Step) -> str:
     if kind == "command":
         parts.append(pre(action.command))
     elif kind == "invalid":
-        parts.append(f"<div>not run: {esc(action.error)}</div><details><summary>the reply</summary>{pre(step.call.content)}</details>")
+        parts.append(
+            f"<div>not run: {esc(action.error)}</div>"
+            f"<details><summary>the reply</summary>{pre(step.call.content)}</details>"
+        )
     shown = step.shown
     if shown is not None:
         parts.append(f"<details><summary>observation ({len(shown)} characters)</summary>{pre(shown)}</details>")
@@ -61,10 +75,16 @@ def _diff_line(line: str) -> str:
 
 def _diff(previous: str | None, current: str) -> str:
     if previous is None:
-        return f"<h3>Submission (first round)</h3>{pre(current)}" if current else "<h3>Submission</h3><p class=\"muted\">none</p>"
+        return (
+            f"<h3>Submission (first round)</h3>{pre(current)}"
+            if current
+            else '<h3>Submission</h3><p class="muted">none</p>'
+        )
     if previous == current:
         return '<h3>Submission</h3><p class="muted">unchanged from the previous round</p>'
-    lines = list(difflib.unified_diff(previous.splitlines(), current.splitlines(), "previous round", "this round", lineterm=""))
+    lines = list(
+        difflib.unified_diff(previous.splitlines(), current.splitlines(), "previous round", "this round", lineterm="")
+    )
     shown = "".join(_diff_line(line) for line in lines[:DIFF_LINES])
     more = f'<p class="muted">… {len(lines) - DIFF_LINES} more diff lines</p>' if len(lines) > DIFF_LINES else ""
     return f'<h3>Submission diff against the previous round</h3><pre class="diff">{shown}</pre>{more}'
@@ -73,26 +93,33 @@ def _diff(previous: str | None, current: str) -> str:
 def _reflection(reflection: Reflection) -> str:
     if not reflection.complete:
         return f"<h3>Reflection (incomplete: shown as written)</h3>{pre(reflection.call.content)}"
-    parts = "".join(f"<dt>{label}</dt><dd>{pre(text)}</dd>" for label, text in (("review", reflection.review), ("diagnose", reflection.diagnose), ("plan", reflection.plan)))
+    parts = "".join(
+        f"<dt>{label}</dt><dd>{pre(text)}</dd>"
+        for label, text in (("review", reflection.review), ("diagnose", reflection.diagnose), ("plan", reflection.plan))
+    )
     return f'<h3>Reflection</h3><dl class="kv">{parts}</dl>'
 
 
 def _round(round_: Round, previous: str | None, best: float) -> str:
     end = round_.end
     grade = end.grade
-    summary = f"Round {round_.number}: {end.ending}, held-out {num(grade.held_out_score)} (public {_score(grade.public_score)}), best so far {num(best)}"
+    summary = (
+        f"Round {round_.number}: {end.ending}, held-out {num(grade.held_out_score)} "
+        f"(public {_score(grade.public_score)}), best so far {num(best)}"
+    )
     context = round_.start.context[-1].content if round_.start.context else ""
     body = [
         f'<details class="round" id="round-{round_.number}"><summary>{esc(summary)}</summary>',
         f"<details><summary>what the round started from</summary>{pre(context)}</details>",
-        f"<h3>Actions ({len(round_.steps)})</h3>", "".join(_step(s) for s in round_.steps) or '<p class="muted">none</p>',
+        f"<h3>Actions ({len(round_.steps)})</h3>",
+        "".join(_step(s) for s in round_.steps) or '<p class="muted">none</p>',
         _diff(previous, end.submission),
         f"<h3>Feedback</h3>{pre(end.feedback)}",
-        f"<p class=\"small muted\">grading problem: {esc(grade.infra_error)}</p>" if grade.infra_error else "",
+        f'<p class="small muted">grading problem: {esc(grade.infra_error)}</p>' if grade.infra_error else "",
         _reflection(end.reflection),
         f"<h3>State update</h3>{pre(end.state)}",
         "</details>",
-    ]  # fmt: skip
+    ]
     return "\n".join(body)
 
 
