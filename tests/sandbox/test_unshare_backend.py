@@ -61,6 +61,12 @@ def test_missing_rootfs_says_how_to_make_it(tmp_path):
         sandbox.stop()  # nothing to stop: still fine
 
 
+def test_network_is_refused_clearly():
+    """No silent fallback: host networking would reach the host's services, so network=True is an error."""
+    with pytest.raises(SandboxError, match="no network but loopback"):
+        make_sandbox(SandboxConfig(backend="unshare", network=True)).start()
+
+
 def _gone(record: dict) -> list[str]:
     """What is left of a recorded sandbox: its folder, cgroups, PID 1 (empty if nothing)."""
     left = [p for p in record["cgroups"] if Path(p).exists()]

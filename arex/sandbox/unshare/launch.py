@@ -91,7 +91,7 @@ def make_file(path):
 def bind(source, target, read_only, extra=0):
     """A bind mount; read-only ones are remounted so (a bind ignores MS_RDONLY on its first call)."""
     (make_dir if os.path.isdir(source) else make_file)(target)
-    mount(source, target, None, MS_BIND | MS_REC)
+    mount(source, target, None, MS_BIND)  # not recursive: a submount would not be read-only
     if read_only:
         mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | extra)
 

@@ -52,6 +52,10 @@ def resolve(image: str) -> RootFs:
             f"No root filesystem for sandbox image '{image}' at {root} (the unshare backend runs sandboxes "
             f"from an exported image); make it with: {how}"
         )
+    if any(c in str(root.resolve()) for c in ",:"):  # overlayfs options separate layers with them
+        raise SandboxError(
+            f"The root filesystem's path {root.resolve()} holds ',' or ':'; move it (overlayfs cannot take it)."
+        )
     env = {"PATH": DEFAULT_PATH}
     try:
         config = json.loads((folder / "config.json").read_text()) or {}

@@ -28,7 +28,7 @@ import weakref
 from pathlib import Path
 
 from arex.record.storage import proc_start
-from arex.sandbox.base import JUDGE_AREA, SandboxConfig, SandboxError
+from arex.sandbox.base import JUDGE_AREA, Finding, SandboxConfig, SandboxError
 from arex.sandbox.execd import ExecServer
 from arex.sandbox.execd import text as execd_text
 from arex.sandbox.runtime import TARGET, main_command
@@ -36,6 +36,7 @@ from arex.sandbox.unshare import rootfs as rootfs_mod
 from arex.sandbox.unshare import state
 from arex.sandbox.unshare.cgroups import Cgroups
 from arex.sandbox.unshare.commands import ServedSandbox
+from arex.sandbox.unshare.diagnose import diagnose
 
 LAUNCHER = str(Path(__file__).with_name("launch.py"))
 START_TIMEOUT_S = 120.0  # a backstop against a launcher that hangs, far above a start on a busy host
@@ -78,6 +79,10 @@ class UnshareSandbox(ServedSandbox):
         return self._id
 
     @classmethod
+    def diagnose(cls, image: str) -> list[Finding]:
+        return diagnose(image)
+
+    @classmethod
     def cleanup(cls, store: str | None = None, all_owners: bool = False) -> list[str]:
         return state.cleanup(store, all_owners)
 
@@ -86,6 +91,10 @@ class UnshareSandbox(ServedSandbox):
         if self._shim is not None:
             return
         cfg = self.config
+        if cfg.network:  # host networking would reach the host's services; a bridge is Docker's to give
+            raise SandboxError(
+                "The unshare sandbox backend has no network but loopback; use the docker backend for sandbox.network."
+            )
         rootfs = rootfs_mod.resolve(cfg.image)
         for mount in cfg.mounts:
             if not Path(mount.source).exists():
