@@ -45,7 +45,13 @@ def _tool_calls(message) -> list[dict[str, Any]] | None:
             arguments = json.dumps(arguments, ensure_ascii=False)
         name = getattr(function, "name", None)
         function = {"name": name if isinstance(name, str) else "", "arguments": arguments or ""}
-        out.append({"id": getattr(call, "id", None) or "", "type": getattr(call, "type", None) or "function", "function": function})
+        out.append(
+            {
+                "id": getattr(call, "id", None) or "",
+                "type": getattr(call, "type", None) or "function",
+                "function": function,
+            }
+        )
     return out
 
 
@@ -118,14 +124,31 @@ def _retry_after(exc: BaseException) -> float | None:
 def _classify(exc: BaseException) -> TeacherError:
     text = str(exc)
     if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
-        return TeacherError("auth", f"The teacher endpoint refused the API key ({text}). Set teacher.api_key or the variable in teacher.api_key_env.")
+        return TeacherError(
+            "auth",
+            (
+                f"The teacher endpoint refused the API key ({text}). "
+                "Set teacher.api_key or the variable in teacher.api_key_env."
+            ),
+        )
     if isinstance(exc, openai.NotFoundError):
-        return TeacherError("model_not_found", f"The teacher endpoint does not serve this model ({text}). Check teacher.model and teacher.base_url.")
+        return TeacherError(
+            "model_not_found",
+            f"The teacher endpoint does not serve this model ({text}). Check teacher.model and teacher.base_url.",
+        )
     if isinstance(exc, openai.BadRequestError):
         code = (getattr(exc, "code", None) or "").lower()
         lowered = text.lower()
-        if "context_length" in code or ("context" in lowered and any(w in lowered for w in ("length", "window", "maximum", "too long"))):
-            return TeacherError("context_length", f"The prompt exceeds the teacher's context window ({text}). Shorten the context or use a longer-context model.")
+        if "context_length" in code or (
+            "context" in lowered and any(w in lowered for w in ("length", "window", "maximum", "too long"))
+        ):
+            return TeacherError(
+                "context_length",
+                (
+                    f"The prompt exceeds the teacher's context window ({text}). "
+                    "Shorten the context or use a longer-context model."
+                ),
+            )
         return TeacherError("bad_request", f"The teacher rejected the request ({text}).")
     return TeacherError("bad_request", f"The teacher failed with a non-retryable error: {type(exc).__name__}: {text}")
 
@@ -138,9 +161,13 @@ class TeacherClient:
         self.limiter = limiter  # None: the per-process semaphore of the endpoint (_endpoint_limit)
         self.base_url = (base_url or config.base_url or "").rstrip("/")
         if not self.base_url:
-            raise TeacherError("bad_request", "No teacher endpoint: set teacher.base_url, or let the pipeline start the local teacher.")
+            raise TeacherError(
+                "bad_request", "No teacher endpoint: set teacher.base_url, or let the pipeline start the local teacher."
+            )
         api_key = config.api_key or os.environ.get(config.api_key_env) or "not-needed"
-        self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=api_key, timeout=config.timeout_s, max_retries=0)
+        self._client = openai.AsyncOpenAI(
+            base_url=self.base_url, api_key=api_key, timeout=config.timeout_s, max_retries=0
+        )
         self.usage = Usage()
         self.price = config.prices.get(config.model) if config.track_cost else None
 
@@ -160,7 +187,9 @@ class TeacherClient:
         cached_price = self.price.cached_input if self.price.cached_input is not None else self.price.input
         return ((prompt - cached) * self.price.input + cached * cached_price + completion * self.price.output) / 1e6
 
-    async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **overrides: Any) -> Reply:
+    async def chat(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **overrides: Any
+    ) -> Reply:
         """One call with retries, offering `tools` (OpenAI tool definitions) if given. Returns a
         Reply (status ok, empty or truncated); raises TeacherError."""
         cfg = self.config
@@ -202,7 +231,8 @@ class TeacherClient:
         completion = sum(a.completion_tokens for a in attempts)
         cost = self.cost(prompt, cached, completion)
         if final is not None:
-            final.prompt_tokens, final.cached_tokens, final.completion_tokens, final.cost_usd = prompt, cached, completion, cost
+            final.prompt_tokens, final.cached_tokens = prompt, cached
+            final.completion_tokens, final.cost_usd = completion, cost
         u = self.usage
         u.calls += 1
         u.retries += max(0, len(attempts) - 1)
@@ -216,14 +246,19 @@ class TeacherClient:
         hinted = _retry_after(exc) if exc is not None else None
         if hinted is not None:
             return min(hinted, self.config.backoff_max_s)
-        return wait_random_exponential(multiplier=self.config.backoff_base_s, max=self.config.backoff_max_s)(retry_state)
+        wait = wait_random_exponential(multiplier=self.config.backoff_base_s, max=self.config.backoff_max_s)
+        return wait(retry_state)
 
     async def _attempt(self, messages, sampling, attempts: list[Attempt], tools=None) -> Reply:
         record = Attempt()
         attempts.append(record)
         t0 = time.monotonic()
         try:
-            async with self.limiter.slot() if self.limiter is not None else _endpoint_limit(self.base_url, self.config.concurrency):
+            async with (
+                self.limiter.slot()
+                if self.limiter is not None
+                else _endpoint_limit(self.base_url, self.config.concurrency)
+            ):
                 # The messages ride in extra_body (sent as they are, taking precedence over `messages`): create()
                 # walks each of them against the SDK's TypedDicts on every call, O(context) CPU (~25 ms at 90
                 # messages, most of a step's host CPU), for JSON that is plain already (bench/agent_overhead.py).
@@ -250,7 +285,8 @@ class TeacherClient:
         content = (message.content if message else None) or ""
         reasoning = None
         if message is not None:
-            reasoning = getattr(message, "reasoning_content", None) or (message.model_extra or {}).get("reasoning_content")
+            reasoning = getattr(message, "reasoning_content", None)
+            reasoning = reasoning or (message.model_extra or {}).get("reasoning_content")
         finish = choice.finish_reason if choice else None
         tool_calls = _tool_calls(message)
         acted = bool(tool_calls) and sampling.get("tool_choice") != "none"  # a call it was told not to make is no reply
@@ -279,7 +315,12 @@ class TeacherClient:
             models = [m.model_dump() for m in listing.data]
         except openai.OpenAIError as exc:
             models = [{"error": f"{type(exc).__name__}: {exc}"[:300]}]
-        return TeacherIdentity(base_url=self.base_url, model=self.config.model, server_models=models, client=f"openai-python {openai.__version__}")
+        return TeacherIdentity(
+            base_url=self.base_url,
+            model=self.config.model,
+            server_models=models,
+            client=f"openai-python {openai.__version__}",
+        )
 
     async def close(self) -> None:
         await self._client.close()

