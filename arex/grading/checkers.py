@@ -78,12 +78,16 @@ def interpret_kattis(exit_code: int, score_txt: str | None, message: str) -> Che
             try:
                 value = float(score_txt.split()[0])
             except ValueError:
-                return Check(False, 0.0, 0.0, f"validator wrote a non-numeric score.txt: {score_txt[:40]!r}", judge_error=True)
+                return Check(
+                    False, 0.0, 0.0, f"validator wrote a non-numeric score.txt: {score_txt[:40]!r}", judge_error=True
+                )
             return Check(True, min(max(value, 0.0), 1.0), value, message)
         return Check(True, 1.0, 1.0, message)
     if exit_code == 43:
         return Check(False, 0.0, 0.0, message)
-    return Check(False, 0.0, 0.0, f"validator exited {exit_code} (only 42/43 are valid): {message[:200]}", judge_error=True)
+    return Check(
+        False, 0.0, 0.0, f"validator exited {exit_code} (only 42/43 are valid): {message[:200]}", judge_error=True
+    )
 
 
 def interpret_testlib(exit_code: int, stdout: str, stderr: str) -> Check:
@@ -102,7 +106,9 @@ def interpret_testlib(exit_code: int, stdout: str, stderr: str) -> Check:
     if exit_code == 7:
         points = _POINTS.search(stderr) or _POINTS.search(stdout)
         if not points:
-            return Check(False, 0.0, 0.0, f"checker exited 7 (points) without 'points <x>': {message[:200]}", judge_error=True)
+            return Check(
+                False, 0.0, 0.0, f"checker exited 7 (points) without 'points <x>': {message[:200]}", judge_error=True
+            )
         value = float(points.group(1))
         bounded = min(max(value, 0.0), 1.0)
         return Check(bounded >= 1.0, bounded, value, message[:300])

@@ -55,6 +55,7 @@ class Grader(Protocol):
 
     def private_bytes(self, name: str) -> bytes: ...
 
+
 INTERACTOR_MEMORY = 256 << 20
 """Room beside the submission in the container's memory limit for the interactor."""
 INTERACTOR_ADDRESS_SPACE = 2 << 30
@@ -82,14 +83,23 @@ _STAGE = (
 )
 # Runs as the judge's uid after the run: print each feedback file (name, base64), then wipe the run.
 _COLLECT = (
-    f'cd {RUN_DIR} 2>/dev/null || exit 0\nfor f in "$@"; do [ -f "feedback/$f" ] && printf "%s %s\\n" "$f" "$(head -c {FEEDBACK_CAP} "feedback/$f" | base64 -w0)"; done\ncd / && rm -rf {RUN_DIR}'
+    f"cd {RUN_DIR} 2>/dev/null || exit 0\n"
+    'for f in "$@"; do [ -f "feedback/$f" ] && '
+    f'printf "%s %s\\n" "$f" "$(head -c {FEEDBACK_CAP} "feedback/$f" | base64 -w0)"; done\n'
+    f"cd / && rm -rf {RUN_DIR}"
 )
 
 
 def area_bytes(judge: Grader) -> int:
     """Size of the private area a grading container needs: the interactor, one test's input and
     answer, its feedback."""
-    largest = max(((judge.private / t.input).stat().st_size + (judge.private / t.answer).stat().st_size for t in judge.spec.tests), default=0)
+    largest = max(
+        (
+            (judge.private / t.input).stat().st_size + (judge.private / t.answer).stat().st_size
+            for t in judge.spec.tests
+        ),
+        default=0,
+    )
     return AREA_SLACK + judge.checker_binary().stat().st_size + 2 * largest
 
 
@@ -109,7 +119,12 @@ class InteractiveRun:
     def run(self, box: Sandbox, program: tuple[str, ...], test: TestCase) -> tuple[TestResult, None]:
         """Run one test; the interactor's verdict is final, so there is never an output to check."""
         tl = self.spec.time_limit_s
-        limits = RunLimits(cpu_s=max(1, math.ceil(tl)), stack=self.spec.memory_mb << 20, starved_wall_s=self.judge.starved_cap_s, isolated=True)
+        limits = RunLimits(
+            cpu_s=max(1, math.ceil(tl)),
+            stack=self.spec.memory_mb << 20,
+            starved_wall_s=self.judge.starved_cap_s,
+            isolated=True,
+        )
         interactor_limits = RunLimits(cpu_s=max(2, math.ceil(4 * tl)), address_space=INTERACTOR_ADDRESS_SPACE)
         r = box.interact(
             list(program),
@@ -146,7 +161,13 @@ class InteractiveRun:
 
     def _result(self, test: TestCase, r: InteractResult, feedback: dict[str, str]) -> TestResult:
         p = r.program
-        evidence = {"time_s": p.cpu_s, "wall_s": p.duration_s, "memory_kb": p.memory_kb, "exit_code": p.exit_code, "signal": p.signal}
+        evidence = {
+            "time_s": p.cpu_s,
+            "wall_s": p.duration_s,
+            "memory_kb": p.memory_kb,
+            "exit_code": p.exit_code,
+            "signal": p.signal,
+        }
         check = interactor_check(self.spec.checker.protocol, r, feedback)
         failure = program_failure(r.program, self.judge.limits, idle="waiting for the interactor or idle")
         decided = decide(self.spec.checker.protocol, r, check, failure)
@@ -184,7 +205,13 @@ def decide(protocol: str, r: InteractResult, check: Check, failure: Failure | No
         return failure  # over a hard resource limit: the kernel would have stopped it there
     if not check.accepted and r.first == "interactor":
         return check  # it rejected first: what the program did after (crash, spin, hang) follows from that
-    if check.accepted and r.first == "interactor" and failure is not None and failure.verdict == "RE" and r.program.signal == SIGPIPE:
+    if (
+        check.accepted
+        and r.first == "interactor"
+        and failure is not None
+        and failure.verdict == "RE"
+        and r.program.signal == SIGPIPE
+    ):
         return check  # accepted, then the program wrote into the closed pipe: the judge hung up, not a crash
     return failure or check
 
@@ -203,7 +230,11 @@ def _crashed(r: InteractResult) -> bool:
     """Did the interactor fail other than because the program hung up on it (SIGPIPE,
     BrokenPipeError) or used up the time (the program's own failures)? An end of file is no
     excuse: the program's end is output the interactor must judge too."""
-    hung_up = r.interactor_signal == SIGPIPE or "BrokenPipeError" in r.interactor_output or "Broken pipe" in r.interactor_output
+    hung_up = (
+        r.interactor_signal == SIGPIPE
+        or "BrokenPipeError" in r.interactor_output
+        or "Broken pipe" in r.interactor_output
+    )
     out_of_time = r.interactor_signal in (SIGKILL, SIGXCPU) or r.program.status in ("timeout", "oom", "output_limit")
     return not hung_up and not out_of_time
 
@@ -243,9 +274,21 @@ def _last_line(text: str) -> str:
 
 
 def _sample_detail(interactor_message: str, stderr: str) -> str:
-    parts = [f"; interactor: {interactor_message[:300]}" if interactor_message else "", f"; stderr: {stderr[-500:]}" if stderr.strip() else ""]
+    parts = [
+        f"; interactor: {interactor_message[:300]}" if interactor_message else "",
+        f"; stderr: {stderr[-500:]}" if stderr.strip() else "",
+    ]
     return "".join(parts)
 
 
 def _make(test: TestCase, verdict: str, ratio: float, raw: float, message: str, evidence: dict) -> TestResult:
-    return TestResult(name=test.name, group=test.group, sample=test.sample, verdict=verdict, ratio=ratio, raw=raw, message=message, **evidence)
+    return TestResult(
+        name=test.name,
+        group=test.group,
+        sample=test.sample,
+        verdict=verdict,
+        ratio=ratio,
+        raw=raw,
+        message=message,
+        **evidence,
+    )

@@ -63,7 +63,9 @@ class Judge:
         # never turns a run within its CPU limit into a timeout.
         self.wall_limit_s = max(3 * spec.time_limit_s, spec.time_limit_s + 2.0)
         self.starved_cap_s = 10 * self.wall_limit_s
-        self.limits = Limits(time_s=spec.time_limit_s, memory_mb=spec.memory_mb, output_mb=spec.output_limit_mb, wall_s=self.wall_limit_s)
+        self.limits = Limits(
+            time_s=spec.time_limit_s, memory_mb=spec.memory_mb, output_mb=spec.output_limit_mb, wall_s=self.wall_limit_s
+        )
         self._pins: dict[str, str] = {}  # private/ file → sha256, once pinned (pin_private)
 
     def pin_private(self) -> None:
@@ -78,7 +80,10 @@ class Judge:
         data = (self.private / name).read_bytes()
         pin = self._pins.get(name)
         if pin is not None and hashlib.sha256(data).hexdigest() != pin:
-            raise SandboxError(f"{self.private / name} changed on disk since grading of env '{self.spec.id}' began; restore or rebuild the env (arex build-envs), then re-run")
+            raise SandboxError(
+                f"{self.private / name} changed on disk since grading of env '{self.spec.id}' began; "
+                "restore or rebuild the env (arex build-envs), then re-run"
+            )
         return data
 
     # -- grading -----------------------------------------------------------------------------
@@ -87,7 +92,15 @@ class Judge:
         hand it out through a GradingPool, which cleans and checks it first."""
         limit = self.spec.output_limit_mb << 20
         config = self.sandbox_config.model_copy(
-            update={"memory": COMPILE_MEMORY, "pids_limit": 128, "output_limit": 2 * limit + 4096, "output_kill": limit, "mounts": (), "seed": None, "judge_area": self._judge_area()}
+            update={
+                "memory": COMPILE_MEMORY,
+                "pids_limit": 128,
+                "output_limit": 2 * limit + 4096,
+                "output_kill": limit,
+                "mounts": (),
+                "seed": None,
+                "judge_area": self._judge_area(),
+            }
         )
         box = make_sandbox(config, f"judge-{self.spec.id}")
         box.start()
@@ -98,7 +111,13 @@ class Judge:
         return interactive.area_bytes(self) if self.spec.checker.kind == "interactive" else 0
 
     def grade(
-        self, source: str, language: str, samples_only: bool = False, stop_on_failure: bool = False, box: Sandbox | None = None, checker_box: Sandbox | None = None
+        self,
+        source: str,
+        language: str,
+        samples_only: bool = False,
+        stop_on_failure: bool = False,
+        box: Sandbox | None = None,
+        checker_box: Sandbox | None = None,
     ) -> GradeResult:
         """Grade one submission, in `box` (a fresh one from open_box or a GradingPool lease: clean)
         or in a fresh grading container. A broken submission is a low score; a broken env sets infra_error."""
@@ -107,7 +126,9 @@ class Judge:
         # sample's output (its stderr, its checker message) is shown to the agent. A hidden run
         # comes after every run the agent sees, so nothing it read or wrote can reach the feedback;
         # the pool wipes the container before the next grading.
-        tests = [t for t in self.spec.tests if t.sample] + [t for t in self.spec.tests if not t.sample and not samples_only]
+        tests = [t for t in self.spec.tests if t.sample] + [
+            t for t in self.spec.tests if not t.sample and not samples_only
+        ]
         results: list[TestResult] = []
         outputs: dict[str, str] = {}
         own = box is None
@@ -121,7 +142,9 @@ class Judge:
             if too_big is not None:
                 results = [self._result(t, "MLE", message=too_big) for t in tests]
                 return self._finish(results)
-            run_test = interactive.InteractiveRun(self, box, RUN).run if self.spec.checker.kind == "interactive" else self._run
+            run_test = (
+                interactive.InteractiveRun(self, box, RUN).run if self.spec.checker.kind == "interactive" else self._run
+            )
             for test in tests:
                 result, output = run_test(box, lang.run, test)
                 if output is not None:
@@ -138,10 +161,16 @@ class Judge:
         for result in sorted(results, key=lambda r: order[r.name]):  # reported in the spec's order
             check = checks.get(result.name)
             if check is not None:
-                verdict = "JE" if check.judge_error else ("AC" if check.accepted or (self.spec.scoring == "ratio" and check.ratio > 0) else "WA")
+                verdict = (
+                    "JE"
+                    if check.judge_error
+                    else ("AC" if check.accepted or (self.spec.scoring == "ratio" and check.ratio > 0) else "WA")
+                )
                 # A hidden test's checker message may quote its answer: only samples keep theirs.
                 message = check.message if result.sample or check.judge_error else ""
-                result = result.model_copy(update={"verdict": verdict, "ratio": check.ratio, "raw": check.raw, "message": message})
+                result = result.model_copy(
+                    update={"verdict": verdict, "ratio": check.ratio, "raw": check.raw, "message": message}
+                )
             final.append(result)
         return self._finish(final)
 
@@ -172,25 +201,45 @@ class Judge:
         except SandboxError:
             du = box.exec(["du", "-sk", RUN], timeout=30, cwd="/")
             size = du.stdout.split()[0] if du.ok and du.stdout.split() else "?"
-            return f"memory limit {self.spec.memory_mb} MB exceeded before the program started: its compiled files alone take {size} KB"
+            return (
+                f"memory limit {self.spec.memory_mb} MB exceeded before the program started: "
+                f"its compiled files alone take {size} KB"
+            )
 
     def _run(self, box: Sandbox, run: tuple[str, ...], test: TestCase) -> tuple[TestResult, str | None]:
         """Run one test. Returns the result so far and the output to check (None if it did not finish).
         A hidden test's stderr is never kept: the program could print its input there."""
         limit = self.spec.time_limit_s
-        limits = RunLimits(cpu_s=max(1, math.ceil(limit)), stack=self.spec.memory_mb << 20, starved_wall_s=self.starved_cap_s, isolated=True)
+        limits = RunLimits(
+            cpu_s=max(1, math.ceil(limit)),
+            stack=self.spec.memory_mb << 20,
+            starved_wall_s=self.starved_cap_s,
+            isolated=True,
+        )
         stdin = self.private_bytes(test.input)
         r = box.exec(list(run), timeout=self.wall_limit_s, cwd=RUN, stdin=stdin, limits=limits)
         evidence = {"time_s": r.cpu_s, "wall_s": r.duration_s, "memory_kb": r.memory_kb, "exit_code": r.exit_code}
         failure = program_failure(r, self.limits)
         if failure is None:
             return self._result(test, "AC", **evidence), r.stdout
-        message = f"{failure.message}; stderr: {r.stderr[-500:]}" if failure.verdict == "RE" and test.sample else failure.message
+        message = (
+            f"{failure.message}; stderr: {r.stderr[-500:]}"
+            if failure.verdict == "RE" and test.sample
+            else failure.message
+        )
         return self._result(test, failure.verdict, signal=r.signal, message=message, **evidence), None
 
     @staticmethod
     def _result(test: TestCase, verdict: str, **fields) -> TestResult:
-        return TestResult(name=test.name, group=test.group, sample=test.sample, verdict=verdict, ratio=1.0 if verdict == "AC" else 0.0, raw=1.0 if verdict == "AC" else 0.0, **fields)
+        return TestResult(
+            name=test.name,
+            group=test.group,
+            sample=test.sample,
+            verdict=verdict,
+            ratio=1.0 if verdict == "AC" else 0.0,
+            raw=1.0 if verdict == "AC" else 0.0,
+            **fields,
+        )
 
     # -- checking ----------------------------------------------------------------------------
     def open_checker_box(self) -> Sandbox:
@@ -198,7 +247,11 @@ class Judge:
         never runs submission code, so it can be reused across gradings."""
         binary = self.checker_binary()
         config = self.sandbox_config.model_copy(
-            update={"mounts": (Mount(source=str(self.private.resolve()), target=PRIVATE_MOUNT),), "memory": 1 << 30, "timeout_s": 60.0}
+            update={
+                "mounts": (Mount(source=str(self.private.resolve()), target=PRIVATE_MOUNT),),
+                "memory": 1 << 30,
+                "timeout_s": 60.0,
+            }
         )
         box = make_sandbox(config, f"checker-{self.spec.id}")
         box.start()
@@ -212,7 +265,10 @@ class Judge:
             return {}
         checker = self.spec.checker
         if checker.kind in ("exact", "token", "float"):
-            return {name: check_builtin(checker, out, self.private_bytes(tests[name].answer).decode(errors="replace")) for name, out in outputs.items()}
+            return {
+                name: check_builtin(checker, out, self.private_bytes(tests[name].answer).decode(errors="replace"))
+                for name, out in outputs.items()
+            }
         for name in outputs:  # the checker reads them from the mount: as pinned, or no check
             for file in (tests[name].input, tests[name].answer):
                 if file in self._pins:
@@ -228,21 +284,35 @@ class Judge:
                 box.copy_in(tmp, "outs")
             for name in outputs:
                 test = tests[name]
-                inp, ans, out = f"{PRIVATE_MOUNT}/{test.input}", f"{PRIVATE_MOUNT}/{test.answer}", shlex.quote(f"outs/{name}.out")
+                inp, ans, out = (
+                    f"{PRIVATE_MOUNT}/{test.input}",
+                    f"{PRIVATE_MOUNT}/{test.answer}",
+                    shlex.quote(f"outs/{name}.out"),
+                )
                 if checker.kind == "kattis":
                     flags = " ".join(_quote(f) for f in checker.flags)
                     r = box.exec(
-                        f"rm -rf /tmp/fb && mkdir /tmp/fb && ./checker {_quote(inp)} {_quote(ans)} /tmp/fb/ {flags} < {out}; code=$?; "
-                        "printf '\\n@@arex-score@@'; cat /tmp/fb/score.txt 2>/dev/null; printf '\\n@@arex-message@@'; cat /tmp/fb/judgemessage.txt 2>/dev/null; exit $code"
+                        "rm -rf /tmp/fb && mkdir /tmp/fb && "
+                        f"./checker {_quote(inp)} {_quote(ans)} /tmp/fb/ {flags} < {out}; code=$?; "
+                        "printf '\\n@@arex-score@@'; cat /tmp/fb/score.txt 2>/dev/null; "
+                        "printf '\\n@@arex-message@@'; cat /tmp/fb/judgemessage.txt 2>/dev/null; exit $code"
                     )
                     _, _, rest = r.stdout.rpartition("\n@@arex-score@@")
                     score, _, message = rest.partition("\n@@arex-message@@")
-                    checks[name] = interpret_kattis(r.exit_code, score if score.strip() else None, (message or r.stderr).strip()[:300])
+                    checks[name] = interpret_kattis(
+                        r.exit_code, score if score.strip() else None, (message or r.stderr).strip()[:300]
+                    )
                 else:
                     r = box.exec(["./checker", inp, f"outs/{name}.out", ans])
                     checks[name] = interpret_testlib(r.exit_code, r.stdout, r.stderr)
                 if r.status == "timeout":  # the checker's own failure, named as such (not "exited -1")
-                    checks[name] = Check(False, 0.0, 0.0, f"checker timeout: no verdict within {box.config.timeout_s:g} s", judge_error=True)
+                    checks[name] = Check(
+                        False,
+                        0.0,
+                        0.0,
+                        f"checker timeout: no verdict within {box.config.timeout_s:g} s",
+                        judge_error=True,
+                    )
         finally:
             if own:
                 box.stop()
@@ -268,11 +338,17 @@ class Judge:
         with make_sandbox(config, f"checker-build-{self.spec.id}") as box:
             box.copy_in(folder, "src")
             command = ["g++", "-std=c++17", "-O2", "-pipe", "-I", "src", "-o", "checker", f"src/{source.name}"]
-            built = box.exec(command, timeout=CHECKER_COMPILE_TIMEOUT_S, limits=RunLimits(starved_wall_s=STARVED_COMPILE_CAP_S))
+            built = box.exec(
+                command, timeout=CHECKER_COMPILE_TIMEOUT_S, limits=RunLimits(starved_wall_s=STARVED_COMPILE_CAP_S)
+            )
             if built.status == "timeout":
-                raise RuntimeError(f"Checker '{source.name}' of env '{self.spec.id}' does not compile: timeout after {CHECKER_COMPILE_TIMEOUT_S:g} s of compiling")
+                raise RuntimeError(
+                    f"Checker '{source.name}' of env '{self.spec.id}' does not compile: timeout after "
+                    f"{CHECKER_COMPILE_TIMEOUT_S:g} s of compiling"
+                )
             if not built.ok:
-                log = (built.stderr or built.stdout).strip()[-2000:] or f"g++ exited with code {built.exit_code} and printed nothing"
+                log = (built.stderr or built.stdout).strip()[-2000:]
+                log = log or f"g++ exited with code {built.exit_code} and printed nothing"
                 raise RuntimeError(f"Checker '{source.name}' of env '{self.spec.id}' does not compile:\n{log}")
             tmp.write_bytes(box.read_file("checker"))
         tmp.replace(binary)
@@ -299,7 +375,12 @@ class Judge:
             held_out_raw=held_raw,
             feedback=self._feedback(samples, hidden, public, compile_log),
             details=details,
-            infra_error=f"checker failed on {len(judge_errors)} test(s) (first: test {judge_errors[0].name}): {judge_errors[0].message}" if judge_errors else None,
+            infra_error=(
+                f"checker failed on {len(judge_errors)} test(s) (first: test {judge_errors[0].name}): "
+                f"{judge_errors[0].message}"
+                if judge_errors
+                else None
+            ),
         )
 
     def _score(self, results: list[TestResult], by_groups: bool) -> tuple[float, float]:
@@ -330,7 +411,11 @@ class Judge:
         tests = {t.name: t for t in self.spec.tests}
         for r in samples:
             timing = f"{r.time_s:.2f}s CPU, {(r.memory_kb or 0) // 1024} MB" if r.time_s is not None else ""
-            lines.append(f"- {r.name}: {r.verdict}" + (f" ratio {r.ratio:.3f}" if self.spec.scoring == "ratio" else "") + (f" ({timing})" if timing else ""))
+            lines.append(
+                f"- {r.name}: {r.verdict}"
+                + (f" ratio {r.ratio:.3f}" if self.spec.scoring == "ratio" else "")
+                + (f" ({timing})" if timing else "")
+            )
             if r.verdict != "AC" or r.ratio < 1.0:
                 test = tests[r.name]
                 lines.append(f"  input: {_clip((self.private / test.input).read_text(errors='replace'))}")
@@ -339,7 +424,9 @@ class Judge:
                     lines.append(f"  detail: {_clip(r.message)}")
         counts = Counter(r.verdict for r in hidden)
         summary = ", ".join(f"{v} {n}" for v, n in sorted(counts.items()))
-        lines.append(f"Hidden tests: {counts.get('AC', 0)} of {len(hidden)} accepted. Verdicts: {summary or 'none run'}.")
+        lines.append(
+            f"Hidden tests: {counts.get('AC', 0)} of {len(hidden)} accepted. Verdicts: {summary or 'none run'}."
+        )
         slowest = max((r.time_s or 0.0 for r in hidden), default=0.0)
         lines.append(f"Slowest hidden test: {slowest:.2f}s CPU of the {self.spec.time_limit_s:g}s limit.")
         return "\n".join(lines)
@@ -352,4 +439,3 @@ def _quote(text: str) -> str:
 def _clip(text: str, limit: int = 300) -> str:
     text = text.strip()
     return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more chars]"
-

@@ -43,7 +43,12 @@ class Language:
                 text = text.replace(key, value)
             return text
 
-        return replace(self, source=fill(self.source), compile=tuple(map(fill, self.compile)) if self.compile else None, run=tuple(map(fill, self.run)))
+        return replace(
+            self,
+            source=fill(self.source),
+            compile=tuple(map(fill, self.compile)) if self.compile else None,
+            run=tuple(map(fill, self.run)),
+        )
 
 
 # Python's "compile" step: a syntax check printing what `python3 -m py_compile` prints, at less than
@@ -85,16 +90,41 @@ def jvm_heap_mb(memory_mb: int) -> int:
 
 LANGUAGES: dict[str, Language] = {
     "cpp17": Language(
-        "cpp17", "solution.cpp", ("g++", "-std=c++17", "-O2", "-pipe", "-o", "solution", "solution.cpp"), ("./solution",), (".cpp", ".cc", ".cxx"), heavy_compile=True
+        "cpp17",
+        "solution.cpp",
+        ("g++", "-std=c++17", "-O2", "-pipe", "-o", "solution", "solution.cpp"),
+        ("./solution",),
+        (".cpp", ".cc", ".cxx"),
+        heavy_compile=True,
     ),
-    "python3": Language("python3", "solution.py", ("python3", "-c", _PY_SYNTAX_CHECK, "solution.py"), ("python3", "solution.py"), (".py",)),
-    "c11": Language("c11", "solution.c", ("gcc", "-std=c11", "-O2", "-pipe", "-o", "solution", "solution.c", "-lm"), ("./solution",), (".c",), heavy_compile=True),
+    "python3": Language(
+        "python3",
+        "solution.py",
+        ("python3", "-c", _PY_SYNTAX_CHECK, "solution.py"),
+        ("python3", "solution.py"),
+        (".py",),
+    ),
+    "c11": Language(
+        "c11",
+        "solution.c",
+        ("gcc", "-std=c11", "-O2", "-pipe", "-o", "solution", "solution.c", "-lm"),
+        ("./solution",),
+        (".c",),
+        heavy_compile=True,
+    ),
     "java": Language(
-        "java", "{file}.java", ("javac", "-encoding", "UTF-8", "-nowarn", "-d", ".", "{file}.java"), ("java", *_JVM_FLAGS, "-cp", ".", "{main}"), (".java",), heavy_compile=True
+        "java",
+        "{file}.java",
+        ("javac", "-encoding", "UTF-8", "-nowarn", "-d", ".", "{file}.java"),
+        ("java", *_JVM_FLAGS, "-cp", ".", "{main}"),
+        (".java",),
+        heavy_compile=True,
     ),
     # PyPy runs Python 3.9: its own parser checks the syntax (3.10's `match` is an error there).
     # Never chosen by extension (.py is python3); named by a package or with --lang.
-    "pypy3": Language("pypy3", "solution.py", ("pypy3", "-c", _PY_SYNTAX_CHECK, "solution.py"), ("pypy3", "solution.py"), ()),
+    "pypy3": Language(
+        "pypy3", "solution.py", ("pypy3", "-c", _PY_SYNTAX_CHECK, "solution.py"), ("pypy3", "solution.py"), ()
+    ),
 }
 
 
@@ -140,7 +170,11 @@ def java_main_class(code: str) -> tuple[str, str]:
         head_start = max(text.rfind(c, 0, match.start()) for c in ";{}") + 1
         public = re.search(r"\bpublic\b", text[head_start : match.start()]) is not None
         top.append((match.group(2), public, match.end(), _body_end(text, match.end())))
-    chosen = next((t for t in top if t[1]), None) or next((t for t in top if _JAVA_MAIN.search(text, t[2], t[3])), None) or (top[0] if top else None)
+    chosen = (
+        next((t for t in top if t[1]), None)
+        or next((t for t in top if _JAVA_MAIN.search(text, t[2], t[3])), None)
+        or (top[0] if top else None)
+    )
     return (re.sub(r"\s+", "", package.group(1)) if package else ""), (chosen[0] if chosen else _JAVA_DEFAULT)
 
 

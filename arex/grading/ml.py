@@ -132,7 +132,10 @@ def resolve_metric(name: str) -> Callable[[list, list], float]:
     """A built-in metric by name. Metric code from a repository is never run: scoring happens on the
     host, outside any sandbox, and a repository (or a model drafting its spec) is not trusted."""
     if name not in METRICS:
-        raise ValueError(f"unknown metric '{name}'; the metrics are {', '.join(METRICS)} (arex runs no metric code from the repository, since scoring happens outside the sandbox)")
+        raise ValueError(
+            f"unknown metric '{name}'; the metrics are {', '.join(METRICS)} "
+            "(arex runs no metric code from the repository, since scoring happens outside the sandbox)"
+        )
     return METRICS[name]
 
 
@@ -153,7 +156,10 @@ def parse_submission(data: bytes, spec: MLSpec, expected_ids: list[str]) -> dict
     header = reader.fieldnames or []
     for column in (sub.id_column, sub.prediction_column):
         if column not in header:
-            raise SubmissionError(f"{sub.file} has no '{column}' column (columns found: {', '.join(header) or 'none'}); expected {sub.id_column},{sub.prediction_column}")
+            raise SubmissionError(
+                f"{sub.file} has no '{column}' column (columns found: {', '.join(header) or 'none'}); "
+                f"expected {sub.id_column},{sub.prediction_column}"
+            )
     predictions: dict[str, str] = {}
     for line, row in enumerate(reader, start=2):
         key, value = (row.get(sub.id_column) or "").strip(), (row.get(sub.prediction_column) or "").strip()
@@ -170,7 +176,9 @@ def parse_submission(data: bytes, spec: MLSpec, expected_ids: list[str]) -> dict
                 raise SubmissionError(f"{sub.file} line {line}: prediction {value!r} is not finite")
         predictions[key] = value
     if len(predictions) != len(expected_ids):
-        raise SubmissionError(f"{sub.file} has {len(predictions)} rows; expected {len(expected_ids)} (one per row of the test file)")
+        raise SubmissionError(
+            f"{sub.file} has {len(predictions)} rows; expected {len(expected_ids)} (one per row of the test file)"
+        )
     missing = [i for i in expected_ids if i not in predictions]
     if missing:
         raise SubmissionError(f"{sub.file} lacks predictions for {len(missing)} test ids, e.g. {missing[:3]}")
@@ -214,13 +222,23 @@ class MLGrader:
         except SubmissionError as exc:
             return self.invalid(str(exc))
         name = self.spec.metric.name
-        feedback = f"Submission valid ({len(predictions)} rows). Public {name}: {public_value:.6f} ({self.spec.metric.direction} is better)."
+        feedback = (
+            f"Submission valid ({len(predictions)} rows). "
+            f"Public {name}: {public_value:.6f} ({self.spec.metric.direction} is better)."
+        )
         return GradeResult(
             public_score=self.sign * public_value,
             held_out_score=self.sign * private_value,
             held_out_raw=private_value,
             feedback=feedback,
-            details={"kind": "ml", "metric": name, "direction": self.spec.metric.direction, "public": public_value, "private": private_value, "rows": len(predictions)},
+            details={
+                "kind": "ml",
+                "metric": name,
+                "direction": self.spec.metric.direction,
+                "public": public_value,
+                "private": private_value,
+                "rows": len(predictions),
+            },
         )
 
     def invalid(self, message: str) -> GradeResult:
@@ -238,9 +256,13 @@ class MLGrader:
         result = sandbox.exec(self.spec.run, timeout=self.spec.time_limit_s)
         log = (result.stdout + result.stderr)[-3000:]
         if result.status == "timeout":
-            return self.with_log(self.invalid(f"'{self.spec.run}' exceeded the {self.spec.time_limit_s:g}s time limit"), log), log
+            return self.with_log(
+                self.invalid(f"'{self.spec.run}' exceeded the {self.spec.time_limit_s:g}s time limit"), log
+            ), log
         if not result.ok:
-            return self.with_log(self.invalid(f"'{self.spec.run}' failed ({result.status}, exit code {result.exit_code})"), log), log
+            return self.with_log(
+                self.invalid(f"'{self.spec.run}' failed ({result.status}, exit code {result.exit_code})"), log
+            ), log
         return None, log
 
     def grade(self, sandbox: Sandbox) -> GradeResult:
@@ -261,4 +283,9 @@ class MLGrader:
     def with_log(result: GradeResult, log: str) -> GradeResult:
         if not log:
             return result
-        return result.model_copy(update={"feedback": result.feedback + "\nRun log (tail):\n" + log, "details": {**result.details, "log_tail": log}})
+        return result.model_copy(
+            update={
+                "feedback": result.feedback + "\nRun log (tail):\n" + log,
+                "details": {**result.details, "log_tail": log},
+            }
+        )

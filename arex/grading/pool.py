@@ -78,7 +78,8 @@ class GradingPool:
 
     def __init__(self, judge: Judge, cap: int = 4, name: str = ""):
         self.judge, self.cap, self.name = judge, max(1, cap), name or judge.spec.id
-        self.custom_checker = judge.spec.checker.kind not in ("exact", "token", "float", "interactive")  # an interactor runs in the grading box
+        # an interactor runs in the grading box
+        self.custom_checker = judge.spec.checker.kind not in ("exact", "token", "float", "interactive")
         self._pinned = False  # the tests' files are pinned on the first lease (in a worker thread: they may be large)
         self._idle: list[Lease] = []
         self._total = 0  # leases alive: idle, in use, starting or being cleaned
@@ -257,7 +258,9 @@ class GradingPool:
             raise
         if problems:
             lease.stop()
-            raise SandboxError(f"a fresh grading container of env '{self.name}' is not clean: {'; '.join(problems)[:500]}")
+            raise SandboxError(
+                f"a fresh grading container of env '{self.name}' is not clean: {'; '.join(problems)[:500]}"
+            )
         with self._cond:
             self.started += 1
         return lease
@@ -281,7 +284,11 @@ class GradingPool:
             self._cond.notify_all()
         if not keep:
             if problems:
-                log.warning("grading container of %s removed, a check failed after grading: %s", self.name, "; ".join(problems)[:300])
+                log.warning(
+                    "grading container of %s removed, a check failed after grading: %s",
+                    self.name,
+                    "; ".join(problems)[:300],
+                )
             lease.stop()
 
     def clean(self, lease: Lease) -> list[str]:
@@ -289,7 +296,10 @@ class GradingPool:
         problems = self._clean_box(lease.box, keep={}, grading=True)
         if lease.checker is not None:
             checker = f"{lease.checker.config.workdir}/checker"
-            problems += [f"checker box: {p}" for p in self._clean_box(lease.checker, keep={checker: self._checker_sha()}, grading=False)]
+            problems += [
+                f"checker box: {p}"
+                for p in self._clean_box(lease.checker, keep={checker: self._checker_sha()}, grading=False)
+            ]
         return problems
 
     def _checker_sha(self) -> str:
@@ -299,7 +309,8 @@ class GradingPool:
         return self._checker_hash
 
     def _clean_box(self, box: Sandbox, keep: dict[str, str], grading: bool) -> list[str]:
-        if grading and self.judge.spec.memory_mb < INSPECT_MEMORY_MB:  # the tests' limit is left on: too tight for this command
+        # the tests' limit is left on: too tight for this command
+        if grading and self.judge.spec.memory_mb < INSPECT_MEMORY_MB:
             box.set_memory_limit(COMPILE_MEMORY)
         runtime = _runtime_sources()
         report = cleaning.inspect(box, sorted(keep), sorted(set(keep) | set(runtime) | set(self._runner)))
@@ -313,7 +324,9 @@ class GradingPool:
         if box.config.judge_area:
             area = box.judge_exec(["sh", "-c", _AREA_WIPE, "arex-area-wipe", JUDGE_AREA], timeout=60)
             if not area.ok or area.stdout.strip():
-                problems.append(f"the judge's private area is not empty: {area.stdout.strip()[:200]!r} {area.stderr.strip()[:200]}")
+                problems.append(
+                    f"the judge's private area is not empty: {area.stdout.strip()[:200]!r} {area.stderr.strip()[:200]}"
+                )
         return problems
 
     def _hash_problems(self, hashes: dict[str, str], expected: dict[str, str]) -> list[str]:
@@ -325,7 +338,9 @@ class GradingPool:
             reference = {**self._runner, **expected}
         for path in sorted(set(reference) | {p for p in hashes if p.startswith(RUNTIME + "/")}):
             if hashes.get(path) != reference.get(path):
-                problems.append(f"{path} changed (sha256 {str(hashes.get(path))[:16]}, expected {str(reference.get(path))[:16]})")
+                problems.append(
+                    f"{path} changed (sha256 {str(hashes.get(path))[:16]}, expected {str(reference.get(path))[:16]})"
+                )
         return problems
 
     def close(self) -> None:

@@ -26,7 +26,9 @@ class Limits:
     wall_s: float
 
 
-def program_failure(p: ExecResult, limits: Limits, idle: str = "the program was not using CPU: sleeping or waiting for input") -> Failure | None:
+def program_failure(
+    p: ExecResult, limits: Limits, idle: str = "the program was not using CPU: sleeping or waiting for input"
+) -> Failure | None:
     """MLE, OLE, TLE or RE by the program's own CPU time, peak memory, signal and exit status, or
     None. The declared memory limit is judged from the peak memory: the container's limit must leave
     room for the command server beside the program, so it is only a backstop."""
