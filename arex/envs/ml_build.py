@@ -29,7 +29,10 @@ from arex.hashing import bytes_sha256, text_sha256
 from arex.record.canary import CANARY_FILE, make_canary
 from arex.sandbox import SandboxConfig, SandboxError
 
-__all__ = ["MLSource", "build_ml", "crash_reason", "env_id", "fetch", "is_ml_source", "load_ml_spec", "open_source", "parse_source", "split_table"]
+__all__ = [
+    "MLSource", "build_ml", "crash_reason", "env_id", "fetch", "is_ml_source", "load_ml_spec", "open_source", "parse_source",
+    "split_table",
+]  # fmt: skip
 
 
 def build_ml(path: Path, out: Path, sandbox: SandboxConfig, package_sources: bool = False) -> EnvReport:

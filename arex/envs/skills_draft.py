@@ -77,8 +77,10 @@ def request(prompts: dict, env_dir: Path, entry: dict, name: str, workdir: str) 
     raw = yaml.safe_load((env_dir / "task.yaml").read_text(encoding="utf-8")) or {}
     statement = (env_dir / "statement.md").read_text(encoding="utf-8")[:STATEMENT_CHARS]
     text = prompts["request"].format(
-        title=raw.get("title", env_dir.name), kind=raw.get("kind", DEFAULT_KIND), statement=statement.strip(), workdir=workdir,
-        files=_files(env_dir / "workspace"), gates=_gates(env_dir), facts=_facts(raw, env_dir / "task.yaml"), name=name, focus=str(entry["focus"]).strip(),
+        title=raw.get("title", env_dir.name), kind=raw.get("kind", DEFAULT_KIND), statement=statement.strip(),
+        workdir=workdir,
+        files=_files(env_dir / "workspace"), gates=_gates(env_dir), facts=_facts(raw, env_dir / "task.yaml"), name=name,
+        focus=str(entry["focus"]).strip(),
     )  # fmt: skip
     return [{"role": "system", "content": prompts["system"]}, {"role": "user", "content": text}]
 

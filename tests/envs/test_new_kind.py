@@ -63,7 +63,8 @@ def test_a_new_kind_is_built_rolled_out_selected_and_exported_through_its_row(tm
     store = tmp_path / "store"
     with ScriptedServer(RoundScript(closer), model="scripted-teacher") as server:
         config = RolloutConfig(rounds=3)
-        summary = asyncio.run(run_batch([env], TEACHER, config, SandboxConfig(backend="process"), store, 1, 1, server.base_url))
+        sandbox = SandboxConfig(backend="process")
+        summary = asyncio.run(run_batch([env], TEACHER, config, sandbox, store, 1, 1, server.base_url))
     assert summary["endings"] == {"done": 1}
     [path] = sorted((store / "guess-7").glob("*.jsonl"))
     t = load(path)

@@ -29,7 +29,8 @@ def build(source: Path, out: Path, sandbox: SandboxConfig, package_sources: bool
     env = out / spec.id
     (env / "workspace").mkdir(parents=True)
     write_task(env, spec)
-    (env / "statement.md").write_text("Write a whole number from 0 to 20 in guess.txt; the feedback says higher or lower.\n")
+    statement = "Write a whole number from 0 to 20 in guess.txt; the feedback says higher or lower.\n"
+    (env / "statement.md").write_text(statement)
     (env / "workspace" / "guess.txt").write_text(STARTER)
     return EnvReport(str(source), spec.id, "accepted", seconds=time.monotonic() - started)
 

@@ -29,10 +29,12 @@ class GuessEnv(Env):
             return self._not_graded(f"guess.txt holds {text[:20]!r}, not a whole number", log)
         score = max(0.0, 1 - abs(guess - self.spec.target) / 10)
         hint = "higher" if guess < self.spec.target else "lower" if guess > self.spec.target else "exact"
-        return GradeResult(public_score=score, held_out_score=score, held_out_raw=score, feedback=f"guess {guess}: {hint}")
+        feedback = f"guess {guess}: {hint}"
+        return GradeResult(public_score=score, held_out_score=score, held_out_raw=score, feedback=feedback)
 
     def _not_graded(self, problem: str, log: str) -> GradeResult:
-        return GradeResult(public_score=0.0, held_out_score=0.0, held_out_raw=0.0, feedback=f"Submission not graded: {problem}")
+        feedback = f"Submission not graded: {problem}"
+        return GradeResult(public_score=0.0, held_out_score=0.0, held_out_raw=0.0, feedback=feedback)
 
     def regrade(self, archive: Path, end: RoundEnd, base: SandboxConfig) -> GradeResult:
         data = read_member(archive, self.submission_path, 1 << 20)
