@@ -156,14 +156,18 @@ def test_wheel_ships_prompts_skills_and_sandbox_runtime(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for name in ("arex/data/prompts/default.yaml", "arex/sandbox/runner.c", "arex/sandbox/box/init.py", "arex/sandbox/box/server.py", "arex/sandbox/box/unpack.py"):
         assert name in names, name
-    # Every file of the package's data folders, at any depth (skills carry scripts/ and references/).
-    for folder in ("arex/data", "arex/sandbox/box"):
+    # Every file of the package's data folders, at any depth (skills carry scripts/ and references/);
+    # the top-level skills/ catalogue as arex/_skills.
+    shipped_as = {"arex/data": "arex/data", "arex/sandbox/box": "arex/sandbox/box", "skills": "arex/_skills"}
+    for folder, shipped in shipped_as.items():
         files = [p for p in (ROOT / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts]
-        assert files
-        missing = sorted(str(p.relative_to(ROOT)) for p in files if str(p.relative_to(ROOT)) not in names)
+        rels = [p.relative_to(ROOT / folder).as_posix() for p in files if p.suffix != ".pyc"]
+        assert rels
+        missing = sorted(f"{folder}/{rel}" for rel in rels if f"{shipped}/{rel}" not in names)
         assert not missing, missing
-    assert sum(n.startswith("arex/data/skills/") and n.endswith("/SKILL.md") for n in names) >= 8
-    assert not [n for n in names if n.endswith(".pyc") or n.split("/")[0] in ("tests", "envs", "configs", "scripts")]
+    assert sum(n.startswith("arex/_skills/") and n.endswith("/SKILL.md") for n in names) >= 8
+    outside = ("tests", "envs", "configs", "scripts", "skills")
+    assert not [n for n in names if n.endswith(".pyc") or n.split("/")[0] in outside]
 
 
 def test_the_venv_runs_the_wheel_not_the_checkout(venv):
@@ -173,7 +177,7 @@ def test_the_venv_runs_the_wheel_not_the_checkout(venv):
     assert not Path(info["arex"]).is_relative_to(ROOT)
     assert Path(info["dist"]).is_relative_to(venv_dir), info
     assert info["direct_url"] is None or '"editable": true' not in info["direct_url"], info  # a wheel, not `-e`
-    assert Path(info["skills"]) == (site / "arex" / "data" / "skills").resolve(), info
+    assert Path(info["skills"]) == (site / "arex" / "_skills").resolve(), info
     assert info["prompts"] >= 11
     assert info["unmet"] == [], info  # every runtime dependency of the installed arex is there
 
@@ -211,7 +215,7 @@ def test_build_envs_and_rollout_with_the_bundled_prompts_and_skills(venv, built)
     system = requests[0]["messages"][0]
     assert system["role"] == "system" and system["content"].startswith(marker)
     assert "cpp-fast-io" in system["content"]  # the skill catalogue
-    assert Path(mounts["/skills"]) == (venv["site"] / "arex" / "data" / "skills").resolve(), mounts
+    assert Path(mounts["/skills"]) == (venv["site"] / "arex" / "_skills").resolve(), mounts
     runtime = venv["base"] / "cache" / "runtime" / venv["info"]["runtime"]
     assert Path(mounts["/.arex"]) == runtime, mounts
     assert (runtime / "arex-run").is_file()

@@ -65,7 +65,7 @@ def test_action_and_reflection_parsing():
 
 
 def test_bundled_skills_follow_the_format():
-    skills = load_skills(ROOT / "arex" / "data" / "skills")
+    skills = load_skills(ROOT / "skills")  # the catalogue, top-level in the checkout
     assert len(skills) >= 8
     names = {s.name for s in skills}
     for wanted in ("stress-test-brute-force", "cpp-fast-io", "avoid-overfitting-the-public-split"):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from arex.envs.skills import bundled_skills
 from arex.record.trajectory import load
 from arex.rollout.batch import config_hash
 from arex.rollout.config import BUNDLED, RolloutConfig
@@ -32,7 +33,7 @@ def test_the_checked_in_store_keeps_its_keys_under_the_bundled_prompts_and_skill
     folders = {r.header.config.get("skills_dir") for r in records} - {None}
     assert folders <= {"skills"}  # likewise the bundled skills
     for rel in folders:
-        shutil.copytree(BUNDLED / "skills", tmp_path / rel, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(bundled_skills(), tmp_path / rel, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     monkeypatch.chdir(tmp_path)
     for record in records:
         h = record.header
@@ -56,7 +57,7 @@ def test_editing_the_reflection_prompt_in_place_changes_the_key(tmp_path):
 
 def test_editing_a_skill_changes_the_key_and_bytecode_beside_it_does_not(tmp_path):
     skills = tmp_path / "skills"
-    shutil.copytree(BUNDLED / "skills", skills, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(bundled_skills(), skills, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     config = RolloutConfig(skills_dir=str(skills))
     before = config_hash(TEACHER, config)
     cache = next(p for p in skills.rglob("*.py")).parent / "__pycache__"

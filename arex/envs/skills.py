@@ -1,15 +1,35 @@
-"""Skills in the Agent Skills format: `<name>/SKILL.md` with `name` and `description` front matter."""
+"""Skills in the Agent Skills format: `<name>/SKILL.md` with `name` and `description` front matter.
+
+The general catalogue is the top-level `skills/` folder of the checkout, beside `envs/` and
+`configs/`; a wheel ships it inside the package as `arex/_skills` (setup.py). `bundled_skills()`
+finds whichever this arex runs from."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import yaml
 
 from arex import yamltext
 from arex.errors import UserInputError
+
+SHIPPED = "_skills"
+"""The catalogue's folder inside an installed package (a wheel's copy of the top-level skills/)."""
+
+
+def bundled_skills() -> Path:
+    """The general skills catalogue: in a checkout (an editable install, or the source tree on the
+    path), its top-level skills/; else the copy the wheel shipped in the package. The checkout is
+    known by its pyproject.toml beside the package, so a stray skills/ in site-packages is never
+    taken. A real folder, not a zip member: it is mounted into sandboxes."""
+    package = Path(str(resources.files("arex")))
+    root = package.parent
+    if (root / "pyproject.toml").is_file() and (root / "skills").is_dir():
+        return root / "skills"
+    return package / SHIPPED
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from arex import yamltext
+from arex.envs.skills import bundled_skills
 from arex.errors import UserInputError
 from arex.hashing import files_sha256, json_sha256
 
-# Package data, so a wheel install has them too. A real folder (not a zip member): the skills
-# folder is mounted into sandboxes.
+# Package data, so a wheel install has them too (the prompts; the skills catalogue is found by
+# arex.envs.skills.bundled_skills).
 BUNDLED = Path(str(resources.files("arex").joinpath("data")))
 
 
@@ -71,7 +72,7 @@ class RolloutConfig(BaseModel):
     """Prompts file; unset: the bundled one (arex/data/prompts/default.yaml)."""
     skills_dir: str | None = None
     """Skill folders (Agent Skills format), mounted read-only in the sandbox; unset: the bundled
-    ones (arex/data/skills)."""
+    ones (the checkout's top-level skills/, or the copy a wheel ships)."""
     skills_target: str = "/skills"
     """Where the skills appear inside the sandbox."""
     docs: bool = True
@@ -130,7 +131,7 @@ class RolloutConfig(BaseModel):
         return data
 
     def skills_path(self) -> Path:
-        path = Path(self.skills_dir) if self.skills_dir else BUNDLED / "skills"
+        path = Path(self.skills_dir) if self.skills_dir else bundled_skills()
         if not path.is_dir():
             raise UserInputError(f"rollout.skills_dir: no folder {path}; point it at a skills folder, or unset it for the bundled ones")
         return path
