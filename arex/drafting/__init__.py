@@ -17,9 +17,15 @@ def _heuristic(config: DraftSettings) -> Drafter:
     return HeuristicDrafter(config.sandbox, package_sources=config.build.package_sources)
 
 
+def _model(config: DraftSettings) -> Drafter:
+    from arex.drafting.model import ModelDrafter
+
+    return ModelDrafter.from_config(config)
+
+
 DRAFTERS: dict[str, Callable[[DraftSettings], Drafter]] = {
     "heuristic": _heuristic,
-    "model": lambda config: __import__("arex.drafting.model", fromlist=["ModelDrafter"]).ModelDrafter.from_config(config),
+    "model": _model,
     # More drafters: one line each, "name": factory taking the DraftSettings.
 }
 

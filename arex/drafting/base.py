@@ -24,6 +24,7 @@ class DraftSettings(Protocol):
     rollout: Any
     build: Any
 
+
 class Guess(BaseModel):
     """One field the drafter chose, how sure it is, and why (shown in the draft report)."""
 

@@ -25,12 +25,14 @@ features = [c for c in train.columns if c not in (ID, TARGET)]
 numeric = [c for c in features if pd.api.types.is_numeric_dtype(train[c])]
 categorical = [c for c in features if c not in numeric and train[c].nunique() <= 50]
 # Free text (messages, reviews): the longest text column, as TF-IDF word counts.
-texts = sorted((c for c in features if c not in numeric + categorical), key=lambda c: -train[c].fillna("").astype(str).str.len().mean())[:1]
+texts = sorted((c for c in features if c not in numeric + categorical), \
+key=lambda c: -train[c].fillna("").astype(str).str.len().mean())[:1]
 for frame in (train, test):
     frame[texts] = frame[texts].fillna("").astype(str)
 prep = ColumnTransformer(
     [("num", make_pipeline(SimpleImputer(), StandardScaler()), numeric),
-     ("cat", make_pipeline(SimpleImputer(strategy="most_frequent"), OneHotEncoder(handle_unknown="ignore")), categorical)]
+     ("cat", make_pipeline(SimpleImputer(strategy="most_frequent"), \
+OneHotEncoder(handle_unknown="ignore")), categorical)]
     + [("text", TfidfVectorizer(max_features=20000), c) for c in texts]
 )
 model = make_pipeline(prep, {model})
@@ -42,18 +44,49 @@ print("wrote", SUBMISSION)
 '''
 
 
-def wrapper_text(train: str, test: str, submission: str, id_column: str, target: str, task: str, proba: bool, factory: tuple[str, str] | None) -> str:
+def wrapper_text(
+    train: str,
+    test: str,
+    submission: str,
+    id_column: str,
+    target: str,
+    task: str,
+    proba: bool,
+    factory: tuple[str, str] | None,
+) -> str:
     """A scikit-learn pipeline over the numeric and low-cardinality columns; the model is the
     repository's own factory when it has one, else logistic regression or ridge."""
     if factory:
         module, function = factory
-        model_import, model, origin = f"from {module} import {function}", f"{function}()", f"the repository's {module}.{function}() in a generic pipeline"
+        model_import, model, origin = (
+            f"from {module} import {function}",
+            f"{function}()",
+            f"the repository's {module}.{function}() in a generic pipeline",
+        )
     elif task == "classification":
-        model_import, model, origin = "from sklearn.linear_model import LogisticRegression", "LogisticRegression(max_iter=2000)", "a generic template (logistic regression)"
+        model_import, model, origin = (
+            "from sklearn.linear_model import LogisticRegression",
+            "LogisticRegression(max_iter=2000)",
+            "a generic template (logistic regression)",
+        )
     else:
-        model_import, model, origin = "from sklearn.linear_model import Ridge", "Ridge()", "a generic template (ridge regression)"
+        model_import, model, origin = (
+            "from sklearn.linear_model import Ridge",
+            "Ridge()",
+            "a generic template (ridge regression)",
+        )
     predict = "model.predict_proba(X_test)[:, 1]" if proba else "model.predict(X_test)"
-    return _TEMPLATE.format(origin=origin, train=train, test=test, submission=submission, id=id_column, target=target, model_import=model_import, model=model, predict=predict)
+    return _TEMPLATE.format(
+        origin=origin,
+        train=train,
+        test=test,
+        submission=submission,
+        id=id_column,
+        target=target,
+        model_import=model_import,
+        model=model,
+        predict=predict,
+    )
 
 
 _DIRECTION = {"maximize": "higher is better", "minimize": "lower is better"}
@@ -78,11 +111,16 @@ def statement_text(spec: dict, title: str, readme_section: str) -> str:
         "",
         f"Predict `{data['target']}` for every row of `{data['test_file']}`.",
         "",
-        f"- `{data['train_file']}`: the labelled training rows: the id column `{data['id_column']}`, the features and `{data['target']}`.",
+        (
+            f"- `{data['train_file']}`: the labelled training rows: the id column `{data['id_column']}`, "
+            f"the features and `{data['target']}`."
+        ),
         f"- `{data['test_file']}`: the rows to predict, with the same columns except `{data['target']}`.",
-        f"- Run `{spec['run']}`: it must write `{sub['file']}` with columns `{sub['id_column']},{sub['prediction_column']}`, one row per row of"
+        f"- Run `{spec['run']}`: it must write `{sub['file']}` with columns "
+        f"`{sub['id_column']},{sub['prediction_column']}`, one row per row of"
         f" `{data['test_file']}`; `{sub['prediction_column']}` is {what}.",
-        f"- Score: {metric['name']} ({_DIRECTION[metric['direction']]}). Half of the test rows give the feedback score after each"
+        f"- Score: {metric['name']} ({_DIRECTION[metric['direction']]}). "
+        "Half of the test rows give the feedback score after each"
         " submission; the other half is held out.",
         "",
         f"Rules: do not edit {protected}. There is no network access.",

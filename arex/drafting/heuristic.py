@@ -105,7 +105,9 @@ def compose(found: Survey, plan: Plan, pinned: Pinner) -> Draft:
     use_run = found.run_script is not None and not plan.wrapper
     column = found.table.column(target)
     assert column is not None
-    options = metric_options(column, found.table.rows, bool(use_run and found.run_script and found.run_script.uses_proba))
+    options = metric_options(
+        column, found.table.rows, bool(use_run and found.run_script and found.run_script.uses_proba)
+    )
     metric, direction, m_why = options[min(plan.metric, len(options) - 1)]
     id_column, id_conf, id_why = choose_id(found, target, plan, use_run)
     guesses = list(found.guesses) + [
@@ -120,18 +122,38 @@ def compose(found: Survey, plan: Plan, pinned: Pinner) -> Draft:
         run, files, g = _wrapper_run(found, id_column, target, metric, add)
     guesses += g
     train, test, sub, sub_columns = files
-    names = sorted(set(found.requirements + (["pandas", "scikit-learn"] if not use_run else []) + plan.requirements) - set(plan.dropped))
+    names = sorted(
+        set(found.requirements + (["pandas", "scikit-learn"] if not use_run else []) + plan.requirements)
+        - set(plan.dropped)
+    )
     requirements = pinned(names)
-    data: dict = {"table": found.table_path, "target": target, "id_column": id_column, "train_file": train, "test_file": test,
-                  "split": {"seed": 0, "test_fraction": 0.3, "public_fraction": 0.5, "stratify": metric in CLASSIFICATION}}  # fmt: skip
+    data: dict = {
+        "table": found.table_path,
+        "target": target,
+        "id_column": id_column,
+        "train_file": train,
+        "test_file": test,
+        "split": {"seed": 0, "test_fraction": 0.3, "public_fraction": 0.5, "stratify": metric in CLASSIFICATION},
+    }
     if found.prepare_script:
         data = {"prepare": f"python3 {found.prepare_script}", **data}
     title = found.facts.readme_title or found.facts.root.name
-    spec: dict = {"id": env_slug(found.facts.root.name), "title": title[:120], "statement": statement_path(found.facts.files), "requirements": requirements}
+    spec: dict = {
+        "id": env_slug(found.facts.root.name),
+        "title": title[:120],
+        "statement": statement_path(found.facts.files),
+        "requirements": requirements,
+    }
     if found.facts.requirements_file:
         spec["requirements_file"] = found.facts.requirements_file
-    spec |= {"run": run, "submission": {"file": sub, "id_column": sub_columns[0], "prediction_column": sub_columns[1]}, "metric": {"name": metric, "direction": direction},
-             "data": data, "time_limit_s": 300, "protected": list(dict.fromkeys([p for p in (found.prepare_script, train, test) if p]))}  # fmt: skip
+    spec |= {
+        "run": run,
+        "submission": {"file": sub, "id_column": sub_columns[0], "prediction_column": sub_columns[1]},
+        "metric": {"name": metric, "direction": direction},
+        "data": data,
+        "time_limit_s": 300,
+        "protected": list(dict.fromkeys([p for p in (found.prepare_script, train, test) if p])),
+    }
     scrub = [e for e in dict.fromkeys(found.scrub + plan.scrub) if e not in plan.no_scrub]
     if scrub:
         spec["scrub"] = scrub
@@ -140,17 +162,47 @@ def compose(found: Survey, plan: Plan, pinned: Pinner) -> Draft:
     add[spec["statement"]] = statement_text(spec, title, found.facts.readme_section)
     if found.table_add is not None:
         add[found.table_path] = found.table_add
-    guesses.append(Guess(field="statement", value=spec["statement"], confidence="medium", why="written by the draft: the README's first section, then the task as it is graded"))
-    source = "the third-party imports of its Python files, mapped to PyPI names" + (" (and the wrapper's)" if not use_run else "")
+    guesses.append(
+        Guess(
+            field="statement",
+            value=spec["statement"],
+            confidence="medium",
+            why="written by the draft: the README's first section, then the task as it is graded",
+        )
+    )
+    source = "the third-party imports of its Python files, mapped to PyPI names" + (
+        " (and the wrapper's)" if not use_run else ""
+    )
     bare = [r.split("==")[0] for r in requirements]
-    pins = "pinned to the versions pip resolves for the base image" if requirements != bare else "unpinned: pip takes the newest at build time"
+    pins = (
+        "pinned to the versions pip resolves for the base image"
+        if requirements != bare
+        else "unpinned: pip takes the newest at build time"
+    )
     if len(bare) < len(names):
         pins += f"; left out (pip cannot install them): {', '.join(n for n in names if n not in bare)}"
-    guesses.append(Guess(field="requirements", value=", ".join(requirements) or "(none)", confidence="medium", why=f"{source}; {pins}"))
+    guesses.append(
+        Guess(
+            field="requirements",
+            value=", ".join(requirements) or "(none)",
+            confidence="medium",
+            why=f"{source}; {pins}",
+        )
+    )
     remove = list(dict.fromkeys(found.remove + plan.remove))
     if remove:
-        guesses.append(Guess(field="remove", value=", ".join(remove), confidence="medium", why="other copies of the labelled table (or files the leak gate found)"))
-    guesses += [Guess(field="revision", value=str(i + 1), confidence="medium", why=text) for i, text in enumerate(plan.revisions)]
+        guesses.append(
+            Guess(
+                field="remove",
+                value=", ".join(remove),
+                confidence="medium",
+                why="other copies of the labelled table (or files the leak gate found)",
+            )
+        )
+    guesses += [
+        Guess(field="revision", value=str(i + 1), confidence="medium", why=text)
+        for i, text in enumerate(plan.revisions)
+    ]
     return Draft(spec=spec, add=add, remove=tuple(remove), guesses=tuple(guesses))
 
 
@@ -159,28 +211,79 @@ def _repo_run(found: Survey, plan: Plan, id_column: str) -> tuple[str, tuple[str
     assert script is not None and found.train_literal and found.test_literal and found.submission_literal
     columns = plan.submission_columns or script.submission_columns[:2]
     read = bool(columns)
-    why_columns = f"{script.path} writes these columns" if columns else "the default columns (the script's could not be read)"
+    why_columns = (
+        f"{script.path} writes these columns" if columns else "the default columns (the script's could not be read)"
+    )
     columns = columns if len(columns) == 2 else [id_column, "prediction"]
     guesses = [
-        Guess(field="run", value=f"python3 {script.path}", confidence="high", why=f"{script.path} reads {found.train_literal} and {found.test_literal} and writes {found.submission_literal}"),
-        Guess(field="data.train_file", value=found.train_literal, confidence="high", why=f"the path {script.path} reads its training rows from"),
-        Guess(field="data.test_file", value=found.test_literal, confidence="high", why=f"the path {script.path} reads the rows to predict from"),
-        Guess(field="submission", value=f"{found.submission_literal}: {columns[0]},{columns[1]}", confidence="high" if read else "low", why=why_columns),
+        Guess(
+            field="run",
+            value=f"python3 {script.path}",
+            confidence="high",
+            why=(
+                f"{script.path} reads {found.train_literal} and {found.test_literal} "
+                f"and writes {found.submission_literal}"
+            ),
+        ),
+        Guess(
+            field="data.train_file",
+            value=found.train_literal,
+            confidence="high",
+            why=f"the path {script.path} reads its training rows from",
+        ),
+        Guess(
+            field="data.test_file",
+            value=found.test_literal,
+            confidence="high",
+            why=f"the path {script.path} reads the rows to predict from",
+        ),
+        Guess(
+            field="submission",
+            value=f"{found.submission_literal}: {columns[0]},{columns[1]}",
+            confidence="high" if read else "low",
+            why=why_columns,
+        ),
     ]
-    return f"python3 {script.path}", (found.train_literal, found.test_literal, found.submission_literal, columns), guesses
+    return (
+        f"python3 {script.path}",
+        (found.train_literal, found.test_literal, found.submission_literal, columns),
+        guesses,
+    )
 
 
-def _wrapper_run(found: Survey, id_column: str, target: str, metric: str, add: dict[str, str]) -> tuple[str, tuple[str, str, str, list[str]], list[Guess]]:
+def _wrapper_run(
+    found: Survey, id_column: str, target: str, metric: str, add: dict[str, str]
+) -> tuple[str, tuple[str, str, str, list[str]], list[Guess]]:
     files = found.facts.files
     train, test = "data/train.csv", "data/test.csv"
     if (train in files and train != found.table_path) or (test in files and test != found.table_path):
         train, test = "arex_data/train.csv", "arex_data/test.csv"
-    factory = next(((module_name(s.path), s.factories[0]) for s in found.facts.scripts if s.factories and not s.main_guard and s.path != WRAPPER), None)
+    factory = next(
+        (
+            (module_name(s.path), s.factories[0])
+            for s in found.facts.scripts
+            if s.factories and not s.main_guard and s.path != WRAPPER
+        ),
+        None,
+    )
     task = "classification" if metric in CLASSIFICATION else "regression"
-    add[WRAPPER] = wrapper_text(train, test, "submission.csv", id_column, target, task, metric in ("roc_auc", "log_loss"), factory)
-    why = "no script reads a train and a test CSV and writes a submission" if found.run_script is None else f"{found.run_script.path} did not pass the gates"
+    add[WRAPPER] = wrapper_text(
+        train, test, "submission.csv", id_column, target, task, metric in ("roc_auc", "log_loss"), factory
+    )
+    why = (
+        "no script reads a train and a test CSV and writes a submission"
+        if found.run_script is None
+        else f"{found.run_script.path} did not pass the gates"
+    )
     model = f"the repository's {factory[0]}.{factory[1]}()" if factory else "a generic scikit-learn pipeline"
-    guesses = [Guess(field="run", value=f"python3 {WRAPPER}", confidence="medium" if factory else "low", why=f"{why}: the draft adds {WRAPPER}, training {model}")]
+    guesses = [
+        Guess(
+            field="run",
+            value=f"python3 {WRAPPER}",
+            confidence="medium" if factory else "low",
+            why=f"{why}: the draft adds {WRAPPER}, training {model}",
+        )
+    ]
     return f"python3 {WRAPPER}", (train, test, "submission.csv", [id_column, "prediction"]), guesses
 
 
@@ -192,9 +295,19 @@ def choose_id(found: Survey, target: str, plan: Plan, use_run: bool) -> tuple[st
     if written and written[0] != target:
         column = table.column(written[0])
         if column is None or column.unique:
-            return written[0], "high", f"the run script writes its ids from {written[0]!r}" + ("" if column else "; the build numbers the rows")
+            return (
+                written[0],
+                "high",
+                f"the run script writes its ids from {written[0]!r}"
+                + ("" if column else "; the build numbers the rows"),
+            )
     for column in table.columns:
-        if column.name != target and column.unique and ID_NAME.match(column.name) and (column.integer or not column.numeric):
+        if (
+            column.name != target
+            and column.unique
+            and ID_NAME.match(column.name)
+            and (column.integer or not column.numeric)
+        ):
             return column.name, "medium", f"{column.name!r} is unique in every row and named like an id"
     name = "id" if table.column("id") is None else "arex_id"
     return name, "low", f"no unique id-like column: the build adds {name!r} numbering the rows"
@@ -214,7 +327,10 @@ def revise(found: Survey, plan: Plan, reason: str) -> Plan:
             return revised
     if "gate 'no-op clearly worse' failed" in reason:
         return _next_metric(found, plan)
-    if any(f"gate '{g}' failed" in reason for g in ("baseline runs", "baseline deterministic", "mutation changes the score")):
+    if any(
+        f"gate '{g}' failed" in reason
+        for g in ("baseline runs", "baseline deterministic", "mutation changes the score")
+    ):
         return _escalate(found, plan, reason.split(":")[0])
     raise DraftError(f"the heuristic drafter has no rule to revise after: {reason[:300]}")
 
@@ -227,20 +343,38 @@ def _next_metric(found: Survey, plan: Plan) -> Plan:
     target = found.targets[plan.target][0]
     column = found.table.column(target)
     use_run = found.run_script is not None and not plan.wrapper
-    options = metric_options(column, found.table.rows, bool(use_run and found.run_script and found.run_script.uses_proba))  # type: ignore[arg-type]
+    options = metric_options(
+        column,
+        found.table.rows,
+        bool(use_run and found.run_script and found.run_script.uses_proba),  # type: ignore[arg-type]
+    )
     if plan.metric + 1 < len(options):
-        return _with(plan, f"the no-op scored as well as the baseline with {options[plan.metric][0]}: trying {options[plan.metric + 1][0]}", metric=plan.metric + 1)
+        return _with(
+            plan,
+            (
+                f"the no-op scored as well as the baseline with {options[plan.metric][0]}: "
+                f"trying {options[plan.metric + 1][0]}"
+            ),
+            metric=plan.metric + 1,
+        )
     return _escalate(found, plan, "gate 'no-op clearly worse' failed with every metric")
 
 
 def _escalate(found: Survey, plan: Plan, what: str) -> Plan:
     """The repository's script → the generic wrapper → the next candidate target."""
     if not plan.wrapper and found.run_script is not None:
-        return _with(plan, f"{what}: training with the generated {WRAPPER} instead of {found.run_script.path}", wrapper=True, metric=0)
+        return _with(
+            plan,
+            f"{what}: training with the generated {WRAPPER} instead of {found.run_script.path}",
+            wrapper=True,
+            metric=0,
+        )
     if plan.target + 1 < len(found.targets):
         nxt = found.targets[plan.target + 1][0]
         return _with(plan, f"{what}: trying the target {nxt!r}", target=plan.target + 1, metric=0)
-    raise DraftError(f"{what}, and the heuristic drafter has tried every target it found ({', '.join(t[0] for t in found.targets)})")
+    raise DraftError(
+        f"{what}, and the heuristic drafter has tried every target it found ({', '.join(t[0] for t in found.targets)})"
+    )
 
 
 def _leak(found: Survey, plan: Plan, reason: str) -> Plan | None:
@@ -254,26 +388,47 @@ def _leak(found: Survey, plan: Plan, reason: str) -> Plan | None:
     if not new and not scrub:
         raise DraftError(f"the leak gate failed and names no repository or package file to leave out: {reason[:300]}")
     what = [f"removed {', '.join(new)}"] * bool(new) + [f"scrubbed {', '.join(scrub)} from the image"] * bool(scrub)
-    return _with(plan, f"the leak gate found labelled rows: {'; '.join(what)}", remove=plan.remove + new, scrub=plan.scrub + scrub)
+    return _with(
+        plan,
+        f"the leak gate found labelled rows: {'; '.join(what)}",
+        remove=plan.remove + new,
+        scrub=plan.scrub + scrub,
+    )
 
 
 def _scrub_missing(found: Survey, plan: Plan, reason: str) -> Plan | None:
     missing = [m for m in re.findall(r"scrub: (\S+) does not exist in the image", reason) if m not in plan.no_scrub]
-    return _with(plan, f"{', '.join(missing)} is not in the image: not scrubbed", no_scrub=plan.no_scrub + missing) if missing else None
+    return (
+        _with(plan, f"{', '.join(missing)} is not in the image: not scrubbed", no_scrub=plan.no_scrub + missing)
+        if missing
+        else None
+    )
 
 
 def _missing_module(found: Survey, plan: Plan, reason: str) -> Plan | None:
     modules = re.findall(r"No module named '([\w.]+)'", reason)
     names = [IMPORT_TO_PYPI.get(m, IMPORT_TO_PYPI.get(m.split(".")[0], m.split(".")[0])) for m in modules]
     new = [n for n in dict.fromkeys(names) if n not in plan.requirements and n not in plan.dropped]
-    return _with(plan, f"the run lacked {', '.join(new)}: added to the requirements", requirements=plan.requirements + new) if new else None
+    return (
+        _with(plan, f"the run lacked {', '.join(new)}: added to the requirements", requirements=plan.requirements + new)
+        if new
+        else None
+    )
 
 
 def _no_distribution(found: Survey, plan: Plan, reason: str) -> Plan | None:
     names = re.findall(r"No matching distribution found for ([\w.-]+)", reason)
-    names += [m for m in re.findall(r"\): ([\w.-]+)\S* in .*? cannot be installed .*?versions that install: none", reason)]
+    names += [
+        m for m in re.findall(r"\): ([\w.-]+)\S* in .*? cannot be installed .*?versions that install: none", reason)
+    ]
     new = [n for n in names if n not in plan.dropped]
-    return _with(plan, f"pip has no {', '.join(new)} (an import name, not a PyPI name?): dropped", dropped=plan.dropped + new) if new else None
+    return (
+        _with(
+            plan, f"pip has no {', '.join(new)} (an import name, not a PyPI name?): dropped", dropped=plan.dropped + new
+        )
+        if new
+        else None
+    )
 
 
 def _submission_columns(found: Survey, plan: Plan, reason: str) -> Plan | None:
@@ -283,7 +438,9 @@ def _submission_columns(found: Survey, plan: Plan, reason: str) -> Plan | None:
     columns = [c.strip() for c in match.group(1).split(",")]
     if len(columns) != 2:
         return None
-    return _with(plan, f"the submission has the columns {columns[0]},{columns[1]}: the spec says so", submission_columns=columns)
+    return _with(
+        plan, f"the submission has the columns {columns[0]},{columns[1]}: the spec says so", submission_columns=columns
+    )
 
 
 def _no_target(found: Survey, plan: Plan, reason: str) -> Plan | None:

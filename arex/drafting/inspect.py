@@ -19,15 +19,43 @@ from arex.envs.ml_data import column_names
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".xlsx", ".parquet", ".json", ".jsonl")
 TABLE_READ_CAP = 64 << 20
-SKIP_DIRS = {".git", "__pycache__", "node_modules", ".venv", "venv", "env", ".tox", ".mypy_cache", ".ipynb_checkpoints", "site-packages"}
+SKIP_DIRS = {
+    ".git",
+    "__pycache__",
+    "node_modules",
+    ".venv",
+    "venv",
+    "env",
+    ".tox",
+    ".mypy_cache",
+    ".ipynb_checkpoints",
+    "site-packages",
+}
 ENCODINGS = ("utf-8", "utf-8-sig", "cp1252", "latin-1")
 
 IMPORT_TO_PYPI = {
-    "sklearn": "scikit-learn", "cv2": "opencv-python-headless", "PIL": "pillow", "yaml": "pyyaml", "skimage": "scikit-image",
-    "bs4": "beautifulsoup4", "dateutil": "python-dateutil", "Bio": "biopython", "dotenv": "python-dotenv", "tensorflow": "tensorflow-cpu",
-    "attr": "attrs", "Crypto": "pycryptodome", "lightgbm": "lightgbm", "xgboost": "xgboost", "catboost": "catboost", "torch": "torch",
-    "sentencepiece": "sentencepiece", "google.protobuf": "protobuf", "openpyxl": "openpyxl", "pyarrow": "pyarrow", "statsmodels": "statsmodels",
-}  # fmt: skip
+    "sklearn": "scikit-learn",
+    "cv2": "opencv-python-headless",
+    "PIL": "pillow",
+    "yaml": "pyyaml",
+    "skimage": "scikit-image",
+    "bs4": "beautifulsoup4",
+    "dateutil": "python-dateutil",
+    "Bio": "biopython",
+    "dotenv": "python-dotenv",
+    "tensorflow": "tensorflow-cpu",
+    "attr": "attrs",
+    "Crypto": "pycryptodome",
+    "lightgbm": "lightgbm",
+    "xgboost": "xgboost",
+    "catboost": "catboost",
+    "torch": "torch",
+    "sentencepiece": "sentencepiece",
+    "google.protobuf": "protobuf",
+    "openpyxl": "openpyxl",
+    "pyarrow": "pyarrow",
+    "statsmodels": "statsmodels",
+}
 """Import names whose PyPI distribution is named differently (or worth naming); others map to themselves."""
 
 
@@ -143,7 +171,17 @@ def column_stats(header: list[str], rows: list[list[str]]) -> list[Column]:
         integer = numeric and all(float(v).is_integer() for v in distinct)
         unique = len(distinct) == len(values) and len(present) == len(values)
         filled = len(present) / len(values) if values else 0.0
-        columns.append(Column(name=name, distinct=len(distinct), numeric=numeric, integer=integer, unique=unique, values=sorted(distinct)[:20], filled=filled))
+        columns.append(
+            Column(
+                name=name,
+                distinct=len(distinct),
+                numeric=numeric,
+                integer=integer,
+                unique=unique,
+                values=sorted(distinct)[:20],
+                filled=filled,
+            )
+        )
     return columns
 
 
@@ -164,7 +202,14 @@ def read_table(rel: str, blob: bytes) -> TableInfo:
             delimiter = sniff_delimiter(text, suffix)
             header, rows = _split_rows(list(csv.reader(io.StringIO(text), delimiter=delimiter)))
             fmt = "csv" if delimiter == "," else "tsv" if delimiter == "\t" else "csv"
-            return TableInfo(path=rel, format=fmt, delimiter=delimiter, encoding=encoding, rows=len(rows), columns=column_stats(header, rows))
+            return TableInfo(
+                path=rel,
+                format=fmt,
+                delimiter=delimiter,
+                encoding=encoding,
+                rows=len(rows),
+                columns=column_stats(header, rows),
+            )
         header, rows = records_table(rel, blob)
         return TableInfo(path=rel, format=suffix.lstrip("."), rows=len(rows), columns=column_stats(header, rows))
     except Exception as exc:  # noqa: BLE001 - any reader failure is a note on this one table
@@ -239,7 +284,12 @@ def scan_script(rel: str, text: str) -> ScriptInfo:
             info.imports += [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             info.imports.append(node.module)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _DATA_LITERAL.match(node.value) and node.value not in info.literals:
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and _DATA_LITERAL.match(node.value)
+            and node.value not in info.literals
+        ):
             info.literals.append(node.value)
         elif isinstance(node, ast.Call):
             _scan_call(node, info)
@@ -247,7 +297,9 @@ def scan_script(rel: str, text: str) -> ScriptInfo:
             _scan_assign(node, info)
         elif isinstance(node, ast.Attribute) and node.attr == "predict_proba":
             info.uses_proba = True
-    info.factories = [f.name for f in tree.body if isinstance(f, ast.FunctionDef) and _FACTORY.match(f.name) and not _required_args(f)]
+    info.factories = [
+        f.name for f in tree.body if isinstance(f, ast.FunctionDef) and _FACTORY.match(f.name) and not _required_args(f)
+    ]
     info.main_guard = "__main__" in text
     return info
 
@@ -258,16 +310,31 @@ def _required_args(f: ast.FunctionDef) -> int:
 
 def _scan_call(node: ast.Call, info: ScriptInfo) -> None:
     """Writers: open(path, 'w'), frame.to_csv(path), np.savetxt(path), csv writers' header rows."""
-    name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id if isinstance(node.func, ast.Name) else ""
+    name = (
+        node.func.attr
+        if isinstance(node.func, ast.Attribute)
+        else node.func.id
+        if isinstance(node.func, ast.Name)
+        else ""
+    )
     first = node.args[0] if node.args else None
     path = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
-    mode = next((a.value for a in node.args[1:2] if isinstance(a, ast.Constant)), None) or next((k.value.value for k in node.keywords if k.arg == "mode" and isinstance(k.value, ast.Constant)), "r")
-    writes = name in ("to_csv", "to_parquet", "to_json", "savetxt", "to_excel", "write_csv") or (name == "open" and isinstance(mode, str) and mode[:1] in "wax")
+    mode = next((a.value for a in node.args[1:2] if isinstance(a, ast.Constant)), None) or next(
+        (k.value.value for k in node.keywords if k.arg == "mode" and isinstance(k.value, ast.Constant)), "r"
+    )
+    writes = name in ("to_csv", "to_parquet", "to_json", "savetxt", "to_excel", "write_csv") or (
+        name == "open" and isinstance(mode, str) and mode[:1] in "wax"
+    )
     if path and writes and path not in info.written:
         info.written.append(path)
     if name in ("to_csv", "write_csv") and path and is_submission(path) and isinstance(node.func, ast.Attribute):
         info.submission_columns = info.submission_columns or _frame_columns(node.func.value)
-    if name == "writerow" and first is not None and isinstance(first, (ast.List, ast.Tuple)) and not info.submission_columns:
+    if (
+        name == "writerow"
+        and first is not None
+        and isinstance(first, (ast.List, ast.Tuple))
+        and not info.submission_columns
+    ):
         names = [e.value for e in first.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
         if len(names) == len(first.elts) == 2:
             info.submission_columns = names
@@ -282,7 +349,9 @@ def _frame_columns(node: ast.AST) -> list[str]:
     """Keys of pd.DataFrame({'id': ..., 'prediction': ...}) (or its columns=[...] list)."""
     if isinstance(node, ast.Call):
         for arg in node.args[:1]:
-            if isinstance(arg, ast.Dict) and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in arg.keys):
+            if isinstance(arg, ast.Dict) and all(
+                isinstance(k, ast.Constant) and isinstance(k.value, str) for k in arg.keys
+            ):
                 return [k.value for k in arg.keys]  # type: ignore[union-attr]
         for kw in node.keywords:
             if kw.arg == "columns" and isinstance(kw.value, (ast.List, ast.Tuple)):
@@ -294,7 +363,11 @@ def _scan_assign(node: ast.Assign, info: ScriptInfo) -> None:
     """`y = df['label']` and `X, y = df[features], df['label']`: the subscript keys given to label names."""
     pairs = []
     for target in node.targets:
-        if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple) and len(target.elts) == len(node.value.elts):
+        if (
+            isinstance(target, ast.Tuple)
+            and isinstance(node.value, ast.Tuple)
+            and len(target.elts) == len(node.value.elts)
+        ):
             pairs += list(zip(target.elts, node.value.elts))
         else:
             pairs.append((target, node.value))
@@ -334,14 +407,27 @@ def readme_parts(text: str) -> tuple[str, str]:
 def inspect_repo(root: Path) -> RepoFacts:
     """Every fact the heuristics use, from the files alone."""
     files = list_files(root)
-    tables = [read_table(rel, (root / rel).read_bytes()) for rel in files if rel.lower().endswith(TABLE_SUFFIXES) and (root / rel).stat().st_size <= TABLE_READ_CAP]
-    tables = [t for t in tables if t.note or len(t.columns) >= 2 and t.rows >= 10]  # a config file or a tiny sample is no dataset
-    scripts = [scan_script(rel, (root / rel).read_text(encoding="utf-8", errors="replace")) for rel in files if rel.endswith(".py")]
-    req = next((rel for rel in ("requirements.txt", "requirements/base.txt", "requirements-dev.txt") if rel in files), None)
+    tables = [
+        read_table(rel, (root / rel).read_bytes())
+        for rel in files
+        if rel.lower().endswith(TABLE_SUFFIXES) and (root / rel).stat().st_size <= TABLE_READ_CAP
+    ]
+    # a config file or a tiny sample is no dataset
+    tables = [t for t in tables if t.note or len(t.columns) >= 2 and t.rows >= 10]
+    scripts = [
+        scan_script(rel, (root / rel).read_text(encoding="utf-8", errors="replace"))
+        for rel in files
+        if rel.endswith(".py")
+    ]
+    req = next(
+        (rel for rel in ("requirements.txt", "requirements/base.txt", "requirements-dev.txt") if rel in files), None
+    )
     readme_rel = next((rel for rel in files if "/" not in rel and rel.lower().startswith("readme")), None)
     facts = RepoFacts(root=root, files=files, tables=tables, scripts=scripts, requirements_file=req, readme=readme_rel)
     if readme_rel:
-        facts.readme_title, facts.readme_section = readme_parts((root / readme_rel).read_text(encoding="utf-8", errors="replace"))
+        facts.readme_title, facts.readme_section = readme_parts(
+            (root / readme_rel).read_text(encoding="utf-8", errors="replace")
+        )
     return facts
 
 

@@ -114,13 +114,20 @@ class ModelDrafter(BaseModel):
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise UserInputError(f"drafter prompts: no file {path}; point `prompts` at a prompts file, or unset it for the bundled one") from None
+            raise UserInputError(
+                f"drafter prompts: no file {path}; point `prompts` at a prompts file, or unset it for the bundled one"
+            ) from None
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise UserInputError(f"drafter prompts file {path} cannot be read as YAML ({exc}); give a UTF-8 YAML mapping of prompt names to texts") from None
+            raise UserInputError(
+                f"drafter prompts file {path} cannot be read as YAML ({exc}); "
+                "give a UTF-8 YAML mapping of prompt names to texts"
+            ) from None
         missing = PROMPTS - set(data) if isinstance(data, dict) else PROMPTS
         not_text = sorted(k for k in PROMPTS - missing if not isinstance(data[k], str))
         if missing or not_text:
-            raise UserInputError(f"drafter prompts file {path} must give these prompts as texts: {', '.join(sorted(missing) + not_text)}")
+            raise UserInputError(
+                f"drafter prompts file {path} must give these prompts as texts: {', '.join(sorted(missing) + not_text)}"
+            )
         return data
 
 
@@ -160,7 +167,12 @@ class _Session:
             self.box = make_sandbox(self.cfg.sandbox, f"draft-{self.repo.name}")
             self.box.start()
             with tempfile.TemporaryDirectory(prefix="arex-draft-") as staged:
-                shutil.copytree(self.repo, Path(staged) / "repo", symlinks=True, ignore=shutil.ignore_patterns(".git", ".arex-complete"))
+                shutil.copytree(
+                    self.repo,
+                    Path(staged) / "repo",
+                    symlinks=True,
+                    ignore=shutil.ignore_patterns(".git", ".arex-complete"),
+                )
                 self.box.copy_in(Path(staged) / "repo", ".")
             if earlier is not None:
                 self._lay_out(earlier)
@@ -169,9 +181,12 @@ class _Session:
             what = "the sandbox" if isinstance(exc, (SandboxError, OSError)) else "the teacher"
             raise DraftError(f"The model drafter could not start {what}: {exc}") from None
         system = self.prompts["system"].format(
-            workdir=self.cfg.sandbox.workdir, timeout=f"{self.cfg.rollout.command_timeout_s:g}", steps=self.cfg.rollout.steps_per_round,
-            metrics=", ".join(_metric_names()), max_file_kb=self.cfg.max_file_bytes // 1024,
-        )  # fmt: skip
+            workdir=self.cfg.sandbox.workdir,
+            timeout=f"{self.cfg.rollout.command_timeout_s:g}",
+            steps=self.cfg.rollout.steps_per_round,
+            metrics=", ".join(_metric_names()),
+            max_file_kb=self.cfg.max_file_bytes // 1024,
+        )
         self.messages = [{"role": "system", "content": system}]
 
     def _lay_out(self, draft: Draft) -> None:
@@ -225,7 +240,10 @@ class _Session:
             action = parse_action(reply.content if reply.status == "ok" else "")
             streak = streak + 1 if action.kind == "invalid" else 0
             if streak >= rollout.format_error_streak:
-                raise DraftError(f"The model drafter stopped: {streak} replies in a row held no command (rollout.format_error_streak).")
+                raise DraftError(
+                    f"The model drafter stopped: {streak} replies in a row held no command "
+                    "(rollout.format_error_streak)."
+                )
             if action.kind == "submit":
                 spec, problem = self._read_spec()
                 if spec is not None:
@@ -241,14 +259,19 @@ class _Session:
         """Every limit of a draft, in one place: the rollouts' budgets."""
         c = self.cfg.rollout
         if steps >= c.steps_per_round:
-            return f"the step budget of {c.steps_per_round} commands per attempt (rollout.steps_per_round) ran out before a usable arex.yaml was submitted"
+            return (
+                f"the step budget of {c.steps_per_round} commands per attempt (rollout.steps_per_round) "
+                "ran out before a usable arex.yaml was submitted"
+            )
         spent = c.spent(self.tokens, self.cost, time.monotonic() - self.started)
         return f"the {spent}" if spent else None
 
     def _run(self, command: str) -> str:
         result = self.box.exec(command, timeout=self.cfg.rollout.command_timeout_s)
         output = clip(result.stdout + result.stderr, self.cfg.rollout.observation_chars)
-        return self.prompts["observation"].format(exit_code=result.exit_code, status=result.status, seconds=f"{result.duration_s:.1f}", output=output)
+        return self.prompts["observation"].format(
+            exit_code=result.exit_code, status=result.status, seconds=f"{result.duration_s:.1f}", output=output
+        )
 
     def _read_spec(self) -> tuple[dict | None, str]:
         """The submitted spec, or what to tell the model about it (one sentence)."""
@@ -269,14 +292,21 @@ class _Session:
     # -- the draft --------------------------------------------------------------------------
     def _draft(self, spec: dict) -> Draft:
         add, remove = self._changes(spec)
-        guesses = tuple(Guess(field=key, value=value, confidence="medium", why="written by the model") for key, value in _fields(spec))
+        guesses = tuple(
+            Guess(field=key, value=value, confidence="medium", why="written by the model")
+            for key, value in _fields(spec)
+        )
         return Draft(spec=spec, add=add, remove=tuple(remove), guesses=guesses)
 
     def _changes(self, spec: dict) -> tuple[dict[str, str], list[str]]:
         """Text files created or changed relative to the repository, and files deleted from it.
         The spec file and the files arex writes itself (train, test, submission) are not task files."""
         generated = {SPEC_FILE, *_generated(spec)}
-        original = {p.relative_to(self.repo).as_posix(): p for p in self.repo.rglob("*") if (p.is_file() or p.is_symlink()) and not _skipped(p.relative_to(self.repo).as_posix())}
+        original = {
+            p.relative_to(self.repo).as_posix(): p
+            for p in self.repo.rglob("*")
+            if (p.is_file() or p.is_symlink()) and not _skipped(p.relative_to(self.repo).as_posix())
+        }
         original.pop(".arex-complete", None)
         with tempfile.TemporaryDirectory(prefix="arex-draft-") as tmp:
             archive = Path(tmp) / "workdir.tar"
@@ -288,7 +318,16 @@ class _Session:
             names, contents = _members(archive, self.cfg.max_file_bytes)
         add = {}
         for rel, data in sorted(contents.items()):
-            if rel in generated or _skipped(rel) or (rel in original and original[rel].is_file() and not original[rel].is_symlink() and original[rel].read_bytes() == data):
+            if (
+                rel in generated
+                or _skipped(rel)
+                or (
+                    rel in original
+                    and original[rel].is_file()
+                    and not original[rel].is_symlink()
+                    and original[rel].read_bytes() == data
+                )
+            ):
                 continue
             text = _text(data)
             if text is not None:
@@ -318,7 +357,11 @@ def _generated(spec: dict) -> list[str]:
     """Paths arex writes into the workspace for this spec (the model may have run the script)."""
     data = spec.get("data") if isinstance(spec.get("data"), dict) else {}
     submission = spec.get("submission") if isinstance(spec.get("submission"), dict) else {}
-    paths = [data.get("train_file", "data/train.csv"), data.get("test_file", "data/test.csv"), submission.get("file", "submission.csv")]
+    paths = [
+        data.get("train_file", "data/train.csv"),
+        data.get("test_file", "data/test.csv"),
+        submission.get("file", "submission.csv"),
+    ]
     return [str(p).strip("/").removeprefix("./") for p in paths if isinstance(p, str)]
 
 
@@ -360,6 +403,10 @@ def _fields(spec: dict, prefix: str = "") -> list[tuple[str, str]]:
         if isinstance(value, dict) and value:
             out += _fields(value, f"{dotted}.")
         else:
-            text = value if isinstance(value, str) else yaml.safe_dump(value, default_flow_style=True, width=10_000).strip().removesuffix("...").strip()
+            text = (
+                value
+                if isinstance(value, str)
+                else yaml.safe_dump(value, default_flow_style=True, width=10_000).strip().removesuffix("...").strip()
+            )
             out.append((dotted, text))
     return out

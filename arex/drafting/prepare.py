@@ -14,7 +14,10 @@ from arex.envs.ml_source import TABLE_CAP
 from arex.sandbox import SandboxConfig, make_sandbox
 from arex.specs import MLSpec
 
-_PREPARE_NAME = re.compile(r"(make|prepare|prep|download|build|create|generate|get|fetch)_?(data|dataset|table)|^prepare|^preprocess|^download", re.I)
+_PREPARE_NAME = re.compile(
+    r"(make|prepare|prep|download|build|create|generate|get|fetch)_?(data|dataset|table)|^prepare|^preprocess|^download",
+    re.I,
+)
 
 PACKAGED_DATA = {
     "load_digits": ["sklearn/datasets/data/digits.csv.gz"],
@@ -22,7 +25,10 @@ PACKAGED_DATA = {
     "load_diabetes": ["sklearn/datasets/data/diabetes_data_raw.csv.gz", "sklearn/datasets/data/diabetes_target.csv.gz"],
     "load_iris": ["sklearn/datasets/data/iris.csv"],
     "load_wine": ["sklearn/datasets/data/wine_data.csv"],
-    "load_linnerud": ["sklearn/datasets/data/linnerud_exercise.csv", "sklearn/datasets/data/linnerud_physiological.csv"],
+    "load_linnerud": [
+        "sklearn/datasets/data/linnerud_exercise.csv",
+        "sklearn/datasets/data/linnerud_physiological.csv",
+    ],
 }
 """scikit-learn loaders whose data ships inside the package: the agent could load the full
 labelled table, so the draft scrubs these files from the image and probes that loading fails."""
@@ -41,7 +47,11 @@ def prepare_candidates(facts: RepoFacts, run_script: str | None) -> list[ScriptI
     """Scripts that look like data preparation: named so, or writing a data file (not the run
     script, not one writing only a submission), best first."""
     named = [s for s in facts.scripts if _PREPARE_NAME.search(Path(s.path).stem) and s.path != run_script]
-    writers = [s for s in facts.scripts if s not in named and s.path != run_script and any(w.lower().endswith(TABLE_SUFFIXES) for w in s.written)]
+    writers = [
+        s
+        for s in facts.scripts
+        if s not in named and s.path != run_script and any(w.lower().endswith(TABLE_SUFFIXES) for w in s.written)
+    ]
     return named + writers
 
 
@@ -61,15 +71,29 @@ def run_prepare(repo: Path, script: str, deps: str, sandbox: SandboxConfig, time
     """Run `python3 <script>` in a fresh sandbox of `deps` (no network) and read the largest
     table it wrote."""
     command = f"python3 {script}"
-    config = sandbox.model_copy(update={"image": deps, "memory": max(sandbox.memory, 2 << 30), "mounts": (), "network": False, "disk": max(sandbox.disk, 1 << 30)})
+    config = sandbox.model_copy(
+        update={
+            "image": deps,
+            "memory": max(sandbox.memory, 2 << 30),
+            "mounts": (),
+            "network": False,
+            "disk": max(sandbox.disk, 1 << 30),
+        }
+    )
     with make_sandbox(config, "draft-prepare") as box:
         box.copy_in(repo, ".")
         started = box.exec("python3 -c 'import time; print(time.time())'", timeout=30).stdout.strip() or "0"
         result = box.exec(command, timeout=time_limit)
         if not result.ok:
-            return Prepared(script=script, command=command, error=f"{result.status}, exit {result.exit_code}: {(result.stderr or result.stdout)[-400:]}")
+            return Prepared(
+                script=script,
+                command=command,
+                error=f"{result.status}, exit {result.exit_code}: {(result.stderr or result.stdout)[-400:]}",
+            )
         box.write_file("/tmp/arex-list.py", _LIST_NEW)
-        listing = box.exec(["python3", "/tmp/arex-list.py", ",".join(TABLE_SUFFIXES), str(float(started) - 1)], timeout=60)
+        listing = box.exec(
+            ["python3", "/tmp/arex-list.py", ",".join(TABLE_SUFFIXES), str(float(started) - 1)], timeout=60
+        )
         written = json.loads(listing.stdout or "[]") if listing.ok else []
         if not written:
             return Prepared(script=script, command=command, error="it wrote no table (csv, tsv, json, parquet, xlsx)")
@@ -81,8 +105,14 @@ def existing_scrub(entries: list[str], deps: str, sandbox: SandboxConfig) -> lis
     """The scrub entries present in the dependency image (a scrub of a missing file fails the build)."""
     if not entries:
         return []
-    probe = "import importlib.util, os, sys\nfor e in sys.argv[1:]:\n    p, _, r = e.partition('/')\n    s = importlib.util.find_spec(p)\n" \
-            "    if s and s.submodule_search_locations and os.path.exists(os.path.join(list(s.submodule_search_locations)[0], r)): print(e)\n"  # fmt: skip
+    probe = (
+        "import importlib.util, os, sys\n"
+        "for e in sys.argv[1:]:\n"
+        "    p, _, r = e.partition('/')\n"
+        "    s = importlib.util.find_spec(p)\n"
+        "    if s and s.submodule_search_locations and "
+        "os.path.exists(os.path.join(list(s.submodule_search_locations)[0], r)): print(e)\n"
+    )
     config = sandbox.model_copy(update={"image": deps, "mounts": (), "network": False})
     with make_sandbox(config, "draft-scrub") as box:
         box.write_file("/tmp/arex-scrub-probe.py", probe)
@@ -92,5 +122,12 @@ def existing_scrub(entries: list[str], deps: str, sandbox: SandboxConfig) -> lis
 
 def deps_spec(requirements: list[str], requirements_file: str | None) -> MLSpec:
     """A placeholder spec carrying only what the dependency image is made from."""
-    return MLSpec(id="draft", title="draft", run="true", requirements=tuple(requirements), requirements_file=requirements_file,
-                  metric={"name": "accuracy", "direction": "maximize"}, data={"table": "x.csv", "target": "y"})  # fmt: skip
+    return MLSpec(
+        id="draft",
+        title="draft",
+        run="true",
+        requirements=tuple(requirements),
+        requirements_file=requirements_file,
+        metric={"name": "accuracy", "direction": "maximize"},
+        data={"table": "x.csv", "target": "y"},
+    )

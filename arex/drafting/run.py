@@ -67,8 +67,9 @@ def checkout(source: str) -> Checkout:
     else:
         local = Path(source).expanduser().resolve()
         if not local.is_dir():
-            raise DraftError(f"{source} is neither a repository URL nor a folder: "
-                             "give a git URL or the path of a local repository")
+            raise DraftError(
+                f"{source} is neither a repository URL nor a folder: give a git URL or the path of a local repository"
+            )
         folder = materialise(worktree(local)[1], str(local)) if (local / ".git").exists() else local
         where = Checkout(repo=str(local), commit=None, folder=folder, name=local.name)
     # The drafter reads the files and shows them to the teacher: a link out of the tree would show a host file.
@@ -94,14 +95,23 @@ def write_overlay(draft: Draft, env_id: str, where: Checkout, out: Path) -> Path
     if draft.remove:
         data["remove"] = list(draft.remove)
     path = out / f"{env_id}.yaml"
-    header = f"# Drafted by `arex draft-env` from {where.repo}; edit freely and rebuild with `arex build-envs {path}`.\n"
+    header = (
+        f"# Drafted by `arex draft-env` from {where.repo}; edit freely and rebuild with `arex build-envs {path}`.\n"
+    )
     path.write_text(header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=200), encoding="utf-8")
     return path
 
 
-def draft_env(source: str, out: Path, envs_out: Path, drafter: Drafter, budget: int = 3, sandbox: SandboxConfig | None = None,
-              on_attempt: Callable[[int, Attempt, EnvReport], None] | None = None,
-              package_sources: bool = False) -> DraftResult:  # fmt: skip
+def draft_env(
+    source: str,
+    out: Path,
+    envs_out: Path,
+    drafter: Drafter,
+    budget: int = 3,
+    sandbox: SandboxConfig | None = None,
+    on_attempt: Callable[[int, Attempt, EnvReport], None] | None = None,
+    package_sources: bool = False,
+) -> DraftResult:
     """Draft, build, revise: at most `budget` builds. Raises DraftError only if no first draft can
     be made; a drafter that gives up on a revision ends the loop with `stopped` set.
     `package_sources`: the builds let requirement lines choose a package index or URL."""
@@ -122,12 +132,15 @@ def draft_env(source: str, out: Path, envs_out: Path, drafter: Drafter, budget: 
                 stopped = str(exc)
                 break
             spec = {**draft.spec, "id": env_id}
-            if spec.get("title") == where.folder.name:  # a drafter that fell back on the checkout's folder (a cache hash)
+            # a drafter that fell back on the checkout's folder (a cache hash)
+            if spec.get("title") == where.folder.name:
                 spec["title"] = env_id
             draft = draft.model_copy(update={"spec": spec})
             yaml_path = write_overlay(draft, env_id, where, out)
             [report] = build_envs([yaml_path], envs_out, sandbox, concurrency=1, package_sources=package_sources)
-            attempt = Attempt(draft=draft, reason=None if report.status in ("accepted", "skipped") else report.reason or report.status)
+            attempt = Attempt(
+                draft=draft, reason=None if report.status in ("accepted", "skipped") else report.reason or report.status
+            )
             attempts.append(attempt)
             if on_attempt is not None:
                 on_attempt(number, attempt, report)
@@ -137,8 +150,15 @@ def draft_env(source: str, out: Path, envs_out: Path, drafter: Drafter, budget: 
         close = getattr(drafter, "close", None)
         if callable(close):
             close()
-    result = DraftResult(env_id=env_id, source_yaml=yaml_path, accepted=bool(attempts) and attempts[-1].reason is None, attempts=attempts,
-                         seconds=time.monotonic() - started, stopped=stopped, report=out / f"{env_id}.draft.md")  # fmt: skip
+    result = DraftResult(
+        env_id=env_id,
+        source_yaml=yaml_path,
+        accepted=bool(attempts) and attempts[-1].reason is None,
+        attempts=attempts,
+        seconds=time.monotonic() - started,
+        stopped=stopped,
+        report=out / f"{env_id}.draft.md",
+    )
     write_draft_report(result, source, getattr(drafter, "name", "?"), budget)
     return result
 
@@ -153,15 +173,30 @@ def write_draft_report(result: DraftResult, source: str, drafter: str, budget: i
     out.mkdir(parents=True, exist_ok=True)
     record = {"source": source, "drafter": drafter, "budget": budget, **result.model_dump(mode="json")}
     (out / f"{result.env_id}.draft.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
-    outcome = f"accepted after {len(result.attempts)} attempt(s)" if result.accepted else f"not accepted after {len(result.attempts)} attempt(s) (budget {budget})"
-    lines = [f"# Draft of {source}: {result.env_id}", "", f"{outcome}; drafter `{drafter}`; {result.seconds:.0f}s; source: `{result.source_yaml.name}`", ""]
+    outcome = (
+        f"accepted after {len(result.attempts)} attempt(s)"
+        if result.accepted
+        else f"not accepted after {len(result.attempts)} attempt(s) (budget {budget})"
+    )
+    lines = [
+        f"# Draft of {source}: {result.env_id}",
+        "",
+        f"{outcome}; drafter `{drafter}`; {result.seconds:.0f}s; source: `{result.source_yaml.name}`",
+        "",
+    ]
     if result.stopped:
         lines += [f"The drafter stopped: {result.stopped}", ""]
     lines += ["## Attempts", "", "| # | outcome | reason |", "|---|---|---|"]
-    lines += [f"| {i} | {'accepted' if a.reason is None else 'rejected'} | {_cell(a.reason or '')} |" for i, a in enumerate(result.attempts, 1)]
+    lines += [
+        f"| {i} | {'accepted' if a.reason is None else 'rejected'} | {_cell(a.reason or '')} |"
+        for i, a in enumerate(result.attempts, 1)
+    ]
     if result.attempts:
         lines += ["", "## Guessed fields (last draft)", "", "| field | value | confidence | why |", "|---|---|---|---|"]
-        lines += [f"| {g.field} | {_cell(g.value)} | {g.confidence} | {_cell(g.why)} |" for g in result.attempts[-1].draft.guesses]
+        lines += [
+            f"| {g.field} | {_cell(g.value)} | {g.confidence} | {_cell(g.why)} |"
+            for g in result.attempts[-1].draft.guesses
+        ]
     (out / f"{result.env_id}.draft.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 

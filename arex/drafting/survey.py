@@ -10,12 +10,24 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from arex.drafting.base import DraftError, Guess
-from arex.drafting.inspect import Column, RepoFacts, ScriptInfo, TableInfo, csv_text, inspect_repo, is_submission, local_modules, pypi_names, read_table
+from arex.drafting.inspect import (
+    Column,
+    RepoFacts,
+    ScriptInfo,
+    TableInfo,
+    csv_text,
+    inspect_repo,
+    is_submission,
+    local_modules,
+    pypi_names,
+    read_table,
+)
 from arex.drafting.prepare import PACKAGED_DATA, deps_spec, existing_scrub, prepare_candidates, run_prepare
 from arex.sandbox import SandboxConfig
 
-TARGET_NAMES = ("target", "label", "labels", "class", "y", "survived", "quality", "price", "saleprice", "outcome", "diagnosis", "species",
-                "churn", "default", "income", "salary", "rating", "sales", "medv", "fraud", "is_fraud", "response", "result", "category")  # fmt: skip
+TARGET_NAMES = ("target", "label", "labels", "class", "y", "survived", "quality", "price", "saleprice", "outcome",
+                "diagnosis", "species", "churn", "default", "income", "salary", "rating", "sales", "medv", "fraud",
+                "is_fraud", "response", "result", "category")  # fmt: skip
 ID_NAME = re.compile(r"^(id|idx|index|row_?id|uid|key|.*_id|.*Id)$", re.I)
 CLASSIFICATION = ("accuracy", "f1", "roc_auc", "log_loss")
 REGRESSION_DISTINCT = 20
@@ -49,15 +61,24 @@ class Survey(BaseModel):
 def survey(repo: Path, sandbox: SandboxConfig, pinned, package_sources: bool = False) -> Survey:
     facts = inspect_repo(repo)
     run, train, test, sub = find_run_script(facts)
-    requirements = [] if facts.requirements_file else pypi_names([m for s in facts.scripts for m in s.imports], local_modules(facts))
+    requirements = (
+        []
+        if facts.requirements_file
+        else pypi_names([m for s in facts.scripts for m in s.imports], local_modules(facts))
+    )
     guesses = _requirements_guess(facts)
     shipped = [t for t in facts.tables if not t.note and (t.path != test or train == t.path)]
     if shipped:
         table = _pick_table(shipped, train, facts.scripts)
         found = Survey(facts=facts, table=table, table_path=table.path, requirements=requirements, guesses=guesses)
-        why = f"{table.path}: of {len(shipped)} shipped tables, the run script's, else read (not written) by a script, label-like, largest ({table.rows} rows)"
+        why = (
+            f"{table.path}: of {len(shipped)} shipped tables, the run script's, "
+            f"else read (not written) by a script, label-like, largest ({table.rows} rows)"
+        )
         found.guesses.append(Guess(field="data.table", value=table.path, confidence="high", why=why))
-        clash = Path(table.path).name in {"labels.csv", "train.csv", "test.csv"} | {Path(p).name for p in (train, test) if p}
+        clash = Path(table.path).name in {"labels.csv", "train.csv", "test.csv"} | {
+            Path(p).name for p in (train, test) if p
+        }
         if not table.plain_csv or clash:
             _convert(found, repo, clash)
     else:
@@ -66,14 +87,24 @@ def survey(repo: Path, sandbox: SandboxConfig, pinned, package_sources: bool = F
     found.run_script, found.train_literal, found.test_literal, found.submission_literal = run, train, test, sub
     found.targets = target_candidates(found.table, run, facts.scripts)
     if not found.targets:
-        raise DraftError(f"table {found.table_path} has no column that could be the target (columns: {', '.join(found.table.names[:10])})")
+        raise DraftError(
+            f"table {found.table_path} has no column that could be the target "
+            f"(columns: {', '.join(found.table.names[:10])})"
+        )
     found.remove += [t.path for t in facts.tables if _duplicates(t, found)]
     return found
 
 
 def _requirements_guess(facts: RepoFacts) -> list[Guess]:
     if facts.requirements_file:
-        return [Guess(field="requirements_file", value=facts.requirements_file, confidence="high", why="the repository ships it")]
+        return [
+            Guess(
+                field="requirements_file",
+                value=facts.requirements_file,
+                confidence="high",
+                why="the repository ships it",
+            )
+        ]
     return []
 
 
@@ -103,18 +134,40 @@ def _convert(found: Survey, repo: Path, clash: bool) -> None:
     found.table_path = f"arex_data/{Path(original.path).stem}_table.csv"
     found.remove.append(original.path)
     found.guesses = [g for g in found.guesses if g.field != "data.table"]
-    why = f"{original.path} is named like a file of the agent's workspace" if clash else f"{original.path} is {original.format} (delimiter {original.delimiter!r})"
-    found.guesses.append(Guess(field="data.table", value=found.table_path, confidence="medium", why=f"{why}: the draft adds its {original.rows} rows as {found.table_path} (CSV)"))
+    why = (
+        f"{original.path} is named like a file of the agent's workspace"
+        if clash
+        else f"{original.path} is {original.format} (delimiter {original.delimiter!r})"
+    )
+    found.guesses.append(
+        Guess(
+            field="data.table",
+            value=found.table_path,
+            confidence="medium",
+            why=f"{why}: the draft adds its {original.rows} rows as {found.table_path} (CSV)",
+        )
+    )
 
 
-def _prepared(facts: RepoFacts, repo: Path, run: ScriptInfo | None, requirements: list[str], sandbox: SandboxConfig,
-              pinned, package_sources: bool = False) -> Survey:
-    """No table shipped: run each preparation candidate (in the dependency image, no network) until one writes a table."""
+def _prepared(
+    facts: RepoFacts,
+    repo: Path,
+    run: ScriptInfo | None,
+    requirements: list[str],
+    sandbox: SandboxConfig,
+    pinned,
+    package_sources: bool = False,
+) -> Survey:
+    """No table shipped: run each preparation candidate (in the dependency image, no network) until
+    one writes a table."""
     from arex.envs.ml_images import deps_image
 
     candidates = prepare_candidates(facts, run.path if run else None)
     if not candidates:
-        raise DraftError("the repository ships no table (csv, tsv, xlsx, parquet, json) and has no script that looks like it writes one (make_data.py, prepare.py, ...)")
+        raise DraftError(
+            "the repository ships no table (csv, tsv, xlsx, parquet, json) "
+            "and has no script that looks like it writes one (make_data.py, prepare.py, ...)"
+        )
     deps = deps_image(deps_spec(pinned(requirements), facts.requirements_file), repo, sandbox.image, package_sources)
     errors = []
     for script in candidates[:3]:
@@ -124,20 +177,46 @@ def _prepared(facts: RepoFacts, repo: Path, run: ScriptInfo | None, requirements
             continue
         table = read_table(prepared.table, prepared.blob)
         if table.note or not table.plain_csv:
-            errors.append(f"{script.path} wrote {prepared.table}, which is not UTF-8 comma-separated CSV ({table.note or table.format})")
+            errors.append(
+                f"{script.path} wrote {prepared.table}, which is not UTF-8 comma-separated CSV "
+                f"({table.note or table.format})"
+            )
             continue
         text = (repo / script.path).read_text(encoding="utf-8", errors="replace")
         loaders = [name for name in PACKAGED_DATA if re.search(rf"\b{name}\b", text)]
         scrub = existing_scrub([e for name in loaders for e in PACKAGED_DATA[name]], deps, sandbox)
         probes = [f"python3 -c 'from sklearn.datasets import {name}; {name}()'" for name in loaders]
-        found = Survey(facts=facts, table=table, table_path=prepared.table, prepare_script=script.path, requirements=requirements, scrub=scrub, probes=probes)
+        found = Survey(
+            facts=facts,
+            table=table,
+            table_path=prepared.table,
+            prepare_script=script.path,
+            requirements=requirements,
+            scrub=scrub,
+            probes=probes,
+        )
         found.guesses += [
-            Guess(field="data.prepare", value=prepared.command, confidence="high", why=f"{script.path} ran without network in the dependency image and wrote {prepared.table}"),
-            Guess(field="data.table", value=prepared.table, confidence="high", why=f"the largest table {script.path} wrote ({table.rows} rows, {len(table.columns)} columns)"),
+            Guess(
+                field="data.prepare",
+                value=prepared.command,
+                confidence="high",
+                why=f"{script.path} ran without network in the dependency image and wrote {prepared.table}",
+            ),
+            Guess(
+                field="data.table",
+                value=prepared.table,
+                confidence="high",
+                why=f"the largest table {script.path} wrote ({table.rows} rows, {len(table.columns)} columns)",
+            ),
         ]
         if loaders:
-            why = f"{script.path} calls {', '.join(loaders)}, whose data ships inside scikit-learn: scrubbed, and loading it must fail"
-            found.guesses.append(Guess(field="scrub", value=", ".join(scrub) or "(none found)", confidence="medium", why=why))
+            why = (
+                f"{script.path} calls {', '.join(loaders)}, whose data ships inside scikit-learn: "
+                "scrubbed, and loading it must fail"
+            )
+            found.guesses.append(
+                Guess(field="scrub", value=", ".join(scrub) or "(none found)", confidence="medium", why=why)
+            )
         return found
     raise DraftError("no preparation script wrote a usable table: " + "; ".join(errors))
 
@@ -168,14 +247,21 @@ def _duplicates(other: TableInfo, found: Survey) -> bool:
     return len(shared) >= max(2, len(found.table.names) // 2) and found.targets[0][0] in shared
 
 
-def target_candidates(table: TableInfo, run: ScriptInfo | None, scripts: list[ScriptInfo]) -> list[tuple[str, str, str]]:
+def target_candidates(
+    table: TableInfo, run: ScriptInfo | None, scripts: list[ScriptInfo]
+) -> list[tuple[str, str, str]]:
     """Columns that could be the label, best first: those the run script (or another script) fits
     on, then conventional names, then the last column; never an id or a constant column."""
     free_text = max(50, table.rows // 5)  # a non-numeric column with this many values is text, not a label
     usable = [
-        c for c in table.columns
-        if c.distinct > 1 and c.filled >= 0.5 and not (c.unique and not c.numeric) and not (c.unique and ID_NAME.match(c.name)) and (c.numeric or c.distinct < free_text)
-    ]  # fmt: skip
+        c
+        for c in table.columns
+        if c.distinct > 1
+        and c.filled >= 0.5
+        and not (c.unique and not c.numeric)
+        and not (c.unique and ID_NAME.match(c.name))
+        and (c.numeric or c.distinct < free_text)
+    ]
     names = {c.name for c in usable}
     out: list[tuple[str, str, str]] = []
 
@@ -204,11 +290,21 @@ def metric_options(col: Column, rows: int, proba: bool) -> list[tuple[str, str, 
     """(metric, direction, why) for a target column, best first."""
     classes = not col.numeric or (col.integer and col.distinct <= REGRESSION_DISTINCT)
     if not classes:
-        return [("rmse", "minimize", f"numeric target with {col.distinct} distinct values: regression"), ("mae", "minimize", "regression, a second choice")]
+        return [
+            ("rmse", "minimize", f"numeric target with {col.distinct} distinct values: regression"),
+            ("mae", "minimize", "regression, a second choice"),
+        ]
     binary = col.distinct == 2 and set(col.values) <= {"0", "1", "0.0", "1.0", "true", "false", "True", "False"}
     kind = "binary" if col.distinct == 2 else f"{col.distinct} classes"
-    options = [("accuracy", "maximize", f"{kind}: classification"), ("f1", "maximize", f"{kind}: macro F1, a second choice")]
+    options = [
+        ("accuracy", "maximize", f"{kind}: classification"),
+        ("f1", "maximize", f"{kind}: macro F1, a second choice"),
+    ]
     if binary:
-        auc = ("roc_auc", "maximize", f"{kind} 0/1 target" + (" and the script predicts probabilities" if proba else ""))
+        auc = (
+            "roc_auc",
+            "maximize",
+            f"{kind} 0/1 target" + (" and the script predicts probabilities" if proba else ""),
+        )
         options = [auc] + options if proba else options[:1] + [auc] + options[1:]
     return options
