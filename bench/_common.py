@@ -49,7 +49,10 @@ def proc_cpu(pid: int, children: bool = True) -> float:
 
 def cgroup_cpu(container_id: str) -> float | None:
     """CPU seconds of a container's cgroup (v1 cpuacct or v2 cpu.stat); None if neither is found."""
-    for path in (f"/sys/fs/cgroup/cpuacct/docker/{container_id}/cpuacct.usage", f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/cpu.stat"):
+    for path in (
+        f"/sys/fs/cgroup/cpuacct/docker/{container_id}/cpuacct.usage",
+        f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/cpu.stat",
+    ):
         try:
             text = Path(path).read_text()
         except OSError:

@@ -8,7 +8,8 @@ observation format; the ```mswea_bash_command action block), with LiteLLM's `ope
 pointed at the scripted server and cost tracking off; DockerEnvironment (`docker run`, then one
 `docker exec` per command) on the given image, labelled so the bench can find its container, with
 no network (the engine here has no bridge). The trajectory is saved after every step, as the
-`mini` command does. Prints whether it ended by its submit command, its exit status and its model calls as one JSON line.
+`mini` command does. Prints whether it ended by its submit command, its exit status and its model
+calls as one JSON line.
 """
 
 import json
@@ -32,9 +33,16 @@ def main() -> None:
         format_error_template=config["model"]["format_error_template"],
         cost_tracking="ignore_errors",
     )
-    env = DockerEnvironment(image=image, cwd=workdir, env=config["environment"]["env"], run_args=["--rm", "--network", "none", "--label", label])
+    env = DockerEnvironment(
+        image=image,
+        cwd=workdir,
+        env=config["environment"]["env"],
+        run_args=["--rm", "--network", "none", "--label", label],
+    )
     agent_config = {k: v for k, v in config["agent"].items() if k != "mode"}  # mode: the interactive agent's
-    agent = DefaultAgent(model, env, **{**agent_config, "step_limit": 0, "cost_limit": 0, "output_path": Path(trajectory)})
+    agent = DefaultAgent(
+        model, env, **{**agent_config, "step_limit": 0, "cost_limit": 0, "output_path": Path(trajectory)}
+    )
     try:
         result = agent.run(task="Read two integers a and b; print a + b. Write the program to solution.py.")
     finally:
@@ -42,7 +50,15 @@ def main() -> None:
         # waits 10 s for `sleep` to die): the bench's next run must not measure this teardown.
         subprocess.run(["docker", "rm", "-f", env.container_id], capture_output=True)
         env.container_id = None
-    print(json.dumps({"ok": result.get("exit_status") == "Submitted", "exit_status": result.get("exit_status"), "calls": agent.n_calls}))
+    print(
+        json.dumps(
+            {
+                "ok": result.get("exit_status") == "Submitted",
+                "exit_status": result.get("exit_status"),
+                "calls": agent.n_calls,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -56,7 +56,11 @@ from arex.sandbox import SandboxConfig
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import Reply, ScriptedServer
 
-STEPS, ROUNDS, LATENCY = int(os.environ.get("B_N", 40)), int(os.environ.get("B_ROUNDS", 3)), float(os.environ.get("B_LAT", 0.05))
+STEPS, ROUNDS, LATENCY = (
+    int(os.environ.get("B_N", 40)),
+    int(os.environ.get("B_ROUNDS", 3)),
+    float(os.environ.get("B_LAT", 0.05)),
+)
 WARMUP = 5
 MODEL = "scripted-teacher"
 MINI = "mini-swe-agent>=2,<3"
@@ -114,7 +118,9 @@ def _ppid(pid: int) -> int:
 def _cgroup_cpu(container_id: str) -> float:
     seconds = cgroup_cpu(container_id)
     if seconds is None:
-        raise SystemExit(f"bench/agent_overhead.py: no CPU accounting found for container {container_id[:12]} under /sys/fs/cgroup")
+        raise SystemExit(
+            f"bench/agent_overhead.py: no CPU accounting found for container {container_id[:12]} under /sys/fs/cgroup"
+        )
     return seconds
 
 
@@ -172,9 +178,18 @@ class Probe:
 
     def run(self, info: dict) -> Run:
         if self.start is None or self.end is None:
-            raise SystemExit(f"bench/agent_overhead.py: the {self.side.name} side ended before step {WARMUP + STEPS}: {info}")
+            raise SystemExit(
+                f"bench/agent_overhead.py: the {self.side.name} side ended before step {WARMUP + STEPS}: {info}"
+            )
         a, b = self.start, self.end
-        return Run(b.wall - a.wall, b.agent - a.agent, b.engine - a.engine, b.box - a.box, len(self.containers), {**info, "settled": self.settled})
+        return Run(
+            b.wall - a.wall,
+            b.agent - a.agent,
+            b.engine - a.engine,
+            b.box - a.box,
+            len(self.containers),
+            {**info, "settled": self.settled},
+        )
 
 
 class Script:
@@ -202,10 +217,16 @@ async def arex_driver(env_dir: str, base_url: str, out: str) -> dict:
     """arex's side: `arex rollout`'s batch runner with one rollout of one round."""
     teacher = TeacherConfig(model=MODEL, track_cost=False)
     rollout = RolloutConfig(rounds=1, steps_per_round=WARMUP + STEPS + 1)
-    summary = await run_batch([load_env(Path(env_dir))], teacher, rollout, SandboxConfig(), Path(out) / "store", 1, 1, base_url)
+    summary = await run_batch(
+        [load_env(Path(env_dir))], teacher, rollout, SandboxConfig(), Path(out) / "store", 1, 1, base_url
+    )
     [result] = summary["results"]
     end = load(Path(result["path"])).end
-    return {"ok": end is not None and end.status == "done" and end.rounds == 1, "status": result["status"], "reason": end.reason if end else "no end line"}
+    return {
+        "ok": end is not None and end.status == "done" and end.rounds == 1,
+        "status": result["status"],
+        "reason": end.reason if end else "no end line",
+    }
 
 
 def mini_python() -> Path:
@@ -217,7 +238,10 @@ def mini_python() -> Path:
     subprocess.run([sys.executable, "-m", "venv", VENV], check=True)
     done = subprocess.run([python, "-m", "pip", "install", "-q", MINI], capture_output=True, text=True)
     if done.returncode:
-        raise SystemExit(f"bench/agent_overhead.py: pip could not install {MINI} into {VENV}: {done.stderr.strip().splitlines()[-1:]}; check pip's index settings")
+        raise SystemExit(
+            f"bench/agent_overhead.py: pip could not install {MINI} into {VENV}: "
+            f"{done.stderr.strip().splitlines()[-1:]}; check pip's index settings"
+        )
     return python
 
 
@@ -225,14 +249,24 @@ def mini_version(python: Path) -> str:
     """The installed mini-swe-agent's version ('' if none), read without importing it."""
     if not python.exists():
         return ""
-    read = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('mini-swe-agent'))"], capture_output=True, text=True)
+    read = subprocess.run(
+        [python, "-c", "import importlib.metadata as m; print(m.version('mini-swe-agent'))"],
+        capture_output=True,
+        text=True,
+    )
     return read.stdout.strip() if read.returncode == 0 and read.stdout.startswith("2.") else ""
 
 
 def mini_env(config_dir: Path) -> dict:
     """Quiet, offline mini-swe-agent: no banner, LiteLLM's bundled cost map (no fetch), its config
     folder in the bench's temporary folder."""
-    return {**os.environ, "MSWEA_SILENT_STARTUP": "1", "MSWEA_GLOBAL_CONFIG_DIR": str(config_dir), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "MSWEA_COST_TRACKING": "ignore_errors"}
+    return {
+        **os.environ,
+        "MSWEA_SILENT_STARTUP": "1",
+        "MSWEA_GLOBAL_CONFIG_DIR": str(config_dir),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "MSWEA_COST_TRACKING": "ignore_errors",
+    }
 
 
 def arex_launch(base_url: str, env_dir: Path, work: Path, token: str) -> tuple[list, dict]:
@@ -241,13 +275,28 @@ def arex_launch(base_url: str, env_dir: Path, work: Path, token: str) -> tuple[l
 
 def mini_launch(base_url: str, env_dir: Path, work: Path, token: str) -> tuple[list, dict]:
     image = agent_image(SandboxConfig())
-    driver = [str(mini_python()), str(ROOT / "bench" / "_mini_driver.py"), base_url, MODEL, image, f"arex.bench={token}", "/workspace", str(work / "mini.traj.json")]
+    driver = [
+        str(mini_python()),
+        str(ROOT / "bench" / "_mini_driver.py"),
+        base_url,
+        MODEL,
+        image,
+        f"arex.bench={token}",
+        "/workspace",
+        str(work / "mini.traj.json"),
+    ]
     return driver, mini_env(work / "mini-config")
 
 
 SIDES = {
     "arex": Side("arex", "bash", "submit", lambda pid, token: f"arex.owner_pid={pid}", arex_launch),
-    "mini": Side("mini", "mswea_bash_command", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", lambda pid, token: f"arex.bench={token}", mini_launch),
+    "mini": Side(
+        "mini",
+        "mswea_bash_command",
+        "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
+        lambda pid, token: f"arex.bench={token}",
+        mini_launch,
+    ),
 }
 
 
@@ -261,7 +310,10 @@ def measure(side: Side, env_dir: Path, work: Path) -> Run:
         probe.pid = proc.pid
         out, err = proc.communicate(timeout=900)
     if proc.returncode:
-        raise SystemExit(f"bench/agent_overhead.py: the {side.name} side failed (exit {proc.returncode}): {(err.strip().splitlines() or ['no output'])[-1]}")
+        raise SystemExit(
+            f"bench/agent_overhead.py: the {side.name} side failed (exit {proc.returncode}): "
+            f"{(err.strip().splitlines() or ['no output'])[-1]}"
+        )
     info = json.loads(out.strip().splitlines()[-1])
     if not info.pop("ok"):
         raise SystemExit(f"bench/agent_overhead.py: the {side.name} side did not finish its steps: {info}")
@@ -283,17 +335,29 @@ def main() -> None:
 
 def report(best: dict[str, Run], runs: dict[str, list[Run]]) -> None:
     version = mini_version(mini_python())
-    print(f"{STEPS} steps measured per run (after {WARMUP} warm-up steps), teacher {LATENCY * 1000:.0f} ms per reply, image {agent_image(SandboxConfig())}, best of {ROUNDS} runs per side")
-    print(f"{'side':22} {'CPU ms/step':>11} {'agent':>7} {'engine':>7} {'boxes':>7} {'wall ms/step*':>14} {'containers':>10}  all runs (CPU ms/step)  ending")
+    print(
+        f"{STEPS} steps measured per run (after {WARMUP} warm-up steps), teacher {LATENCY * 1000:.0f} ms per reply, "
+        f"image {agent_image(SandboxConfig())}, best of {ROUNDS} runs per side"
+    )
+    print(
+        f"{'side':22} {'CPU ms/step':>11} {'agent':>7} {'engine':>7} {'boxes':>7} {'wall ms/step*':>14} "
+        f"{'containers':>10}  all runs (CPU ms/step)  ending"
+    )
     for name, label in (("arex", "arex"), ("mini", f"mini-swe-agent {version}")):
         b = best[name]
         per = [f"{(x / STEPS * 1000):7.1f}" for x in (b.agent_s, b.engine_s, b.box_s)]
         every = " ".join(f"{run.cpu_ms:.1f}" for run in runs[name])
         print(f"{label:22} {b.cpu_ms:11.1f} {' '.join(per)} {b.wall_ms:14.1f} {b.containers:10}  {every:22}  {b.info}")
-    print("agent: the agent's process and its children; engine: dockerd, containerd, the side's shims; boxes: the side's containers' cgroups")
+    print(
+        "agent: the agent's process and its children; engine: dockerd, containerd, the side's shims; "
+        "boxes: the side's containers' cgroups"
+    )
     print("* wall per step beyond the teacher's latency")
     a, m = best["arex"], best["mini"]
-    print(f"arex_ms_per_step={a.cpu_ms:.1f} mini_ms_per_step={m.cpu_ms:.1f} ratio={a.cpu_ms / m.cpu_ms:.2f} arex_wall_ms_per_step={a.wall_ms:.1f} mini_wall_ms_per_step={m.wall_ms:.1f}")
+    print(
+        f"arex_ms_per_step={a.cpu_ms:.1f} mini_ms_per_step={m.cpu_ms:.1f} ratio={a.cpu_ms / m.cpu_ms:.2f} "
+        f"arex_wall_ms_per_step={a.wall_ms:.1f} mini_wall_ms_per_step={m.wall_ms:.1f}"
+    )
 
 
 if __name__ == "__main__":

@@ -34,7 +34,11 @@ from arex.teacher.scripted import RoundScript, ScriptedServer
 
 # Rollouts of arex's default length (rollout.rounds). B_N, B_ROUNDS and B_LAT override the count,
 # the rounds and the latency for experiments; the benchmark is the default.
-ROLLOUTS, ROUNDS, LATENCY = int(os.environ.get("B_N", 16)), int(os.environ.get("B_ROUNDS", RolloutConfig().rounds)), float(os.environ.get("B_LAT", 0.3))
+ROLLOUTS, ROUNDS, LATENCY = (
+    int(os.environ.get("B_N", 16)),
+    int(os.environ.get("B_ROUNDS", RolloutConfig().rounds)),
+    float(os.environ.get("B_LAT", 0.3)),
+)
 
 
 def commands(n: int) -> list[str]:
@@ -84,13 +88,19 @@ def batch(env_dir: Path, store: Path, concurrency: int, base_url: str, rounds: i
     """The batch, in a process of its own (as `arex rollout` runs): the teacher is never in arex's process."""
     teacher, env = TeacherConfig(model="scripted-teacher", track_cost=False, concurrency=ROLLOUTS), load_env(env_dir)
     cpu, started = own_cpu(), time.monotonic()  # interpreter start-up and imports stay out of both figures
-    summary = asyncio.run(run_batch([env], teacher, RolloutConfig(rounds=rounds), SandboxConfig(), store, ROLLOUTS, concurrency, base_url))
+    summary = asyncio.run(
+        run_batch([env], teacher, RolloutConfig(rounds=rounds), SandboxConfig(), store, ROLLOUTS, concurrency, base_url)
+    )
     results.put((summary, time.monotonic() - started, own_cpu() - cpu))
 
 
 def own_cpu() -> float:
     """This process's CPU seconds, its reaped children's included."""
-    return sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN) for f in ("ru_utime", "ru_stime"))
+    return sum(
+        getattr(resource.getrusage(who), f)
+        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+        for f in ("ru_utime", "ru_stime")
+    )
 
 
 def timed(env, store: Path, concurrency: int, rounds: int = ROUNDS) -> tuple[float, dict]:
@@ -103,7 +113,13 @@ def timed(env, store: Path, concurrency: int, rounds: int = ROUNDS) -> tuple[flo
             summary, seconds, arex_cpu = results.get()
             child.join()
         rounds = sum(r["rounds"] for r in summary["results"])
-        info = {"peak_in_flight": server.stats["max_in_flight"], "calls": server.stats["requests"], "cpu_arex": arex_cpu, "cpu_docker": cpu.docker, "rounds": rounds}
+        info = {
+            "peak_in_flight": server.stats["max_in_flight"],
+            "calls": server.stats["requests"],
+            "cpu_arex": arex_cpu,
+            "cpu_docker": cpu.docker,
+            "rounds": rounds,
+        }
         return seconds, {**info, **summary["endings"]}
 
 
@@ -114,14 +130,25 @@ def main() -> None:
         serial_s, serial = timed(env, root / "serial", 1)
         concurrent_s, concurrent = timed(env, root / "concurrent", ROLLOUTS)
     print(f"{ROLLOUTS} rollouts x {ROUNDS} rounds, {LATENCY * 1000:.0f} ms per teacher reply")
-    print(f"{'mode':12} {'seconds':>9} {'teacher calls':>14} {'peak in flight':>15} {'arex cpu s':>11} {'docker cpu s':>13} {'cpu s/round':>12} endings")
+    print(
+        f"{'mode':12} {'seconds':>9} {'teacher calls':>14} {'peak in flight':>15} {'arex cpu s':>11} "
+        f"{'docker cpu s':>13} {'cpu s/round':>12} endings"
+    )
     per_round = {}
     for name, seconds, info in (("serial", serial_s, serial), ("concurrent", concurrent_s, concurrent)):
-        endings = {k: v for k, v in info.items() if k not in ("peak_in_flight", "calls", "cpu_arex", "cpu_docker", "rounds")}
+        endings = {
+            k: v for k, v in info.items() if k not in ("peak_in_flight", "calls", "cpu_arex", "cpu_docker", "rounds")
+        }
         per_round[name] = (info["cpu_arex"] + info["cpu_docker"]) / max(1, info["rounds"])
-        print(f"{name:12} {seconds:9.1f} {info['calls']:14} {info['peak_in_flight']:15} {info['cpu_arex']:11.1f} {info['cpu_docker']:13.1f} {per_round[name]:12.3f} {endings}")
+        print(
+            f"{name:12} {seconds:9.1f} {info['calls']:14} {info['peak_in_flight']:15} {info['cpu_arex']:11.1f} "
+            f"{info['cpu_docker']:13.1f} {per_round[name]:12.3f} {endings}"
+        )
     speedup = serial_s / concurrent_s
-    print(f"serial_s={serial_s:.2f} concurrent_s={concurrent_s:.2f} speedup={speedup:.2f} cpu_s_per_round={per_round['concurrent']:.3f} serial_cpu_s_per_round={per_round['serial']:.3f}")
+    print(
+        f"serial_s={serial_s:.2f} concurrent_s={concurrent_s:.2f} speedup={speedup:.2f} "
+        f"cpu_s_per_round={per_round['concurrent']:.3f} serial_cpu_s_per_round={per_round['serial']:.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -54,8 +54,13 @@ def main() -> None:
     print(f"{'total':>5} {sum(bounded):>10} {sum(full):>13}")
     r30_r2 = bounded[ROUNDS - 1] / bounded[1]
     ratio = sum(full) / sum(bounded)
-    print(f"bounded round 30 / round 2 = {r30_r2:.3f} (target <= 1.3); full / bounded total = {ratio:.2f} (target >= 5)")
-    print(f"bounded_r30_over_r2={r30_r2:.3f} full_over_bounded_total={ratio:.2f} bounded_tokens={sum(bounded)} full_tokens={sum(full)}")
+    print(
+        f"bounded round 30 / round 2 = {r30_r2:.3f} (target <= 1.3); full / bounded total = {ratio:.2f} (target >= 5)"
+    )
+    print(
+        f"bounded_r30_over_r2={r30_r2:.3f} full_over_bounded_total={ratio:.2f} bounded_tokens={sum(bounded)} "
+        f"full_tokens={sum(full)}"
+    )
 
 
 if __name__ == "__main__":

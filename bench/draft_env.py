@@ -30,7 +30,12 @@ def repo_without_spec(env: Path, dest: Path) -> Path:
     shutil.copytree(env, dest, ignore=shutil.ignore_patterns("arex.yaml"))
     repo = git.Repo.init(dest)
     repo.git.add("-A")
-    repo.git.commit("-m", "bench", author="bench <bench@example.com>", env={"GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.com"})
+    repo.git.commit(
+        "-m",
+        "bench",
+        author="bench <bench@example.com>",
+        env={"GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.com"},
+    )
     return dest
 
 
@@ -44,7 +49,15 @@ def main() -> None:
             repo = repo_without_spec(env, Path(tmp) / "repos" / env.name)
             started = time.monotonic()
             result = draft_env(str(repo), Path(tmp) / "drafts", Path(tmp) / "built", drafter, budget=3)
-            rows.append((env.name, time.monotonic() - started, result.accepted, len(result.attempts), result.attempts[-1].reason if result.attempts else result.stopped))
+            rows.append(
+                (
+                    env.name,
+                    time.monotonic() - started,
+                    result.accepted,
+                    len(result.attempts),
+                    result.attempts[-1].reason if result.attempts else result.stopped,
+                )
+            )
     print(f"{'repository':22} {'seconds':>8} {'accepted':>9} {'attempts':>9}  last reason")
     for name, seconds, accepted, attempts, reason in rows:
         print(f"{name:22} {seconds:8.1f} {'yes' if accepted else 'no':>9} {attempts:9d}  {(reason or '-')[:100]}")

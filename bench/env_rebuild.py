@@ -50,7 +50,9 @@ def main() -> None:
     print(f"removed {removed} arex image tag(s) before the first build")
     print(f"{'env':22} {'first build':>14} {'second build':>14}")
     for a, b in zip(first, second):
-        print(f"{a.env_id or a.source:22} {a.status + f' {a.seconds:6.1f}s':>14} {b.status + f' {b.seconds:6.2f}s':>14}")
+        print(
+            f"{a.env_id or a.source:22} {a.status + f' {a.seconds:6.1f}s':>14} {b.status + f' {b.seconds:6.2f}s':>14}"
+        )
     print(f"{'total':22} {first_s:13.1f}s {second_s:13.2f}s")
     bad = [r.env_id for r in first if r.status != "accepted"] + [r.env_id for r in second if r.status != "skipped"]
     if bad:

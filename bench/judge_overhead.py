@@ -42,7 +42,10 @@ from arex.sandbox.docker import sandbox_client  # noqa: E402
 
 N_TESTS = int(os.environ.get("B_N", 200))
 ROUNDS = int(os.environ.get("B_ROUNDS", 3))
-CPP = "#include <cstdio>\nint main(){int n; long long s=0, x; if(scanf(\"%d\",&n)!=1) return 0; while(n-- > 0 && scanf(\"%lld\",&x)==1) s+=x; printf(\"%lld\\n\", s);}\n"
+CPP = (
+    '#include <cstdio>\nint main(){int n; long long s=0, x; if(scanf("%d",&n)!=1) return 0; '
+    'while(n-- > 0 && scanf("%lld",&x)==1) s+=x; printf("%lld\\n", s);}\n'
+)
 PY = "import sys\nnums = sys.stdin.read().split()\nprint(sum(map(int, nums[1:1 + int(nums[0])])))\n"
 
 
@@ -54,12 +57,19 @@ def make_env(root: Path, n_tests: int) -> Path:
     lines = []
     for i in range(n_tests):
         name = f"sample-{i + 1}" if i < 2 else f"main-{i - 1:03d}"
-        nums = [rng.randint(-10**9, 10**9) for _ in range(rng.randint(1, 20))]
+        nums = [rng.randint(-(10**9), 10**9) for _ in range(rng.randint(1, 20))]
         (env / "private" / "tests" / f"{name}.in").write_text(f"{len(nums)}\n{' '.join(map(str, nums))}\n")
         (env / "private" / "tests" / f"{name}.ans").write_text(f"{sum(nums)}\n")
-        lines.append(f"  - {{name: {name}, input: tests/{name}.in, answer: tests/{name}.ans, group: {'sample' if i < 2 else 'main'}, sample: {str(i < 2).lower()}}}")
+        lines.append(
+            f"  - {{name: {name}, input: tests/{name}.in, answer: tests/{name}.ans, "
+            f"group: {'sample' if i < 2 else 'main'}, sample: {str(i < 2).lower()}}}"
+        )
     (env / "statement.md").write_text("Print the sum of n numbers.\n")
-    (env / "task.yaml").write_text("id: sum-many\ntitle: Sum many\ntime_limit_s: 1.0\nmemory_mb: 256\nchecker: {kind: token}\ntests:\n" + "\n".join(lines) + "\n")
+    (env / "task.yaml").write_text(
+        "id: sum-many\ntitle: Sum many\ntime_limit_s: 1.0\nmemory_mb: 256\nchecker: {kind: token}\ntests:\n"
+        + "\n".join(lines)
+        + "\n"
+    )
     return env
 
 
@@ -104,15 +114,23 @@ def arex_grade(pool: GradingPool, box_id: str, code: str, language: str) -> Timi
     after = (time.perf_counter(), _host_cpu(), _box_cpu(box_id), proc_cpu(shim, children=False))
     tests = result.details["tests"]
     return Timing(
-        wall_s=after[0] - before[0], host_cpu_s=after[1] - before[1], box_cpu_s=after[2] - before[2], shim_cpu_s=after[3] - before[3],
-        program_cpu_s=sum(t["time_s"] or 0.0 for t in tests), accepted=sum(t["verdict"] == "AC" for t in tests), tests=len(tests),
+        wall_s=after[0] - before[0],
+        host_cpu_s=after[1] - before[1],
+        box_cpu_s=after[2] - before[2],
+        shim_cpu_s=after[3] - before[3],
+        program_cpu_s=sum(t["time_s"] or 0.0 for t in tests),
+        accepted=sum(t["verdict"] == "AC" for t in tests),
+        tests=len(tests),
     )
 
 
 def _same_box(box, box_id: str, pool: GradingPool) -> None:
     """The figures read one container's cgroup: a replaced container would make them meaningless."""
     if box.id != box_id:
-        raise SystemExit(f"the grading pool replaced its container (a check failed: {pool.failures[-1:]}); the bench measures one reused container")
+        raise SystemExit(
+            f"the grading pool replaced its container (a check failed: {pool.failures[-1:]}); "
+            "the bench measures one reused container"
+        )
 
 
 def _settle(pool: GradingPool) -> None:
@@ -140,12 +158,23 @@ def native_run(env: Path, code: str, language: str, work: Path) -> Timing:
         stdin = (env / "private" / test.input).read_bytes()
         proc = subprocess.run(run, cwd=work, input=stdin, capture_output=True, timeout=10)
         answer = (env / "private" / test.answer).read_text(errors="replace")
-        accepted += proc.returncode == 0 and check_builtin(spec.checker, proc.stdout.decode(errors="replace"), answer).accepted
+        accepted += (
+            proc.returncode == 0 and check_builtin(spec.checker, proc.stdout.decode(errors="replace"), answer).accepted
+        )
     children_after = os.times()
     wall = time.perf_counter() - before_wall
-    program = children_after.children_user + children_after.children_system - children_before.children_user - children_before.children_system
+    program = (
+        children_after.children_user
+        + children_after.children_system
+        - children_before.children_user
+        - children_before.children_system
+    )
     return Timing(
-        wall_s=wall, host_cpu_s=_host_cpu() - before_cpu, program_cpu_s=program, accepted=accepted, tests=len(spec.tests),
+        wall_s=wall,
+        host_cpu_s=_host_cpu() - before_cpu,
+        program_cpu_s=program,
+        accepted=accepted,
+        tests=len(spec.tests),
         parts={"compile_s": compiled_at - before_wall},
     )
 
@@ -215,33 +244,59 @@ def main() -> None:
             # keeps its best round (the one least disturbed).
             for round_ in range(ROUNDS):
                 for label, language, code in languages:
-                    sides = [lambda: runs[label][0].append(arex_grade(pool, box_id, code, language)),
-                             lambda: runs[label][1].append(native_run(env, code, language, root / f"native-{language}-{round_}"))]
+                    sides = [
+                        lambda: runs[label][0].append(arex_grade(pool, box_id, code, language)),
+                        lambda: runs[label][1].append(
+                            native_run(env, code, language, root / f"native-{language}-{round_}")
+                        ),
+                    ]
                     for side in sides if round_ % 2 == 0 else sides[::-1]:
                         side()
-            rows = [(label, min(a, key=lambda t: t.wall_s), min(n, key=lambda t: t.wall_s)) for label, (a, n) in runs.items()]
-            parts = {language: profile(pool, box_id, code, language) for _, language, code in languages} if os.environ.get("B_PROFILE") else {}
+            rows = [
+                (label, min(a, key=lambda t: t.wall_s), min(n, key=lambda t: t.wall_s))
+                for label, (a, n) in runs.items()
+            ]
+            parts = (
+                {language: profile(pool, box_id, code, language) for _, language, code in languages}
+                if os.environ.get("B_PROFILE")
+                else {}
+            )
         finally:
             pool.close()
     report(rows, parts)
 
 
 def report(rows, parts) -> None:
-    print(f"{N_TESTS} tests per language, best of {ROUNDS} alternating rounds; arex: one pooled grading container, its cleaning included; native: subprocess per test on the host")
-    header = f"{'language':9} {'side':7} {'wall s':>8} {'ms/test':>8} {'host CPU s':>11} {'box CPU s':>10} {'shim CPU s':>11} {'program CPU s':>14} {'AC':>8}"
+    print(
+        f"{N_TESTS} tests per language, best of {ROUNDS} alternating rounds; "
+        "arex: one pooled grading container, its cleaning included; native: subprocess per test on the host"
+    )
+    header = (
+        f"{'language':9} {'side':7} {'wall s':>8} {'ms/test':>8} {'host CPU s':>11} {'box CPU s':>10} "
+        f"{'shim CPU s':>11} {'program CPU s':>14} {'AC':>8}"
+    )
     print(header)
     for label, arex, native in rows:
         for side, t in (("arex", arex), ("native", native)):
-            print(f"{label:9} {side:7} {t.wall_s:8.2f} {t.wall_s / t.tests * 1000:8.2f} {t.host_cpu_s:11.2f} {t.box_cpu_s:10.2f} {t.shim_cpu_s:11.2f} {t.program_cpu_s:14.2f} {t.accepted:4}/{t.tests}")
+            print(
+                f"{label:9} {side:7} {t.wall_s:8.2f} {t.wall_s / t.tests * 1000:8.2f} {t.host_cpu_s:11.2f} "
+                f"{t.box_cpu_s:10.2f} {t.shim_cpu_s:11.2f} {t.program_cpu_s:14.2f} {t.accepted:4}/{t.tests}"
+            )
         arex_cpu, native_cpu = arex.host_cpu_s + arex.box_cpu_s + arex.shim_cpu_s, native.host_cpu_s
         compile_s = native.parts.get("compile_s", 0.0)
-        print(f"{label:9} ratio   {arex.wall_s / native.wall_s:8.2f}   CPU ratio {arex_cpu / native_cpu:.2f} (arex {arex_cpu:.2f} s, native {native_cpu:.2f} s; native compile {compile_s:.2f} s wall)")
+        print(
+            f"{label:9} ratio   {arex.wall_s / native.wall_s:8.2f}   CPU ratio {arex_cpu / native_cpu:.2f} "
+            f"(arex {arex_cpu:.2f} s, native {native_cpu:.2f} s; native compile {compile_s:.2f} s wall)"
+        )
     for language, p in parts.items():
         print(f"profile {language}: " + ", ".join(f"{k}={v:.3f}" for k, v in p.items()))
     arex_s = sum(a.wall_s for _, a, _ in rows)
     native_s = sum(n.wall_s for _, _, n in rows)
     tests = sum(a.tests for _, a, _ in rows)
-    print(f"arex_s={arex_s:.2f} native_s={native_s:.2f} ratio={arex_s / native_s:.2f} per_test_ms={arex_s / tests * 1000:.2f}")
+    print(
+        f"arex_s={arex_s:.2f} native_s={native_s:.2f} ratio={arex_s / native_s:.2f} "
+        f"per_test_ms={arex_s / tests * 1000:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -41,7 +41,12 @@ class Figures:
 FIGURES = {
     "agent_overhead": Figures("arex_ms_per_step", "mini_ms_per_step", "ratio", "ratio <= 0.5"),
     "concurrency": Figures("concurrent_s", "serial_s", "speedup", "speedup >= 12"),  # 12 of 16 rollouts (issue 16)
-    "context_growth": Figures("bounded_tokens", "full_tokens", "full_over_bounded_total", "full_over_bounded_total >= 5 and bounded_r30_over_r2 <= 1.3"),
+    "context_growth": Figures(
+        "bounded_tokens",
+        "full_tokens",
+        "full_over_bounded_total",
+        "full_over_bounded_total >= 5 and bounded_r30_over_r2 <= 1.3",
+    ),
     "draft_env": Figures("accepted", "drafted", "", "ratio >= 1"),
     "env_rebuild": Figures("second_s", "first_s", "ratio", "ratio <= 0.1"),
     "export": Figures("peak_mb", "baseline_peak_mb", "", "ratio <= 0.5 and peak_mb_at_2x <= 1.25 * peak_mb"),
@@ -80,7 +85,9 @@ def met(target: str, values: dict[str, float]) -> bool:
     for condition in target.split(" and "):
         match = _CONDITION.match(condition)
         if match is None:
-            raise SystemExit(f"bench/run_all.py: FIGURES target {condition!r} is not `key <op> number` or `key <op> number * key`")
+            raise SystemExit(
+                f"bench/run_all.py: FIGURES target {condition!r} is not `key <op> number` or `key <op> number * key`"
+            )
         key, op, factor, other, number = match.groups()
         bound = float(factor) * values[other] if other in values else (float(number) if number else None)
         if key not in values or bound is None or not _OPS[op](values[key], bound):
@@ -93,7 +100,14 @@ def run(name: str) -> Row:
     print(f"\n=== bench/{name}.py", flush=True)
     started = time.monotonic()
     with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen([sys.executable, str(BENCH / f"{name}.py")], cwd=BENCH.parent, stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1)
+        proc = subprocess.Popen(
+            [sys.executable, str(BENCH / f"{name}.py")],
+            cwd=BENCH.parent,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            bufsize=1,
+        )
         lines = []
         for line in proc.stdout:
             print(line, end="", flush=True)
@@ -105,7 +119,13 @@ def run(name: str) -> Row:
     last = next((line for line in reversed(lines) if line), "")
     if proc.returncode:
         print("\n".join(errors[-20:]), file=sys.stderr, flush=True)  # the end of its traceback, where the reader is
-        return Row(name, "failed", error=f"exit {proc.returncode}: {errors[-1] if errors else 'no stderr'}", last_line=last, seconds=seconds)
+        return Row(
+            name,
+            "failed",
+            error=f"exit {proc.returncode}: {errors[-1] if errors else 'no stderr'}",
+            last_line=last,
+            seconds=seconds,
+        )
     return figures(name, last, seconds)
 
 
@@ -133,14 +153,23 @@ def _number(value: float | None) -> str:
 
 
 def markdown(rows: list[Row]) -> str:
-    lines = ["| bench | arex | baseline | ratio | target | met | seconds | last line |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| bench | arex | baseline | ratio | target | met | seconds | last line |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         spec = FIGURES.get(r.bench)
         if r.status != "ok":
-            lines.append(f"| {r.bench} | {r.status}: {r.error.replace('|', '/')} | | | {spec.target if spec else ''} | no | {r.seconds:.0f} | `{r.last_line}` |")
+            lines.append(
+                f"| {r.bench} | {r.status}: {r.error.replace('|', '/')} | | | {spec.target if spec else ''} | no | "
+                f"{r.seconds:.0f} | `{r.last_line}` |"
+            )
             continue
         arex, baseline = f"{_number(r.arex)} ({spec.arex})", f"{_number(r.baseline)} ({spec.baseline})"
-        lines.append(f"| {r.bench} | {arex} | {baseline} | {_number(r.ratio)} | {r.target} | {'met' if r.met else 'missed'} | {r.seconds:.0f} | `{r.last_line}` |")
+        lines.append(
+            f"| {r.bench} | {arex} | {baseline} | {_number(r.ratio)} | {r.target} | {'met' if r.met else 'missed'} | "
+            f"{r.seconds:.0f} | `{r.last_line}` |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -159,7 +188,9 @@ def main() -> int:
     RESULTS.mkdir(exist_ok=True)
     table = markdown(rows)
     (RESULTS / "results.md").write_text(table)
-    (RESULTS / "results.json").write_text(json.dumps({"finished_at": time.time(), "benches": [asdict(r) for r in rows]}, indent=2) + "\n")
+    (RESULTS / "results.json").write_text(
+        json.dumps({"finished_at": time.time(), "benches": [asdict(r) for r in rows]}, indent=2) + "\n"
+    )
     print(f"\n{table}")
     print(f"written: {RESULTS.relative_to(BENCH.parent)}/results.md, results.json")
     return 0 if all(r.status == "ok" for r in rows) else 1
