@@ -1,1 +1,103 @@
-"""Fixtures shared by test modules live here."""
+"""Fixtures shared by test modules live here (helpers imported by name live in tests/*_kit.py,
+tests/repo_paths.py and the other non-test modules of tests/, all on the path: pyproject's
+`pythonpath`)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from loop_kit import PROCESS_BACKEND, TallyEnv, write_tally_env
+from repo_paths import ENVS
+
+# The bundled envs that test modules share, built once per test run (see `bundled_envs`).
+SHARED_BUNDLED = ("judge-subset-fill", "ml-diabetes")
+
+
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` (created if missing), released on exit or when the process dies."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of this test run that every pytest-xdist worker of it shares: each worker's
+    basetemp is a child of the run's; without xdist, the basetemp itself."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
+def bundled_envs(tmp_path_factory) -> Path:
+    """The folder the bundled envs of SHARED_BUNDLED are built into, once per test run: the first
+    worker to get here builds (in Docker, with every validation gate), the others wait on the lock
+    and find them built (arex's build skips a source whose content hash matches its last build).
+    Read-only for tests: a test that changes an env copies it first."""
+    from arex.envs.build import build_envs
+
+    root = _run_folder(tmp_path_factory) / "bundled-envs"
+    with _file_lock(root.with_name("bundled-envs.lock")):
+        reports = build_envs([ENVS / name for name in SHARED_BUNDLED], root / "built")
+    assert all(r.status in ("accepted", "skipped") for r in reports), [(r.env_id, r.status, r.reason) for r in reports]
+    return root / "built"
+
+
+@pytest.fixture
+def tally_kind(monkeypatch) -> None:
+    """The fast tier's `tally` env kind (tests/loop_kit.py) and the `process` test backend registered."""
+    from arex.envs import runtime
+    from arex.sandbox.base import BACKENDS
+
+    monkeypatch.setitem(runtime.KINDS, "tally", TallyEnv)
+    monkeypatch.setitem(BACKENDS, "process", PROCESS_BACKEND)
+
+
+@pytest.fixture
+def tally_env(tmp_path, tally_kind):
+    """A built `tally` env in tmp_path/envs/tally, its kind registered."""
+    from arex.envs.runtime import load_env
+
+    return load_env(write_tally_env(tmp_path / "envs"))
+
+
+@pytest.fixture(scope="module")
+def zygote():
+    """Forks the killed processes (tests/reliability_runner.py serve): no imports per kill."""
+    from reliability_kit import Zygote
+
+    with Zygote() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def smol(tmp_path_factory):
+    """SmolLM2-135M dequantized from the bundled GGUF, and its tokenizer, saved as folders once per
+    worker (read-only for tests)."""
+    from types import SimpleNamespace
+
+    from transformers.trainer_utils import validate_quantization_for_training
+
+    from arex.dataset.masks import load_tokenizer
+    from arex.dataset.train import load_model
+    from arex.teacher.local import find_gguf
+
+    root = tmp_path_factory.mktemp("smol")
+    model = load_model()  # the Trainer accepts it: the quantization flags are cleared
+    validate_quantization_for_training(model)
+    flagged = SimpleNamespace(is_quantized=True, hf_quantizer=SimpleNamespace(
+        is_trainable=False, quantization_config=SimpleNamespace(quant_method="gguf")))
+    with pytest.raises(ValueError, match="purely quantized"):  # what the flags alone would do
+        validate_quantization_for_training(flagged)
+    model.save_pretrained(root / "model")
+    load_tokenizer(find_gguf()).save_pretrained(root / "tokenizer")
+    return {"model": root / "model", "tokenizer": root / "tokenizer"}

@@ -36,9 +36,9 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from loop_kit import TallyEnv
 from process_sandbox import ProcessSandbox
 from reliability_kit import line_spend
-from test_loop_fast import TallyEnv
 
 from arex.envs import runtime
 from arex.record.trajectory import RecordWriter
@@ -206,7 +206,7 @@ class HookedProcessSandbox(ProcessSandbox):
 
 
 class HookedTally(TallyEnv):
-    """tests/test_loop_fast.py's TallyEnv with pause points in grading and re-grading."""
+    """tests/loop_kit.py's TallyEnv with pause points in grading and re-grading."""
 
     def grade_round(self, sandbox, grading, store):
         with PROBE.span("grade"):
@@ -264,7 +264,7 @@ def _hook_prune() -> None:
 
 
 def install(backend: str) -> None:
-    """Register the tally kind and the process backend (as tests/test_loop_fast.py's fixtures do)
+    """Register the tally kind and the process backend (as the `tally_kind` fixture does)
     and put every pause point in place."""
     runtime.KINDS["tally"] = HookedTally
     BACKENDS["process"] = "reliability_hooks:HookedProcessSandbox"

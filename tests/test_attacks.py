@@ -38,7 +38,6 @@ from attack_payloads import (
 )
 from solutions import EXACT_PY
 
-from arex.envs.build import build_envs
 from arex.envs.runtime import Env, load_env
 from arex.grading.judge import Judge
 from arex.grading.pool import GradingPool
@@ -59,12 +58,9 @@ pytestmark = pytest.mark.docker
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory) -> Env:
-    """The subset-fill judge env, built once for the module (time limit 2 s, 1 sample, 8 hidden tests)."""
-    out = tmp_path_factory.mktemp("built")
-    reports = build_envs([ROOT / "envs" / "judge-subset-fill"], out)
-    assert all(r.status == "accepted" for r in reports), [r.reason for r in reports]
-    built = load_env(out / "subset-fill")
+def env(bundled_envs) -> Env:
+    """The bundled subset-fill judge env, built once for the test run (time limit 2 s, 1 sample, 8 hidden tests)."""
+    built = load_env(bundled_envs / "subset-fill")
     assert built.spec.time_limit_s == 2.0 and built.submission_path == "solution.py"
     return built
 

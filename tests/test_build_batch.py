@@ -6,9 +6,9 @@ import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
+import loop_kit as loop
 import pyarrow.parquet as pq
 import pytest
-import test_loop_fast as loop
 
 from arex.dataset.export import ExportConfig, export, kept_records
 from arex.envs import build as build_module
@@ -23,6 +23,7 @@ from arex.selection.selector import SelectConfig, select
 from arex.specs import CheckerSpec, GradeResult, JudgeSpec
 from arex.specs import TestCase as Case
 from arex.specs import TestResult as Outcome
+from arex.teacher.scripted import RoundScript
 
 CORPUS = Path(__file__).parent / "corpus"
 
@@ -158,7 +159,7 @@ def test_every_reader_copes_with_an_undefined_public_score(tmp_path, monkeypatch
     (root / "workspace" / "answer.txt").write_text("1\n")
     (root / "workspace" / "rules.txt").write_text("do not edit\n")
     env = runtime.load_env(root)
-    _, [t], _ = loop.rollout(env, loop.RoundScript(loop.climbing), tmp_path / "store", RolloutConfig(rounds=2))
+    _, [t], _ = loop.rollout(env, RoundScript(loop.climbing), tmp_path / "store", RolloutConfig(rounds=2))
     assert [r.end.grade.public_score for r in t.rounds] == [None, None]
     assert t.rounds[0].end.feedback.startswith("Public score: none (no sample tests)")
     assert t.rounds[-1].end.best.public is None and t.rounds[-1].end.best_public is None

@@ -2,13 +2,12 @@
 or option, with a non-zero exit code, before anything is written or any teacher call is made:
 configs that are not UTF-8 or hold values YAML cannot build, counts below 1, task specs that are
 not YAML or have a value of the wrong type, a broken prompts file. No Docker (the `tally` env kind
-and the process sandbox of tests/test_loop_fast.py)."""
+and the process sandbox of tests/loop_kit.py)."""
 
 from pathlib import Path
 
 import pytest
-import test_store
-from test_store import cli_rollout, select_cli, tally_env
+from loop_kit import cli_rollout, select_cli, write_tally_env
 from typer.testing import CliRunner
 
 from arex.cli import app
@@ -16,7 +15,13 @@ from arex.config import ConfigError, load_config
 from arex.teacher.scripted import RoundScript, ScriptedServer
 
 runner = CliRunner()
-env, kinds = test_store.env, test_store.kinds  # the fixtures: a `tally` env, its kind and the process sandbox registered
+
+pytestmark = pytest.mark.usefixtures("tally_kind")  # the tally kind and the process backend registered
+
+
+@pytest.fixture
+def env(tally_env):
+    return tally_env
 
 
 def one_paragraph(result, code: int = 2) -> str:
@@ -109,7 +114,7 @@ def test_select_and_build_envs_refuse_a_concurrency_below_one(env, tmp_path):
     ],
 )
 def test_one_broken_task_spec_among_several_stops_rollout_and_select_naming_it(env, tmp_path, server, task, expected):
-    broken = tally_env(env.dir.parent, "broken").dir / "task.yaml"
+    broken = write_tally_env(env.dir.parent, "broken") / "task.yaml"
     broken.write_text(task)
     text = one_paragraph(cli_rollout(env, tmp_path / "store", server.base_url, "--rounds", "1"))
     assert str(broken) in text and expected in text

@@ -1,6 +1,6 @@
 """The reflective loop, selection and export on a small env kind, without Docker or a model.
 
-`TallyEnv` is a whole env kind in one class (the score is the number the agent leaves in
+`TallyEnv` (tests/loop_kit.py) is a whole env kind in one class (the score is the number the agent leaves in
 answer.txt), run on the `process` test backend (tests/process_sandbox.py) with the scripted
 OpenAI-compatible server over real HTTP. What Docker adds (isolation, limits) is tested in the
 full tier; what is tested here is the loop's own logic: the record, resuming, budgets, endings,
@@ -9,97 +9,26 @@ snapshots, and what selection and export make of the result."""
 import asyncio
 import json
 import threading
-from pathlib import Path
-from typing import Literal
 
 import pyarrow.parquet as pq
 import pytest
-from pydantic import BaseModel
+from loop_kit import TEACHER, TallyEnv, climbing, process_sandbox, rollout
 
 from arex.dataset.export import ExportConfig, export, kept_records
-from arex.envs import runtime
-from arex.envs.runtime import Env, Grading, load_env
+from arex.envs.runtime import Env
 from arex.record.snapshots import SnapshotStore, read_member
-from arex.record.trajectory import RoundEnd, load
+from arex.record.trajectory import load
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
-from arex.sandbox import SandboxConfig
-from arex.sandbox.base import BACKENDS
 from arex.selection.selector import SelectConfig, select
-from arex.specs import GradeResult
-from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import RoundScript, ScriptedServer
 
-TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False, backoff_base_s=0.01, max_attempts=2)
-
-
-class TallySpec(BaseModel):
-    kind: Literal["tally"] = "tally"
-    id: str
-    title: str
-    domain: str = "test"
-    protected: tuple[str, ...] = ("rules.txt",)
-
-
-class TallyEnv(Env):
-    """Score: the number in answer.txt, over 10 (held out and public alike)."""
-
-    kind = "tally"
-    spec_model = TallySpec
-    submission_path = "answer.txt"
-
-    def _baseline(self, scores: dict) -> float | None:
-        return 0.1
-
-    def prepare(self, sandbox) -> None:
-        sandbox.copy_in(self.dir / "workspace", sandbox.config.workdir)
-
-    def _grade(self, data: bytes, text: str, grading: Grading, log: str) -> GradeResult:
-        try:
-            score = float(text.strip()) / 10
-        except ValueError:
-            return self._not_graded(f"answer.txt holds {text[:20]!r}, not a number", log)
-        return GradeResult(public_score=score, held_out_score=score, held_out_raw=score, feedback=f"answer {text.strip()}")
-
-    def _not_graded(self, problem: str, log: str) -> GradeResult:
-        return GradeResult(public_score=0.0, held_out_score=0.0, held_out_raw=0.0, feedback=f"Submission not graded: {problem}")
-
-    def regrade(self, archive: Path, end: RoundEnd, base: SandboxConfig) -> GradeResult:
-        data = read_member(archive, self.submission_path, 1 << 20)
-        return self._grade(data, data.decode(), Grading(), "")
-
-
-@pytest.fixture(autouse=True)
-def kinds(monkeypatch):
-    monkeypatch.setitem(runtime.KINDS, "tally", TallyEnv)
-    monkeypatch.setitem(BACKENDS, "process", "process_sandbox:ProcessSandbox")
-
-
-def process_sandbox() -> SandboxConfig:
-    return SandboxConfig(backend="process")  # known once the fixture above has registered it
+pytestmark = pytest.mark.usefixtures("tally_kind")  # the tally kind and the process backend registered
 
 
 @pytest.fixture
-def env(tmp_path) -> Env:
-    root = tmp_path / "envs" / "tally"
-    (root / "workspace").mkdir(parents=True)
-    (root / "task.yaml").write_text("kind: tally\nid: tally\ntitle: Count up\n")
-    (root / "statement.md").write_text("Leave a number from 0 to 10 in answer.txt; higher is better.\n")
-    (root / "workspace" / "answer.txt").write_text("1\n")
-    (root / "workspace" / "rules.txt").write_text("do not edit\n")
-    return load_env(root)
-
-
-def rollout(env, script, store: Path, config: RolloutConfig, samples: int = 1):
-    with ScriptedServer(script, model="scripted-teacher") as server:
-        summary = asyncio.run(run_batch([env], TEACHER, config, process_sandbox(), store, samples, 2, server.base_url))
-        requests = list(server.requests)
-    records = [load(p) for p in sorted((store / env.id).glob("*.jsonl"))]
-    return summary, records, requests
-
-
-def climbing(n: int) -> list[str]:
-    return [f"echo {n + 1} > answer.txt", f"echo round-{n} >> notes.txt"]
+def env(tally_env) -> Env:
+    return tally_env
 
 
 def test_a_new_kind_is_one_class_and_the_loop_records_every_call_exactly(env, tmp_path):

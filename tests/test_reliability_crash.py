@@ -18,13 +18,10 @@ from pathlib import Path
 
 import pytest
 from reliability_kit import CountingServer, Outcome, Zygote, audit_store, make_tally_env, notes_commands, raw_lines, record_spend, rollout_args, run_child, show, total_billed
-from test_loop_fast import TallyEnv
 from typer.testing import CliRunner
 
 from arex.cli import app
-from arex.envs import runtime
 from arex.record.trajectory import load
-from arex.sandbox.base import BACKENDS
 from arex.teacher.scripted import RoundScript, ScriptedServer
 
 pytestmark = pytest.mark.suite  # a reliability suite: run by `make test`, not `make test-fast`
@@ -46,13 +43,6 @@ def kill_point(kind: str, rng: random.Random) -> tuple[str | None, float | None]
     if kind.startswith("write"):
         return f"write:{rng.randint(*RANGES['write'])}:{rng.uniform(0.05, 0.95):.3f}{'u' if kind == 'write-u' else ''}", None
     return f"{kind}:{rng.randint(*RANGES[kind])}", None
-
-
-@pytest.fixture(scope="module")
-def zygote():
-    """Forks the killed processes (tests/reliability_runner.py serve): no imports per kill."""
-    with Zygote() as server:
-        yield server
 
 
 def records(store: Path) -> list[Path]:
@@ -187,13 +177,6 @@ def test_docker_rollout_survives_sigkill(tmp_path, capsys, zygote):
 
 
 # -- select and export --------------------------------------------------------------------------------
-@pytest.fixture
-def kinds(monkeypatch):
-    """The tally kind and the process backend in this process too (for the unkilled runs)."""
-    monkeypatch.setitem(runtime.KINDS, "tally", TallyEnv)
-    monkeypatch.setitem(BACKENDS, "process", "process_sandbox:ProcessSandbox")
-
-
 def cli(*args: str) -> None:
     result = CliRunner().invoke(app, [str(a) for a in args])
     assert result.exit_code == 0, result.output
@@ -216,7 +199,7 @@ def choose(census: Outcome, phases: tuple[str, ...], rng: random.Random, index: 
 
 
 @pytest.fixture
-def world(tmp_path, kinds, zygote):
+def world(tmp_path, tally_kind, zygote):  # tally_kind: in this process too (the unkilled runs)
     """Built envs and a store: env `up` climbs (kept), env `flat` does not (dropped)."""
     envs = tmp_path / "envs"
     scripts = {"up": RoundScript(notes_commands), "flat": RoundScript(lambda n: ["echo 1 > answer.txt"])}

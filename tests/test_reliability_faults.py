@@ -18,16 +18,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from reliability_kit import PRICE, CountingServer, Zygote, end_line, make_tally_env, record_spend, rollout_args, run_child, show
-from test_loop_fast import TallyEnv
+from reliability_kit import PRICE, CountingServer, end_line, make_tally_env, record_spend, rollout_args, run_child, show
 
-from arex.envs import runtime
 from arex.envs.runtime import load_env
 from arex.record.trajectory import load
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
 from arex.sandbox import SandboxConfig
-from arex.sandbox.base import BACKENDS
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import Fault, Reply, RoundScript
 
@@ -80,12 +77,6 @@ class FaultyScript:
         }[kind]  # fmt: skip
 
 
-@pytest.fixture
-def kinds(monkeypatch):
-    monkeypatch.setitem(runtime.KINDS, "tally", TallyEnv)
-    monkeypatch.setitem(BACKENDS, "process", "process_sandbox:ProcessSandbox")
-
-
 def spend_table(store: Path, server: CountingServer) -> list[dict]:
     """Per rollout: the server's tokens and cost, the sums over the record's calls, and its end line's."""
     rows = []
@@ -101,7 +92,7 @@ def spend_table(store: Path, server: CountingServer) -> list[dict]:
     return rows
 
 
-def test_teacher_faults_lose_no_round_and_totals_match_the_server(tmp_path, kinds, capsys):
+def test_teacher_faults_lose_no_round_and_totals_match_the_server(tmp_path, tally_kind, capsys):
     envs = [load_env(make_tally_env(tmp_path / "envs", f"f{i}")) for i in range(5)]
     script = FaultyScript(SEED, FORCED)
     config = RolloutConfig(rounds=ROUNDS, steps_per_round=5)
@@ -136,7 +127,7 @@ def test_teacher_faults_lose_no_round_and_totals_match_the_server(tmp_path, kind
     assert mismatches == []
 
 
-def test_budgets_count_paid_attempts_of_a_failed_call(tmp_path, kinds):
+def test_budgets_count_paid_attempts_of_a_failed_call(tmp_path, tally_kind):
     """A reflection whose attempts all fail, the first after a paid 20,000-token reply: the tokens
     count, so the re-run is over its budget at once and asks the teacher nothing."""
     env = load_env(make_tally_env(tmp_path / "envs", "budget"))
@@ -156,12 +147,6 @@ def test_budgets_count_paid_attempts_of_a_failed_call(tmp_path, kinds):
 
 
 # -- kills ------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def zygote():
-    with Zygote() as server:
-        yield server
-
-
 def test_totals_after_kills_miss_only_the_calls_in_flight(tmp_path, zygote, capsys):
     """Kills right after a reply arrives, or while its record line is half written: after resuming,
     the record holds every call the server billed except those the killed process held only in

@@ -1,5 +1,5 @@
 """`arex report`: a two-variant run of the real rollout loop (scripted teacher over real HTTP, the
-`process` test backend and the tally env of test_loop_fast), reported; every number in
+`process` test backend and the tally env of tests/loop_kit.py), reported; every number in
 report.json and in the page's tables is checked against numbers computed here from the records'
 raw JSON lines; the report and a trajectory page are rendered by headless Chromium (screenshot
 not blank, the DOM holds the titles and the curves' data); model output is shown escaped."""
@@ -15,7 +15,7 @@ from pathlib import Path
 from statistics import fmean, pstdev
 
 import pytest
-from test_loop_fast import TEACHER, TallyEnv, process_sandbox
+from loop_kit import PROCESS_BACKEND, TEACHER, TallyEnv, process_sandbox
 from typer.testing import CliRunner
 
 from arex.cli import app
@@ -67,7 +67,7 @@ def run_dir(tmp_path_factory):
     base = tmp_path_factory.mktemp("report-run")
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(runtime.KINDS, "tally", TallyEnv)
-        mp.setitem(BACKENDS, "process", "process_sandbox:ProcessSandbox")
+        mp.setitem(BACKENDS, "process", PROCESS_BACKEND)
         envs = [make_env(base / "envs", "tally-a"), make_env(base / "envs", "tally-b")]
         store = base / "store"
         store.mkdir()

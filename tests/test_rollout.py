@@ -14,7 +14,6 @@ import docker
 import pytest
 from solutions import EXACT_PY, USE_ALL
 
-from arex.envs.build import build_envs
 from arex.envs.runtime import load_env
 from arex.envs.skills import load_skills
 from arex.record.trajectory import load
@@ -32,11 +31,9 @@ TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False, backoff_base
 
 
 @pytest.fixture(scope="module")
-def envs(tmp_path_factory):
-    out = tmp_path_factory.mktemp("built")
-    reports = build_envs([ROOT / "envs" / "judge-subset-fill", ROOT / "envs" / "ml-diabetes"], out)
-    assert all(r.status == "accepted" for r in reports), [r.reason for r in reports]
-    return {"judge": load_env(out / "subset-fill"), "ml": load_env(out / "ml-diabetes")}
+def envs(bundled_envs):
+    """The bundled judge and ML envs, built once for the test run."""
+    return {"judge": load_env(bundled_envs / "subset-fill"), "ml": load_env(bundled_envs / "ml-diabetes")}
 
 
 def run(env, script, tmp_path, rollout=None, latency=0.0, samples=1, concurrency=1):

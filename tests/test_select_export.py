@@ -14,7 +14,6 @@ from solutions import EXACT_PY, USE_ALL
 
 from arex.dataset.card import write_card
 from arex.dataset.export import SCHEMA, ExportConfig, export, kept_records, token_weights
-from arex.envs.build import build_envs
 from arex.envs.runtime import load_env
 from arex.record.canary import LeakError, env_canaries
 from arex.record.snapshots import SnapshotStore
@@ -38,12 +37,11 @@ def judge_commands(n):
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    """Built envs and a store with one real judge and one real ML trajectory (scripted teacher)."""
+def world(tmp_path_factory, bundled_envs):
+    """Built envs (the bundled ones, built once for the test run) and a store with one real judge and
+    one real ML trajectory (scripted teacher)."""
     root = tmp_path_factory.mktemp("world")
-    reports = build_envs([ROOT / "envs" / "judge-subset-fill", ROOT / "envs" / "ml-diabetes"], root / "envs")
-    assert all(r.status == "accepted" for r in reports), [r.reason for r in reports]
-    judge, ml = load_env(root / "envs" / "subset-fill"), load_env(root / "envs" / "ml-diabetes")
+    judge, ml = load_env(bundled_envs / "subset-fill"), load_env(bundled_envs / "ml-diabetes")
     store = root / "store"
     requests = {}
     for env, commands, rounds in ((judge, judge_commands, 4), (ml, lambda n: [USE_ALL] if n == 2 else ["head -2 train.py"], 2)):
@@ -53,7 +51,7 @@ def world(tmp_path_factory):
         assert summary["endings"] == {"done": 1}
     [jpath] = sorted((store / judge.id).glob("*.jsonl"))
     [mpath] = sorted((store / ml.id).glob("*.jsonl"))
-    return {"root": root, "envs": root / "envs", "judge": judge, "ml": ml, "store": store, "jpath": jpath, "mpath": mpath, "requests": requests}
+    return {"root": root, "envs": bundled_envs, "judge": judge, "ml": ml, "store": store, "jpath": jpath, "mpath": mpath, "requests": requests}
 
 
 def variant(world, source: Path, store: Path, name: str, edit=None, edit_snapshot=None) -> Path:

@@ -2,7 +2,7 @@
 folder: one run per store (a lock), a killed run's lock and containers cleaned up by the next run,
 one unreadable record not stopping the others, and write errors as one sentence naming the path.
 
-Runs on the `tally` env kind and the process sandbox of tests/test_loop_fast.py (no Docker), with
+Runs on the `tally` env kind and the process sandbox of tests/loop_kit.py (no Docker), with
 real processes for the concurrent and killed runs; the container clean-up test needs Docker. The
 disk-full and read-only tests mount a small tmpfs (root only; skipped otherwise)."""
 
@@ -21,50 +21,29 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
-from test_loop_fast import TEACHER, TallyEnv, climbing, process_sandbox
-from typer.testing import CliRunner
+from loop_kit import TEACHER, cli_rollout, climbing, process_sandbox, select_cli
+from repo_paths import TESTS
 
-from arex.cli import app
-from arex.envs import runtime
-from arex.envs.runtime import load_env
 from arex.record.storage import LOCK_NAME, STORE_ENV, DiskFull, OutputError, Owner, StoreLock, StoreLocked, boot_id, proc_start
 from arex.record.trajectory import load
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
-from arex.sandbox.base import BACKENDS
 from arex.teacher.scripted import RoundScript, ScriptedServer
 
-TESTS = str(Path(__file__).resolve().parent)
-runner = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def kinds(monkeypatch):
-    monkeypatch.setitem(runtime.KINDS, "tally", TallyEnv)
-    monkeypatch.setitem(BACKENDS, "process", "process_sandbox:ProcessSandbox")
+pytestmark = pytest.mark.usefixtures("tally_kind")  # the tally kind and the process backend registered
 
 
 @pytest.fixture
-def env(tmp_path):
-    return tally_env(tmp_path / "envs")
+def env(tally_env):
+    return tally_env
 
-
-def tally_env(envs: Path, name: str = "tally"):
-    """A built `tally` env (tests/test_loop_fast.py) in `envs`/`name`."""
-    root = envs / name
-    (root / "workspace").mkdir(parents=True)
-    (root / "task.yaml").write_text(f"kind: tally\nid: {name}\ntitle: Count up\n")
-    (root / "statement.md").write_text("Leave a number from 0 to 10 in answer.txt; higher is better.\n")
-    (root / "workspace" / "answer.txt").write_text("1\n")
-    (root / "workspace" / "rules.txt").write_text("do not edit\n")
-    return load_env(root)
 
 # One `arex rollout` batch in its own process, as the CLI runs it (SIGTERM exits through `finally`).
 RUNNER = """
 import asyncio, signal, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from test_loop_fast import TEACHER, TallyEnv
+from loop_kit import TEACHER, TallyEnv
 from arex.envs import runtime
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
@@ -81,7 +60,7 @@ print("finished", flush=True)
 
 
 def start_run(backend: str, env, store: Path, url: str, rounds: int = 2) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", RUNNER, TESTS, backend, str(env.dir), str(store), url, str(rounds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, "-c", RUNNER, str(TESTS), backend, str(env.dir), str(store), url, str(rounds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def stalling(script, marker: str):
@@ -220,11 +199,6 @@ def test_bad_counts_are_refused_before_the_store_is_touched(env, tmp_path):
 
 
 # -- one unreadable record -----------------------------------------------------------------------
-def cli_rollout(env, store: Path, url: str, *extra: str):
-    options = ["-c", "sandbox.backend=process", "-c", f"teacher.base_url={url}", "-c", "teacher.model=scripted-teacher", "-c", "teacher.track_cost=false"]
-    return runner.invoke(app, ["rollout", "--envs", str(env.dir.parent), "--out", str(store), *options, *extra])
-
-
 def test_one_unreadable_record_does_not_stop_the_others_and_the_cli_exits_non_zero(env, tmp_path):
     store = tmp_path / "store"
     with ScriptedServer(RoundScript(climbing), model="scripted-teacher") as server:
@@ -320,10 +294,6 @@ def test_a_read_only_store_is_one_sentence(env, tmp_path):
             batch(env, folder / "new-store", "http://127.0.0.1:9/v1")
 
 
-def select_cli(store: Path, envs: Path, out: Path):
-    return runner.invoke(app, ["select", "--store", str(store), "--envs", str(envs), "--out", str(out), "-c", "sandbox.backend=process"])
-
-
 def test_select_on_a_full_disk_or_a_read_only_folder_is_one_sentence_and_resumes(env, tmp_path):
     store = tmp_path / "store"
     with ScriptedServer(RoundScript(climbing), model="scripted-teacher") as server:
@@ -360,9 +330,9 @@ os.kill(os.getpid(), signal.SIGKILL)
 def test_a_rerun_removes_the_containers_of_a_killed_run_on_its_store_and_doctor_reports_the_others(env, tmp_path):
     import docker
 
-    from arex.sandbox.docker.diagnose import check_leftovers
     from arex.sandbox import SandboxConfig
     from arex.sandbox.docker import OWNER_LABEL, STORE_LABEL, docker_client
+    from arex.sandbox.docker.diagnose import check_leftovers
 
     client = docker_client()
     store = tmp_path / "store"

@@ -1,7 +1,7 @@
 """Every long verb's `--json`: stdout holds one JSON summary and nothing else, its numbers are
 what is on disk, and the exit code is the verb's.
 
-Rollout, select and export run on the fast fixtures of tests/test_loop_fast.py (the `tally` env
+Rollout, select and export run on the fast fixtures (tests/conftest.py, tests/loop_kit.py: the `tally` env
 kind on the process sandbox, the scripted teacher over real HTTP); push goes to the local fake
 Hub (tests/fake_hub.py); build-envs builds a bundled judge env in Docker (marked)."""
 
@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-import test_loop_fast as fast
 from fake_hub import FakeHub, isolate_hf_client
-from test_loop_fast import climbing
+from loop_kit import climbing
 from typer.testing import CliRunner
 
 from arex.cli import app
@@ -20,7 +19,14 @@ from arex.record.trajectory import load
 from arex.summary import Summary
 from arex.teacher.scripted import RoundScript, ScriptedServer
 
-env, kinds = fast.env, fast.kinds  # the fast fixtures (kinds: autouse)
+pytestmark = pytest.mark.usefixtures("tally_kind")  # the tally kind and the process backend registered
+
+
+@pytest.fixture
+def env(tally_env):
+    return tally_env
+
+
 runner = CliRunner()
 BASE = ["-c", "sandbox.backend=process", "-c", "teacher.model=scripted-teacher", "-c", "teacher.track_cost=false", "-c", "teacher.backoff_base_s=0.01"]
 

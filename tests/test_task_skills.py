@@ -3,7 +3,7 @@ by the teacher (`build-envs --draft-skills`), each checked (format, no private d
 kept; mounted read-only beside the general ones and listed in the catalogue as written for the task;
 `rollout.general_skills` / `rollout.task_skills` turn each off. Real parts: the Docker build and
 sandbox for the bundled judge problem, the scripted teacher over HTTP on 127.0.0.1; the loop
-toggles on the `process` test backend with the tally kind of tests/test_loop_fast.py."""
+toggles on the `process` test backend with the tally kind of tests/loop_kit.py."""
 
 import asyncio
 import json
@@ -11,11 +11,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_loop_fast import TEACHER, TallyEnv, climbing, rollout
+from loop_kit import TEACHER, climbing, rollout
 from typer.testing import CliRunner
 
 from arex.cli import app
-from arex.envs import runtime
 from arex.envs.build import build_envs
 from arex.envs.runtime import load_env
 from arex.envs.skills import SkillSet, check_task_skill, skill_set
@@ -26,7 +25,6 @@ from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
 from arex.rollout.tools import parse_tool_calls
 from arex.sandbox import SandboxConfig
-from arex.sandbox.base import BACKENDS
 from arex.teacher.scripted import Reply, RoundScript, ScriptedServer, tool_call
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,10 +33,7 @@ SHIPPED = f"---\nname: pair-sums-notes\ndescription: How the author would attack
 TALLY_SKILL = "---\nname: count-high\ndescription: The answer file takes numbers up to 10.\n---\nWrite 10 into answer.txt.\n"
 
 
-@pytest.fixture(autouse=True)
-def kinds(monkeypatch):
-    monkeypatch.setitem(runtime.KINDS, "tally", TallyEnv)
-    monkeypatch.setitem(BACKENDS, "process", "process_sandbox:ProcessSandbox")
+pytestmark = pytest.mark.usefixtures("tally_kind")  # the tally kind and the process backend registered
 
 
 def skill(root: Path, name: str, text: str) -> Path:

@@ -3,7 +3,7 @@ tool definitions and acts through `tool_calls`; each call is answered by a `tool
 record rebuilds every request; a rollout SIGKILLed mid-round resumes; selection and export work as
 in the text format; rows keep the tool calls and a `tools` column, load with `datasets`, pass TRL's
 conversational check and render under a tool-aware template (qwen2.5's) with the tool-call turns
-trained and the tool results not. No Docker: the `tally` kind of tests/test_loop_fast.py on the
+trained and the tool results not. No Docker: the `tally` kind of tests/loop_kit.py on the
 `process` test backend, the scripted server over real HTTP."""
 
 import asyncio
@@ -12,20 +12,18 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from reliability_kit import Zygote, make_tally_env, notes_commands, rollout_args, run_child
-from test_loop_fast import TEACHER, TallyEnv, climbing, process_sandbox, rollout
-from test_train_export import CHATML, TEMPLATES, _sft_args, bpe_tokenizer, smol, supervised_runs  # noqa: F401 (smol: a fixture)
+from loop_kit import TEACHER, climbing, process_sandbox, register_tally_kind, rollout
+from reliability_kit import make_tally_env, notes_commands, rollout_args, run_child
+from tokenizer_kit import CHATML, TEMPLATES, bpe_tokenizer, sft_args, supervised_runs
 
 from arex.dataset.export import ExportConfig, export, kept_records
 from arex.dataset.masks import Masker, TemplateError
-from arex.envs import runtime
 from arex.envs.runtime import load_env
 from arex.errors import UserInputError
 from arex.record.snapshots import SnapshotStore, read_member
 from arex.record.trajectory import load
 from arex.rollout.batch import config_hash
 from arex.rollout.config import RolloutConfig
-from arex.sandbox.base import BACKENDS
 from arex.selection.selector import SelectConfig, select
 from arex.teacher.client import TeacherClient
 from arex.teacher.scripted import Reply, RoundScript, ScriptedServer, tool_call
@@ -34,10 +32,7 @@ TOOLS = RolloutConfig(rounds=3, action_format="tools")
 REFLECT = "Reflect, then write"
 
 
-@pytest.fixture(autouse=True)
-def kinds(monkeypatch):
-    monkeypatch.setitem(runtime.KINDS, "tally", TallyEnv)
-    monkeypatch.setitem(BACKENDS, "process", "process_sandbox:ProcessSandbox")
+pytestmark = pytest.mark.usefixtures("tally_kind")  # the tally kind and the process backend registered
 
 
 @pytest.fixture
@@ -184,12 +179,6 @@ def test_the_client_sends_tools_and_reads_tool_calls():
 
 # -- killed, resumed, selected, exported -------------------------------------------------------------
 @pytest.fixture(scope="module")
-def zygote():
-    with Zygote() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def qwen(tmp_path_factory) -> Path:
     """A tokenizer with TRL's qwen2.5 chat template (tool-aware), saved as a folder."""
     folder = tmp_path_factory.mktemp("qwen")
@@ -214,8 +203,7 @@ def killed_and_resumed(tmp_path_factory, zygote) -> dict:
         cut = load(path)
         finished = run_child(rollout_args(spec), root / "events.log", zygote=zygote)
         requests = list(server.requests)
-    runtime.KINDS["tally"] = TallyEnv  # select and export run here (the autouse fixture is per test)
-    BACKENDS["process"] = "process_sandbox:ProcessSandbox"
+    register_tally_kind()  # select and export run here (the `tally_kind` fixture is per test)
     selection = select(root / "store", envs, root / "sel", SelectConfig(), process_sandbox())
     config = ExportConfig(granularities=("rounds", "trajectories", "calls"), tokenizer=None)
     stats = export(kept_records(root / "sel"), root / "dataset", config, envs)
@@ -310,7 +298,7 @@ def test_train_check_reads_tool_rows_through_the_template_with_their_tools(kille
 
 
 @pytest.mark.local_model
-def test_stock_sft_trainer_trains_tool_call_rows_with_their_tools(killed_and_resumed, smol, tmp_path):  # noqa: F811 (the fixture)
+def test_stock_sft_trainer_trains_tool_call_rows_with_their_tools(killed_and_resumed, smol, tmp_path):
     """SmolLM2-135M under qwen2.5's template (the same <|im_start|>/<|im_end|> tokens): TRL renders
     the calls rows with their `tools` and trains exactly the tool-call completion."""
     from datasets import load_dataset
@@ -323,7 +311,7 @@ def test_stock_sft_trainer_trains_tool_call_rows_with_their_tools(killed_and_res
     tokenizer.chat_template = (TEMPLATES / "qwen2_5.jinja").read_text(encoding="utf-8")
     rows = load_dataset("parquet", data_files=str(killed_and_resumed["root"] / "dataset" / "calls" / "*.parquet"), split="train", cache_dir=str(tmp_path / "hf"))
     rows = rows.select([1])  # round 1's second command
-    args = _sft_args(tmp_path)
+    args = sft_args(tmp_path)
     args.max_length = 2048  # the system prompt and the tool definitions come first
     trainer = SFTTrainer(model=load_model(smol["model"]), args=args, train_dataset=rows, processing_class=tokenizer)
     example = trainer.train_dataset[0]

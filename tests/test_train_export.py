@@ -4,15 +4,16 @@ SmolLM2-135M through a stock SFTTrainer with no glue (`local_model`). No Docker.
 
 Records are the version-1 fixture's, with every non-assistant text cut to its first line so that
 rows are a few hundred tokens (cheap to train on a CPU). Tokenizers for the template tests are
-byte-level BPEs built here, with each template's special tokens, so they need no download.
+byte-level BPEs built here (tests/tokenizer_kit.py), with each template's special tokens, so they need no
+download.
 """
 
 import json
-from importlib.util import find_spec
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from tokenizer_kit import CHATML, RECORDS, TEMPLATES, bpe_tokenizer, sft_args, supervised_runs
 
 from arex.dataset.export import ExportConfig, export
 from arex.dataset.masks import Masker, TemplateError, load_tokenizer
@@ -21,13 +22,6 @@ from arex.dataset.train_check import mask_problems
 from arex.errors import UserInputError
 from arex.record.trajectory import load
 
-STORE = Path(__file__).parent / "fixtures" / "v1" / "store"
-RECORDS = {
-    "bounded": STORE / "subset-fill" / "d9aca56721dc2283.jsonl",  # 4 rounds, every reply usable
-    "full": STORE / "subset-fill" / "d902a479abd0d1a0.jsonl",  # full-history context, 3 rounds
-    "errors": STORE / "ml-diabetes" / "e354bdd22e369e95.jsonl",  # unusable replies; rounds end on format errors
-}
-TEMPLATES = Path(find_spec("trl").submodule_search_locations[0]) / "chat_templates"
 # Each template's special tokens, and the one that closes an assistant turn (gpt-oss: the last one differs).
 SPECIALS = {
     "llama3": (["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"], "<|eot_id|>"),
@@ -40,7 +34,6 @@ SPECIALS = {
     "gptoss": (["<|start|>", "<|message|>", "<|end|>", "<|return|>", "<|channel|>", "<|constrain|>", "<|call|>"], "<|end|>"),
     "cohere": (["<BOS_TOKEN>", "<|START_OF_TURN_TOKEN|>", "<|END_OF_TURN_TOKEN|>", "<|SYSTEM_TOKEN|>", "<|USER_TOKEN|>", "<|CHATBOT_TOKEN|>"], "<|END_OF_TURN_TOKEN|>"),
 }
-CHATML = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 
 
 def _short(text):
@@ -80,41 +73,12 @@ def store(tmp_path_factory):
     return out
 
 
-def bpe_tokenizer(template: str, specials: list[str]):
-    """A byte-level BPE with `specials` as special tokens and `template` as its chat template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    texts = [p.read_text(encoding="utf-8") for p in RECORDS.values()]
-    core = Tokenizer(models.BPE())
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    core.decoder = decoders.ByteLevel()
-    everything = ["<bos>", "<eos>", *specials]
-    core.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=700, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), special_tokens=everything, show_progress=False))
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<bos>", eos_token="<eos>", additional_special_tokens=specials)
-    tokenizer.chat_template = template
-    return tokenizer
-
-
 @pytest.fixture(scope="module")
 def chatml(tmp_path_factory):
     """A ChatML tokenizer saved as a folder, as `export.tokenizer` takes it."""
     folder = tmp_path_factory.mktemp("tokenizer")
     bpe_tokenizer(CHATML, ["<|im_start|>", "<|im_end|>"]).save_pretrained(folder)
     return folder
-
-
-def supervised_runs(tokenizer, ids, weights) -> list[str]:
-    """The text of each stretch of tokens that carries loss."""
-    runs, current = [], []
-    for token, weight in zip(ids, weights):
-        if weight > 0:
-            current.append(token)
-        elif current:
-            runs.append(current)
-            current = []
-    runs += [current] if current else []
-    return [tokenizer.decode(r, clean_up_tokenization_spaces=False) for r in runs]
 
 
 def rows_of(folder: Path) -> list[dict]:
@@ -351,37 +315,6 @@ def test_train_check_shows_the_trained_tokens_and_fails_on_a_broken_mask(store, 
 
 
 # -- training SmolLM2-135M through stock TRL (the bundled GGUF) -------------------------------------
-@pytest.fixture(scope="module")
-def smol(tmp_path_factory):
-    """SmolLM2-135M dequantized from the bundled GGUF, and its tokenizer, saved as folders once."""
-    from types import SimpleNamespace
-
-    from transformers.trainer_utils import validate_quantization_for_training
-
-    from arex.dataset.train import load_model
-    from arex.teacher.local import find_gguf
-
-    root = tmp_path_factory.mktemp("smol")
-    model = load_model()  # the Trainer accepts it: the quantization flags are cleared
-    validate_quantization_for_training(model)
-    flagged = SimpleNamespace(is_quantized=True, hf_quantizer=SimpleNamespace(is_trainable=False, quantization_config=SimpleNamespace(quant_method="gguf")))
-    with pytest.raises(ValueError, match="purely quantized"):  # what the flags alone would do
-        validate_quantization_for_training(flagged)
-    model.save_pretrained(root / "model")
-    load_tokenizer(find_gguf()).save_pretrained(root / "tokenizer")
-    return {"model": root / "model", "tokenizer": root / "tokenizer"}
-
-
-def _sft_args(tmp_path, steps=3, batch=1):
-    """A few CPU steps: float32 (TRL defaults to bf16, slow on a CPU), no activation checkpointing."""
-    from trl import SFTConfig
-
-    return SFTConfig(
-        output_dir=str(tmp_path / "out"), max_steps=steps, per_device_train_batch_size=batch, learning_rate=1e-4, lr_scheduler_type="constant",
-        logging_steps=1, report_to=[], save_strategy="no", use_cpu=True, seed=0, max_length=512, bf16=False, activation_checkpointing=False,
-    )
-
-
 def _shortest(rows, size):
     """The row with the fewest characters (one short row keeps a CPU step to seconds)."""
     return rows.select([min(range(len(rows)), key=lambda i: size(rows[i]))])
@@ -402,7 +335,7 @@ def test_stock_sft_trainer_trains_calls_and_token_rows_with_no_glue(store, smol,
     calls = _shortest(calls, lambda r: len(json.dumps(r["prompt"] + r["completion"])))
     tokens = _shortest(tokens, lambda r: len(r["input_ids"]))
     for rows in (calls, tokens):
-        trainer = SFTTrainer(model=load_model(smol["model"]), args=_sft_args(tmp_path), train_dataset=rows, processing_class=tokenizer)
+        trainer = SFTTrainer(model=load_model(smol["model"]), args=sft_args(tmp_path), train_dataset=rows, processing_class=tokenizer)
         prepared = trainer.train_dataset
         for source, example in zip(rows, prepared):
             supervised = supervised_runs(tokenizer, example["input_ids"], [float(label != -100) for label in example["labels"]])
@@ -428,7 +361,7 @@ def test_weighted_trainer_applies_per_token_weights(store, smol, tmp_path):
     tokenizer = load_tokenizer(smol["tokenizer"])
     export(iter([store["bounded"]]), tmp_path / "ds", ExportConfig(tokenizer=str(smol["tokenizer"]), reflection_weight=2.0), None)
     rows = sorted(rows_of(tmp_path / "ds" / "tokens" / "rounds"), key=lambda r: len(r["input_ids"]))[:1]
-    trainer = WeightedSFTTrainer(model=load_model(smol["model"]), args=_sft_args(tmp_path, steps=2), train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
+    trainer = WeightedSFTTrainer(model=load_model(smol["model"]), args=sft_args(tmp_path, steps=2), train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
     assert isinstance(trainer.data_collator, WeightedCollator)
     batch = next(iter(trainer.get_train_dataloader()))  # the stock trainer would drop `weights` here
     assert set(batch) == {"input_ids", "attention_mask", "labels", "weights"}

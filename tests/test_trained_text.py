@@ -151,7 +151,7 @@ def test_tool_output_stays_text_and_a_tool_call_holding_special_token_text_is_re
     """Under a tool-aware template a call's arguments are rendered by the template, inside its
     markup: they cannot be tokenized apart, so a row whose call holds special-token text is left
     out (counted, with why); the command output and the reply around it stay text."""
-    from test_train_export import TEMPLATES, bpe_tokenizer
+    from tokenizer_kit import TEMPLATES, bpe_tokenizer
 
     from arex.dataset.masks import Masker, Segment, TokenRows, TokenStats
 

@@ -2,7 +2,7 @@
 
 S3 is faked at the network edge by a moto server on 127.0.0.1 (real S3 cannot run here); s3fs,
 botocore and arex run unchanged against it (endpoint from AWS_ENDPOINT_URL). The rollouts are the
-fast tier's (tests/test_loop_fast.py: the one-class `tally` env kind on the `process` test
+fast tier's (tests/loop_kit.py: the one-class `tally` env kind on the `process` test
 sandbox) with the scripted teacher over real HTTP; a first run is a real `arex` process, killed
 with SIGKILL mid-round, so the lock it leaves and the rounds it uploaded are a crashed run's."""
 
@@ -16,9 +16,9 @@ import threading
 from pathlib import Path
 
 import pytest
-import test_loop_fast as fast
+from loop_kit import climbing
 from polling import deadline_poll
-from test_loop_fast import climbing
+from repo_paths import TESTS
 from typer.testing import CliRunner
 
 from arex.cli import app
@@ -28,19 +28,22 @@ from arex.record.trajectory import load
 from arex.record.url_store import LOCK, MARK, Remote, is_url, opened, url_of
 from arex.teacher.scripted import RoundScript, ScriptedServer
 
-env, kinds = fast.env, fast.kinds  # the fast fixtures (kinds: autouse)
-TESTS = Path(__file__).resolve().parent
+pytestmark = pytest.mark.usefixtures("tally_kind")  # the tally kind and the process backend registered
+
+
+@pytest.fixture
+def env(tally_env):
+    return tally_env
+
+
 BUCKET = "arex-url-store"
 BASE = ["-c", "sandbox.backend=process", "-c", "teacher.model=scripted-teacher", "-c", "teacher.track_cost=false", "-c", "teacher.backoff_base_s=0.01", "-c", "teacher.max_attempts=2"]
 # An `arex` process that knows the fast tier's env kind and sandbox (registered as the fixtures do).
 ARex = f"""
 import sys
 sys.path.insert(0, {str(TESTS)!r})
-from test_loop_fast import TallyEnv
-from arex.envs import runtime
-from arex.sandbox.base import BACKENDS
-runtime.KINDS["tally"] = TallyEnv
-BACKENDS["process"] = "process_sandbox:ProcessSandbox"
+from loop_kit import register_tally_kind
+register_tally_kind()
 from arex.cli import main
 sys.argv = ["arex", *sys.argv[1:]]
 main()
@@ -219,15 +222,6 @@ def test_a_url_arex_cannot_use_is_one_sentence_naming_it(env, tmp_path, monkeypa
 
 
 # -- Ray: nodes share no path, only the URL ------------------------------------------------------------
-def register_fast_kinds() -> None:
-    """Ray's worker setup hook: the fast tier's env kind and sandbox, as the fixtures register them here."""
-    from arex.envs import runtime
-    from arex.sandbox.base import BACKENDS
-
-    runtime.KINDS["tally"] = fast.TallyEnv
-    BACKENDS["process"] = "process_sandbox:ProcessSandbox"
-
-
 @pytest.mark.ray
 def test_ray_tasks_write_node_local_mirrors_and_upload_to_the_url(env, tmp_path, monkeypatch, s3):
     ray = pytest.importorskip("ray")
@@ -235,7 +229,7 @@ def test_ray_tasks_write_node_local_mirrors_and_upload_to_the_url(env, tmp_path,
     worker_cache, driver_cache = tmp_path / "worker-cache", tmp_path / "driver-cache"
     aws = {k: os.environ[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "NO_PROXY")}
     runtime_env = {"env_vars": {**aws, "AREX_CACHE": str(worker_cache), "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])},
-                   "worker_process_setup_hook": "test_url_store.register_fast_kinds"}  # fmt: skip
+                   "worker_process_setup_hook": "loop_kit.register_tally_kind"}  # fmt: skip
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=runtime_env)
     try:
         monkeypatch.setenv("AREX_CACHE", str(driver_cache))

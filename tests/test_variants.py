@@ -1,6 +1,6 @@
 """`arex rollout --variants FILE`: named config variants into one store, each an ordinary store.
 
-Runs on the fast fixtures of tests/test_loop_fast.py (the one-class `tally` env kind on the
+Runs on the fast fixtures (tests/conftest.py, tests/loop_kit.py: the one-class `tally` env kind on the
 process test sandbox) with the scripted teacher over real HTTP."""
 
 import asyncio
@@ -9,8 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
-import test_loop_fast as fast
-from test_loop_fast import climbing, process_sandbox
+from loop_kit import climbing, process_sandbox
 from typer.testing import CliRunner
 
 from arex.cli import app
@@ -21,7 +20,14 @@ from arex.selection.selector import SelectConfig, select
 from arex.teacher.scripted import RoundScript, ScriptedServer
 from arex.variants import load_variants, run_variants
 
-env, kinds = fast.env, fast.kinds  # the fast fixtures (kinds: autouse)
+pytestmark = pytest.mark.usefixtures("tally_kind")  # the tally kind and the process backend registered
+
+
+@pytest.fixture
+def env(tally_env):
+    return tally_env
+
+
 runner = CliRunner()
 BASE = ["-c", "sandbox.backend=process", "-c", "teacher.model=scripted-teacher", "-c", "teacher.track_cost=false", "-c", "teacher.backoff_base_s=0.01", "-c", "teacher.max_attempts=2"]
 
