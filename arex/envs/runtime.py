@@ -17,6 +17,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
+from arex.envs.layout import IMAGE_WORKSPACE
 from arex.grading.ml import SUBMISSION_CAP
 from arex.grading.pool import GradingPools
 from arex.hashing import json_sha256, tree_sha256
@@ -26,7 +27,8 @@ from arex.sandbox import Mount, SandboxConfig
 from arex.sandbox.base import ArchiveTooLarge, Sandbox
 from arex.specs import KINDS, GradeResult, SpecError, kind_of, read_spec_yaml, validate_spec
 
-__all__ = ["KINDS", "RECORDED_CHARS", "SNAPSHOT_CAP", "Env", "Grading", "list_envs", "load_env"]
+# IMAGE_WORKSPACE: kept importable from here for existing callers (it lives in layout.py).
+__all__ = ["IMAGE_WORKSPACE", "KINDS", "RECORDED_CHARS", "SNAPSHOT_CAP", "Env", "Grading", "list_envs", "load_env"]
 
 # The most a workspace snapshot may take; over it, the round is graded as not submitted.
 SNAPSHOT_CAP = 512 << 20
