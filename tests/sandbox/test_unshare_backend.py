@@ -2,6 +2,7 @@
 parts (a missing rootfs, leftovers of a killed owner, stop)."""
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,14 +18,23 @@ pytestmark = pytest.mark.docker
 
 REPO = Path(__file__).resolve().parents[2]
 # A killed arex process: it starts a sandbox with a background process in it and dies by SIGKILL,
-# so neither stop() nor the atexit hook runs.
+# so neither stop() nor the atexit hook runs. A forked holder keeps the server's stream open, as
+# Docker's engine does for a container: otherwise the closed stream ends init (its GONE line hits a
+# closed socket) and the sandbox's processes die by themselves, leaving only cgroups and state.
 ORPHAN = """
-import os, signal
+import os, signal, time
 from arex.sandbox import SandboxConfig, make_sandbox
 sb = make_sandbox(SandboxConfig(backend="unshare"), "orphan")
 sb.start()
 assert sb.exec("nohup sleep 300 >/dev/null 2>&1 &").ok
-print(sb.id, flush=True)
+holder = os.fork()
+if holder == 0:
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    time.sleep(600)
+    os._exit(0)
+print(sb.id, holder, flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """
 
@@ -82,17 +92,20 @@ def test_cleanup_removes_a_dead_owners_sandbox(rootfs, tmp_path):
     env = {**os.environ, "AREX_STORE": store}
     done = subprocess.run([sys.executable, "-c", ORPHAN], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == -9, done.stderr
-    sid = done.stdout.strip()
-    record = state.read(state.boxes_dir() / sid)
-    assert record and record["store"] == store
-    assert owner_alive(record["init_pid"], record["init_start"]), "the orphan's sandbox is not running"
-    with make_sandbox(SandboxConfig(backend="unshare"), "alive-owner") as mine:
-        assert sid not in UnshareSandbox.cleanup(store=str(tmp_path / "another-store"))
-        removed = UnshareSandbox.cleanup(store=store)
-        assert sid in removed and mine.id not in removed, removed
-        assert mine.exec("echo still-here").stdout == "still-here\n", "cleanup touched a live owner's sandbox"
-        assert mine.id not in UnshareSandbox.cleanup(), "cleanup removed the sandbox of a live owner"
-    assert _gone(record) == [], _gone(record)
+    sid, holder = done.stdout.split()
+    try:
+        record = state.read(state.boxes_dir() / sid)
+        assert record and record["store"] == store
+        assert owner_alive(record["init_pid"], record["init_start"]), "the orphan's sandbox is not running"
+        with make_sandbox(SandboxConfig(backend="unshare"), "alive-owner") as mine:
+            assert sid not in UnshareSandbox.cleanup(store=str(tmp_path / "another-store"))
+            removed = UnshareSandbox.cleanup(store=store)
+            assert sid in removed and mine.id not in removed, removed
+            assert mine.exec("echo still-here").stdout == "still-here\n", "cleanup touched a live owner's sandbox"
+            assert mine.id not in UnshareSandbox.cleanup(), "cleanup removed the sandbox of a live owner"
+        assert _gone(record) == [], _gone(record)
+    finally:
+        os.kill(int(holder), signal.SIGKILL)
 
 
 def test_stop_leaves_nothing(rootfs):

@@ -6,7 +6,9 @@ same init, command server and runner inside (so every command behaves as with Do
 The host starts launch.py (as root), which builds the sandbox and execs arex's init as its PID 1;
 the command server's stdio is one end of a socket pair whose other end only this process holds.
 Out-of-memory kills are read from the sandbox's memory cgroup (its oom_kill count). Leftovers of a
-killed arex process are found by their state records (state.py) and removed by `cleanup`.
+killed arex process are found by their state records (state.py) and removed by `cleanup`. (When
+the owner dies, the server's stream closes and init ends on writing to it, which ends the whole
+namespace; cgroups and state stay for `cleanup`, and it also kills a sandbox still running.)
 """
 
 from __future__ import annotations
