@@ -36,6 +36,7 @@ from attack_payloads import (
     includer_cpp,
     sealer_py,
 )
+from repo_paths import REPO
 from solutions import EXACT_PY
 
 from arex.envs.runtime import Env, load_env
@@ -51,7 +52,7 @@ from arex.selection.selector import SelectConfig, select
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import RoundScript, ScriptedServer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False, backoff_base_s=0.01, max_attempts=2)
 SHA_TAR = re.compile(r"[0-9a-f]{64}\.tar")
 pytestmark = pytest.mark.docker

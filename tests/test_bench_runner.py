@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from repo_paths import REPO
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+BENCH = REPO / "bench"
 
 
 def _runner():

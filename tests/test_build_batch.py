@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import loop_kit as loop
 import pyarrow.parquet as pq
 import pytest
+from repo_paths import TESTS
 
 from arex.dataset.export import ExportConfig, export, kept_records
 from arex.envs import build as build_module
@@ -25,7 +26,7 @@ from arex.specs import TestCase as Case
 from arex.specs import TestResult as Outcome
 from arex.teacher.scripted import RoundScript
 
-CORPUS = Path(__file__).parent / "corpus"
+CORPUS = TESTS / "corpus"
 
 
 def cc_row(name: str) -> dict:

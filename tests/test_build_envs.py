@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from repo_paths import REPO
 from typer.testing import CliRunner
 
 from arex.cli import app
@@ -175,7 +176,7 @@ def test_build_envs_end_to_end(tmp_path):
 
 @pytest.mark.docker
 def test_cli_builds_bundled_envs(tmp_path):
-    root = Path(__file__).resolve().parent.parent / "envs"
+    root = REPO / "envs"
     result = CliRunner().invoke(app, ["build-envs", str(root / "judge-subset-fill"), "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     built = yaml.safe_load((tmp_path / "subset-fill" / "task.yaml").read_text())

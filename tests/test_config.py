@@ -1,12 +1,12 @@
 """Config loading: stacking, overrides, and errors that name the key, the source and the type."""
 
-from pathlib import Path
 
 import pytest
+from repo_paths import REPO
 
 from arex.config import ArexConfig, ConfigError, load_config
 
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+CONFIGS = REPO / "configs"
 
 
 def test_default_yaml_matches_the_model_defaults():

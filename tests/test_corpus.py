@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from repo_paths import TESTS
 
 from arex.envs.build import build_envs
 
-CORPUS = Path(__file__).parent / "corpus"
+CORPUS = TESTS / "corpus"
 PACKAGES = sorted(p for p in CORPUS.iterdir() if (p / "expect.yaml").is_file()) if CORPUS.is_dir() else []
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from repo_paths import TESTS
 
 from arex.envs import docs_index, runtime
 from arex.envs.docs_index import agent_image, docs_image, docs_tag
@@ -21,7 +22,7 @@ from arex.specs import GradeResult, MLSpec
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import RoundScript, ScriptedServer
 
-FIXTURE_ENVS = Path(__file__).parent / "fixtures" / "v1" / "envs"
+FIXTURE_ENVS = TESTS / "fixtures" / "v1" / "envs"
 
 
 def run(box, command: str) -> tuple[int, str]:

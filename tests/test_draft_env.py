@@ -12,6 +12,7 @@ from pathlib import Path
 import git
 import pytest
 import yaml
+from repo_paths import REPO
 from typer.testing import CliRunner
 
 from arex.cli import app
@@ -22,7 +23,7 @@ from arex.drafting.inspect import pypi_names, read_table, scan_script
 from arex.drafting.run import draft_env
 from arex.errors import UserInputError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 runner = CliRunner()
 
 

@@ -15,16 +15,18 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from repo_paths import TESTS
 from typer.testing import CliRunner
 
 import arex.dataset.export
+import arex.dataset.swap
 from arex.cli import app
 from arex.dataset.config import MARKER
 from arex.dataset.export import ExportConfig, ExportError, exchange, export, kept_records
 from arex.sandbox import SandboxConfig
 from arex.selection.selector import SelectConfig, select
 
-FIXTURE = Path(__file__).parent / "fixtures" / "v1"
+FIXTURE = TESTS / "fixtures" / "v1"
 runner = CliRunner()
 
 
@@ -155,7 +157,7 @@ def test_an_earlier_export_is_swapped_out_in_one_exchange(world, monkeypatch):
         calls.append((Path(a), Path(b)))
         exchange(a, b)
 
-    monkeypatch.setattr(arex.dataset.export, "exchange", spy)
+    monkeypatch.setattr(arex.dataset.swap, "exchange", spy)
     result = run_export(world, out, "-c", "export.reflection_weight=2.0")
     assert result.exit_code == 0, result.output
     assert calls == [(out.with_name(".dataset.partial"), out)]
@@ -192,14 +194,14 @@ def test_a_file_of_yours_inside_an_earlier_export_stops_the_replacement(world):
 KILLER = textwrap.dedent(
     """
     import os, signal, sys
-    import arex.dataset.export
+    import arex.dataset.swap
     from arex.cli import main
 
     def die(self, staging):  # the whole export is staged, card included; killed before the swap
         print(sorted(p.name for p in staging.iterdir()), flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
 
-    arex.dataset.export._Target.swap = die
+    arex.dataset.swap.Target.swap = die
     sys.argv = ["arex", "export", "--selection", sys.argv[1], "--out", sys.argv[2], "-c", "export.reflection_weight=3.0"]
     main()
     """
@@ -296,7 +298,7 @@ def test_a_read_only_output_folder_is_one_sentence_and_the_previous_dataset_surv
         assert tree(out) == before
 
 
-@pytest.mark.parametrize("step", ["write_card", "_seal"])
+@pytest.mark.parametrize("step", ["write_card", "seal"])
 def test_a_disk_full_late_in_the_export_cleans_up_and_keeps_the_previous_dataset(world, monkeypatch, step):
     out = world["root"] / "dataset"
     assert run_export(world, out).exit_code == 0

@@ -16,6 +16,7 @@ from typing import Literal
 import pyarrow.parquet as pq
 import pytest
 from pydantic import BaseModel
+from repo_paths import REPO
 
 from arex.dataset.export import ExportConfig, export
 from arex.envs import runtime
@@ -309,7 +310,7 @@ def test_a_prompts_file_without_a_modes_prompts_names_them(tmp_path):
 
 
 # -- the bundled judge problem, graded in Docker ---------------------------------------------------
-PAIR_SUMS = Path(__file__).resolve().parent.parent / "envs" / "judge-pair-sums"
+PAIR_SUMS = REPO / "envs" / "judge-pair-sums"
 GRADER_LINES = ("Sample tests:", "Hidden tests:", "Slowest hidden test", "- sample-1:", "expected:", "Compilation failed")
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from repo_paths import TESTS
 
 from arex.envs import judge_build
 from arex.envs.build import build_envs
@@ -18,7 +19,7 @@ from arex.envs.judge_sources import load
 from arex.envs.report import GateLog
 from arex.specs import GradeResult, SolutionRef
 
-CORPUS = Path(__file__).parent / "corpus"
+CORPUS = TESTS / "corpus"
 
 
 def write(root: Path, files: dict[str, str]) -> Path:

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from repo_paths import REPO
 from typer.testing import CliRunner
 
 from arex.cli import app
@@ -11,8 +12,8 @@ from arex.envs.build import write_env
 from arex.envs.judge_sources import load
 
 runner = CliRunner()
-PAIR_SUMS = Path(__file__).resolve().parent.parent / "envs" / "judge-pair-sums"
-ML_ENV = Path(__file__).resolve().parent.parent / "envs" / "ml-digits"
+PAIR_SUMS = REPO / "envs" / "judge-pair-sums"
+ML_ENV = REPO / "envs" / "ml-digits"
 
 
 def _grade(*args: str):

@@ -4,6 +4,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from repo_paths import REPO
 
 from arex.envs.build import write_env
 from arex.envs.judge_sources import load
@@ -153,7 +154,7 @@ def test_answers_are_unreachable_and_claims_are_ignored(sum_judge):
 
 @pytest.mark.docker
 def test_groups_scoring_on_the_bundled_env(tmp_path):
-    problem = load(Path(__file__).resolve().parent.parent / "envs" / "judge-pair-sums")[0]
+    problem = load(REPO / "envs" / "judge-pair-sums")[0]
     write_env(problem, tmp_path / "env")
     judge = Judge(tmp_path / "env", problem.spec)
     quadratic = (tmp_path / "env" / "solutions" / "quadratic.cpp").read_text()

@@ -1,9 +1,9 @@
 """Languages: C, Java and PyPy3 graded for real (AC, CE with its log, Java's memory and time limits),
 and the Java main-class detection and JVM sizing they rely on."""
 
-from pathlib import Path
 
 import pytest
+from repo_paths import REPO
 
 from arex.envs.build import write_env
 from arex.envs.judge_sources import load
@@ -154,6 +154,6 @@ def test_every_language_has_a_starter_and_a_noop():
 
 
 def test_languages_are_in_the_base_image_recipe():
-    recipe = (Path(__file__).resolve().parent.parent / "scripts" / "build_base_image.sh").read_text()
+    recipe = (REPO / "scripts" / "build_base_image.sh").read_text()
     packages = recipe.split('PACKAGES="', 1)[1].split('"', 1)[0].split(",")
     assert {"gcc", "g++", "python3", "default-jdk-headless", "pypy3"} <= set(packages)

@@ -7,7 +7,9 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
-ARX = Path(__file__).resolve().parent.parent / "arex"
+from repo_paths import REPO
+
+ARX = REPO / "arex"
 ROOT_LIMIT = 10
 
 

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
 import pytest
+from repo_paths import REPO
 
 from arex.envs import leak_scan
 from arex.envs.leak_probe import FoundLeak, LeakReport, build_probe, describe
@@ -339,7 +340,7 @@ def test_repositories_keeping_labels_are_rejected_and_a_clean_one_accepted(tmp_p
     from arex.sandbox import SandboxConfig
 
     monkeypatch.setenv("AREX_CACHE", str(tmp_path / "cache"))
-    requirements = yaml.safe_load((Path(__file__).parent.parent / "envs" / "ml-digits" / "arex.yaml").read_text())["requirements"]
+    requirements = yaml.safe_load((REPO / "envs" / "ml-digits" / "arex.yaml").read_text())["requirements"]
     spec = MLSpec.model_validate({"id": "p", "title": "t", "run": "true", "metric": {"name": "rmse", "direction": "minimize"}, "data": {"table": "t", "target": "y"}, "requirements": requirements})
     deps = deps_image(spec, tmp_path, SandboxConfig().image)
     pickled = _made_in_image(deps, textwrap.dedent(f"""

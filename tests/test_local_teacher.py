@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from repo_paths import REPO
 
 from arex.teacher.client import TeacherClient, TeacherConfig
 from arex.teacher.local import LocalTeacher
@@ -114,7 +115,7 @@ def test_batch_with_the_local_teacher_survives_its_messy_output(tmp_path):
     from arex.cli import app
     from arex.record.trajectory import load
 
-    root = Path(__file__).resolve().parent.parent / "envs"
+    root = REPO / "envs"
     built = tmp_path / "envs"
     runner = CliRunner()
     result = runner.invoke(app, ["build-envs", str(root / "judge-pair-sums"), str(root / "judge-subset-fill"), "--out", str(built)])

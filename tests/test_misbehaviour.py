@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from repo_paths import TESTS
 
 from arex.envs.build import build_envs, write_env
 from arex.envs.judge_build import HOSTILE_GATE, _hostile_output_gate
@@ -29,7 +30,7 @@ from arex.record.snapshots import SnapshotStore
 from arex.sandbox import SandboxConfig, make_sandbox
 from arex.specs import MLSpec
 
-CORPUS = Path(__file__).parent / "corpus"
+CORPUS = TESTS / "corpus"
 
 
 # -- the build gate: an interactor fed hostile output ----------------------------------------------

@@ -8,6 +8,7 @@ from pathlib import Path
 import git
 import pytest
 import yaml
+from repo_paths import REPO
 
 from arex.envs.build import build_envs
 from arex.envs.judge_sources import SourceError
@@ -18,7 +19,7 @@ from arex.grading.ml import MLGrader, SubmissionError, parse_submission
 from arex.sandbox import SandboxConfig, make_sandbox
 from arex.specs import MLSpec
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 
 
 # -- metrics and submissions (pure) ------------------------------------------------------------

@@ -18,6 +18,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from repo_paths import TESTS
 
 from arex.config import ArexConfig, load_config
 from arex.envs import judge_sources
@@ -27,7 +28,7 @@ from arex.specs import JudgeSpec, MLSpec, load_task_spec, read_spec_yaml, valida
 
 pytestmark = pytest.mark.suite  # a reliability suite: run by `make test`, not `make test-fast`
 
-FIXTURE = Path(__file__).parent / "fixtures" / "v1" / "store"
+FIXTURE = TESTS / "fixtures" / "v1" / "store"
 SETTINGS = dict(deadline=None, report_multiple_bugs=False, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 
 

@@ -6,13 +6,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+from repo_paths import TESTS
 
 from arex.dataset.export import ExportConfig, export, kept_records
 from arex.record.trajectory import SCHEMA_VERSION, RecordError, RecordWriter, load, parse_line
 from arex.sandbox import SandboxConfig
 from arex.selection.selector import SelectConfig, select
 
-FIXTURE = Path(__file__).parent / "fixtures" / "v1"
+FIXTURE = TESTS / "fixtures" / "v1"
 WRITTEN_AT = "/tmp/fx/v1"  # where the fixture store was when its golden output was made
 GOLDEN_CRITERIA_HASH = "81d223e5548d58bb"  # SelectConfig(regrade=False).digest() when the golden was made
 

@@ -8,10 +8,10 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import docker
 import pytest
+from repo_paths import REPO
 from solutions import EXACT_PY, USE_ALL
 
 from arex.envs.runtime import load_env
@@ -25,7 +25,7 @@ from arex.sandbox.docker import prune
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import Fault, RoundScript, ScriptedServer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False, backoff_base_s=0.01, max_attempts=2)
 
 

@@ -5,9 +5,9 @@ added it is left out, so the checked-in version-1 store keeps its keys."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import yaml
+from repo_paths import TESTS
 
 from arex.envs.skills import bundled_skills
 from arex.record.trajectory import load
@@ -15,7 +15,7 @@ from arex.rollout.batch import config_hash
 from arex.rollout.config import BUNDLED, RolloutConfig
 from arex.teacher.client import TeacherConfig
 
-STORE = Path(__file__).parent / "fixtures" / "v1" / "store"
+STORE = TESTS / "fixtures" / "v1" / "store"
 TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False)
 
 

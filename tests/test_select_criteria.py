@@ -8,6 +8,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from repo_paths import TESTS
 
 from arex.envs.runtime import load_env
 from arex.record.snapshots import SnapshotStore
@@ -17,7 +18,7 @@ from arex.selection.criteria import CRITERIA, PRECONDITIONS
 from arex.selection.selector import SelectConfig, Selector
 from arex.specs import GradeResult, TeacherIdentity
 
-FIXTURE = Path(__file__).parent / "fixtures" / "v1"
+FIXTURE = TESTS / "fixtures" / "v1"
 JUDGE = load_env(FIXTURE / "envs" / "subset-fill")  # baseline 0.98028425, nothing protected
 ML = load_env(FIXTURE / "envs" / "ml-diabetes")  # protects make_data.py and the data files
 COMPLETE = "REVIEW: r\nDIAGNOSE: d\nPLAN: p\nSTATE: s"

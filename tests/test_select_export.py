@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from repo_paths import REPO
 from solutions import EXACT_PY, USE_ALL
 
 from arex.dataset.card import write_card
@@ -25,7 +26,7 @@ from arex.selection.selector import SelectConfig, select
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import RoundScript, ScriptedServer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False, backoff_base_s=0.01, max_attempts=2)
 pytestmark = pytest.mark.docker
 

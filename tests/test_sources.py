@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from repo_paths import TESTS
 
 from arex.envs.judge_sources import Problem, SourceError, load
 from arex.envs.sources.kattis_submissions import expectation
@@ -15,7 +16,7 @@ from arex.envs.sources.latex import latex_to_markdown
 from arex.envs.sources.programs import classify, is_python2
 from arex.grading.languages import LANGUAGES
 
-CORPUS = Path(__file__).parent / "corpus"
+CORPUS = TESTS / "corpus"
 ADD_PY = "a, b = map(int, input().split())\nprint(a + b)\n"
 
 

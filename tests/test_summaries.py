@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from fake_hub import FakeHub, isolate_hf_client
 from loop_kit import climbing
+from repo_paths import REPO
 from typer.testing import CliRunner
 
 from arex.cli import app
@@ -129,7 +130,7 @@ def test_build_envs_summary_without_docker_lists_each_rejection(tmp_path):
 
 @pytest.mark.docker
 def test_build_envs_summary_matches_the_build_report(tmp_path):
-    root = Path(__file__).resolve().parent.parent / "envs"
+    root = REPO / "envs"
     (tmp_path / "empty").mkdir()
     summary = run_json("build-envs", str(root / "judge-pair-sums"), str(tmp_path / "empty"), "--out", str(tmp_path / "built"), code=1)
     report = json.loads((tmp_path / "built" / "build-report.json").read_text())

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from loop_kit import TEACHER, climbing, rollout
+from repo_paths import REPO
 from typer.testing import CliRunner
 
 from arex.cli import app
@@ -27,7 +28,7 @@ from arex.rollout.tools import parse_tool_calls
 from arex.sandbox import SandboxConfig
 from arex.teacher.scripted import Reply, RoundScript, ScriptedServer, tool_call
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 NOTE_BODY = "Pair sums: sort once, then two pointers; the sample in samples/ is the quick check."
 SHIPPED = f"---\nname: pair-sums-notes\ndescription: How the author would attack pair sums.\n---\n{NOTE_BODY}\n"
 TALLY_SKILL = "---\nname: count-high\ndescription: The answer file takes numbers up to 10.\n---\nWrite 10 into answer.txt.\n"

@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from repo_paths import TESTS
 
 from arex.sandbox import SandboxConfig
 from arex.selection.selector import SelectConfig, select
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import ScriptedServer
 
-FIXTURE = Path(__file__).parent / "fixtures" / "v1"
+FIXTURE = TESTS / "fixtures" / "v1"
 TARGET = "d9aca56721dc2283"  # subset-fill, 4 rounds, kept by the default criteria without re-grading
 TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False, backoff_base_s=0.01, max_attempts=2)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from loop_kit import climbing, process_sandbox
+from repo_paths import REPO
 from typer.testing import CliRunner
 
 from arex.cli import app
@@ -191,7 +192,7 @@ def test_a_variants_store_and_an_ordinary_store_are_not_mixed(env, tmp_path):
 
 
 def test_the_bundled_ablation_file_resolves_to_five_distinct_configurations():
-    path = Path(__file__).parent.parent / "configs" / "variants" / "ablation.yaml"
+    path = REPO / "configs" / "variants" / "ablation.yaml"
     variants = load_variants(path, [])
     assert [v.name for v in variants] == ["no-skills", "general-skills", "task-skills", "task-skills+2x-rounds", "feedback-none"]
     rollout = {v.name: v.config.rollout for v in variants}
