@@ -130,3 +130,10 @@ def test_no_code_outside_the_sandbox_asks_which_backend_is_in_use():
                                                      for c in [node.left, *node.comparators]):
                 asking.append(f"{path.relative_to(ARX)}:{node.lineno}")
     assert asking == []
+
+
+def test_every_granularity_has_a_schema():
+    from arex.dataset.config import GRANULARITIES
+    from arex.dataset.schema import ROW_SCHEMAS
+
+    assert set(ROW_SCHEMAS) == set(GRANULARITIES)

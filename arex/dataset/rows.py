@@ -1,4 +1,4 @@
-"""Training rows of one trajectory, for `arex export` (the schemas are in `arex.dataset.export`).
+"""Training rows of one trajectory, for `arex export` (the schemas are in `arex.dataset.schema`).
 
 - `rounds`: one row per round, the round's last request (context, commands and observations, the
   reflect prompt) and the reflection; `weights` one per message.
