@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from repo_paths import REPO
 
 from arex.record.storage import owner_alive
 from arex.sandbox import SandboxConfig, SandboxError, make_sandbox
@@ -16,7 +17,6 @@ from arex.sandbox.unshare import UnshareSandbox, state
 
 pytestmark = pytest.mark.docker
 
-REPO = Path(__file__).resolve().parents[2]
 # A killed arex process: it starts a sandbox with a background process in it and dies by SIGKILL,
 # so neither stop() nor the atexit hook runs. A forked holder keeps the server's stream open, as
 # Docker's engine does for a container: otherwise the closed stream ends init (its GONE line hits a
