@@ -1,12 +1,15 @@
 PYTHON ?= python3
 export PYTHON
+# make test: two workers; the tests sharing a module-scoped fixture stay on one (tests/conftest.py)
+PARALLEL ?= -n 2 --dist loadgroup
 
 .PHONY: setup test test-fast lint demo bench
 setup:  ## install and start everything arex needs (idempotent)
 	bash scripts/setup.sh
 
 test: setup lint  ## set up, lint, then run every test (Docker and local-model tests included), then show each sandbox check bites
-	$(PYTHON) -m pytest
+	$(PYTHON) -m pytest $(PARALLEL) -m "not serial"
+	$(PYTHON) -m pytest -m serial
 	$(PYTHON) scripts/conformance_mutations.py
 
 test-fast:  ## no Docker, no model, no cluster: the loop, selection and export on checked-in fixtures (two workers)

@@ -16,6 +16,28 @@ from repo_paths import ENVS
 
 # The bundled envs that test modules share, built once per test run (see `bundled_envs`).
 SHARED_BUNDLED = ("judge-subset-fill", "ml-diabetes")
+# Tests that need the machine to themselves: they load every CPU on purpose, or are judged by how the
+# host copes. Marked `serial` here (by node id, under tests/), so `make test` runs them after the
+# parallel part, alone.
+EXCLUSIVE = (
+    "test_judge_verdicts.py::test_same_verdicts_under_host_load",  # starves every CPU, judges the backstop
+    "test_sandbox_conformance.py::test_docker_backend[fork_bomb_is_contained]",  # the host must still fork
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (its hook has no order of its own)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark EXCLUSIVE tests `serial`; put the tests of a module that share one of its module-scoped
+    fixtures in one pytest-xdist group (`--dist loadgroup`), so one worker builds that fixture once
+    rather than each worker that gets one of its tests building it again."""
+    for item in items:
+        if item.nodeid.split("/")[-1] in EXCLUSIVE:
+            item.add_marker(pytest.mark.serial)
+        defs = getattr(item, "_fixtureinfo", None)
+        if defs is None:
+            continue
+        if any(d.scope == "module" for ds in defs.name2fixturedefs.values() for d in ds):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 @contextmanager
