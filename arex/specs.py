@@ -447,6 +447,8 @@ def load_task_spec(path: str | Path, model: type[SpecT] | None = None) -> SpecT:
 
 
 # -- env kinds ----------------------------------------------------------------------------------
+# The table is here, not in arex/envs, because reading a task.yaml (load_task_spec) asks it too and
+# the kernel imports no stage; the stages' parts are named, so neither imports the other here.
 def resolve(part: Any) -> Any:
     """A kind's part: the object itself, or one named "module:name", imported here on first use.
     Names keep this kernel from importing any stage (the envs, builders and graders import it), and
