@@ -2,15 +2,15 @@
 parts resolve to what they claim to be, and no module outside the table tells kinds apart by name."""
 
 import ast
-from pathlib import Path
 
 import pytest
+from repo_paths import REPO
 
 from arex.envs.runtime import KINDS as RUNTIME_KINDS
 from arex.envs.runtime import Env
 from arex.specs import DEFAULT_KIND, KINDS, Kind, SpecError, kind_named, source_kind, spec_model
 
-ARX = Path(__file__).resolve().parents[2] / "arex"
+ARX = REPO / "arex"
 PARTS = ("env", "spec", "source", "build", "env_id", "facts")
 
 

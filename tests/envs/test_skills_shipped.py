@@ -14,12 +14,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from repo_paths import REPO
 
 from arex.envs.skills import bundled_skills, load_skills
 from arex.rollout.batch import BUNDLED_CONTENT
 from arex.rollout.config import RolloutConfig
 
-ROOT = Path(__file__).resolve().parents[2]
 BUILD_INPUTS = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "arex", "skills")
 JUNK = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
 PROBE = textwrap.dedent(
@@ -38,7 +38,7 @@ PROBE = textwrap.dedent(
 
 def skill_files() -> list[str]:
     """The catalogue's files, relative to skills/ (what a skill's scripts leave on the host excluded)."""
-    root = ROOT / "skills"
+    root = REPO / "skills"
     files = [p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]
     return sorted(p.relative_to(root).as_posix() for p in files)
 
@@ -56,7 +56,7 @@ def wheel(tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("skills-wheel")
     (base / "src").mkdir()
     for name in BUILD_INPUTS:
-        src = ROOT / name
+        src = REPO / name
         if src.is_dir():
             shutil.copytree(src, base / "src" / name, ignore=JUNK)
         else:
@@ -68,8 +68,8 @@ def wheel(tmp_path_factory) -> Path:
 
 
 def test_the_checkout_reads_its_top_level_catalogue():
-    assert bundled_skills() == ROOT / "skills" and RolloutConfig().skills_path() == ROOT / "skills"
-    assert not (ROOT / "arex" / "data" / "skills").exists()
+    assert bundled_skills() == REPO / "skills" and RolloutConfig().skills_path() == REPO / "skills"
+    assert not (REPO / "arex" / "data" / "skills").exists()
     assert len(load_skills(bundled_skills())) >= 8
     assert RolloutConfig().content()["skills"] == BUNDLED_CONTENT["skills"]  # moved, not changed: same rollout keys
 
@@ -90,5 +90,5 @@ def test_an_installed_copy_loads_the_catalogue_it_shipped(wheel, tmp_path):
     package = Path(info["arex"]).parent
     assert package.is_relative_to(tmp_path / "venv"), info  # the wheel's arex, not the checkout's
     assert Path(info["skills"]) == Path(info["path"]) == package / "_skills"
-    assert sorted(info["names"]) == sorted(s.name for s in load_skills(ROOT / "skills"))
+    assert sorted(info["names"]) == sorted(s.name for s in load_skills(REPO / "skills"))
     assert info["content"] == BUNDLED_CONTENT["skills"]  # an installed copy keys rollouts as the checkout does
