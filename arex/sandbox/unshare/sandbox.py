@@ -34,10 +34,10 @@ from arex.sandbox.base import JUDGE_AREA, Finding, SandboxConfig, SandboxError
 from arex.sandbox.execd import ExecServer
 from arex.sandbox.execd import text as execd_text
 from arex.sandbox.runtime import TARGET, main_command
+from arex.sandbox.served import ServedSandbox
 from arex.sandbox.unshare import rootfs as rootfs_mod
 from arex.sandbox.unshare import state
 from arex.sandbox.unshare.cgroups import Cgroups
-from arex.sandbox.unshare.commands import ServedSandbox
 from arex.sandbox.unshare.diagnose import diagnose
 
 LAUNCHER = str(Path(__file__).with_name("launch.py"))

@@ -1,8 +1,7 @@
 """Commands and files of a sandbox whose command server (box/server.py) answers on one stream:
-everything but how the sandbox is made and how its out-of-memory kills are seen.
-
-The requests, runner options and replies are the Docker backend's (arex/sandbox/docker), so a
-command behaves the same in either backend.
+everything but how the sandbox is made and how its out-of-memory kills are seen. Every backend
+that runs arex's init, server and runner (docker/, unshare/) extends `ServedSandbox`, so a command
+behaves the same in each.
 """
 
 from __future__ import annotations
