@@ -18,7 +18,21 @@ from arex import __version__
 from arex.envs.runtime import Env
 from arex.grading.pool import GradingPools
 from arex.record.snapshots import SnapshotStore
-from arex.record.trajectory import Action, Call, End, Exec, Header, RecordWriter, Reflection, RoundEnd, RoundStart, Spent, Step, Trajectory, load
+from arex.record.trajectory import (
+    Action,
+    Call,
+    End,
+    Exec,
+    Header,
+    RecordWriter,
+    Reflection,
+    RoundEnd,
+    RoundStart,
+    Spent,
+    Step,
+    Trajectory,
+    load,
+)
 from arex.record.url_store import publisher
 from arex.rollout.config import RolloutConfig
 from arex.rollout.endings import INFRA, STORE_ERRNOS, ending_of
@@ -33,8 +47,20 @@ from arex.teacher.client import Reply, TeacherClient, TeacherError
 
 
 class Rollout:
-    def __init__(self, env: Env, teacher: TeacherClient, identity: TeacherIdentity, config: RolloutConfig, sandbox: SandboxConfig, path: Path, sample: int, key: str, config_hash: str,
-                 pools: GradingPools | None = None, box: "asyncio.Future[Sandbox | None] | None" = None):  # fmt: skip
+    def __init__(
+        self,
+        env: Env,
+        teacher: TeacherClient,
+        identity: TeacherIdentity,
+        config: RolloutConfig,
+        sandbox: SandboxConfig,
+        path: Path,
+        sample: int,
+        key: str,
+        config_hash: str,
+        pools: GradingPools | None = None,
+        box: "asyncio.Future[Sandbox | None] | None" = None,
+    ):
         """`pools`: the batch's shared grading containers; `box`: this rollout's agent sandbox being
         started ahead by the batch (it may still be starting), else (or if that start failed) the
         rollout starts its own (arex.rollout.sandboxes)."""
@@ -106,7 +132,15 @@ class Rollout:
         return end
 
     def _close(self, status: str, reason: str) -> End:
-        end = End(status=status, reason=reason, rounds=self.rounds_done, best=self.memory.best, tokens=self.tokens, cost_usd=round(self.cost, 6), seconds=round(time.monotonic() - self.started, 2))
+        end = End(
+            status=status,
+            reason=reason,
+            rounds=self.rounds_done,
+            best=self.memory.best,
+            tokens=self.tokens,
+            cost_usd=round(self.cost, 6),
+            seconds=round(time.monotonic() - self.started, 2),
+        )
         if status != "interrupted":  # an interrupted rollout stays open, to be resumed
             self.writer.write(end)
         self.writer.close()
@@ -143,9 +177,18 @@ class Rollout:
         m.note(number, grade, feedback, reflection.state, messages)
         self.rounds_done = number
         end = RoundEnd(
-            round=number, ending=ending, submission=submission, snapshot=snapshot, grade=grade, feedback=feedback, reflect_prompt=reflect_prompt,
-            reflection=reflection, state=m.state, best=m.best, best_public=m.best_public,
-        )  # fmt: skip
+            round=number,
+            ending=ending,
+            submission=submission,
+            snapshot=snapshot,
+            grade=grade,
+            feedback=feedback,
+            reflect_prompt=reflect_prompt,
+            reflection=reflection,
+            state=m.state,
+            best=m.best,
+            best_public=m.best_public,
+        )
         self.writer.write(end)
         self.keeper.note(end, improved)
         self.keeper.prune()
@@ -179,7 +222,9 @@ class Rollout:
             result = await asyncio.to_thread(box.exec, action.command, self.config.command_timeout_s)
             exec_ = Exec(status=result.status, exit_code=result.exit_code, seconds=result.duration_s)
             output = clip(result.stdout + result.stderr, self.config.observation_chars)
-            shown = self.prompts["observation"].format(exit_code=result.exit_code, status=result.status, seconds=f"{result.duration_s:.1f}", output=output)
+            shown = self.prompts["observation"].format(
+                exit_code=result.exit_code, status=result.status, seconds=f"{result.duration_s:.1f}", output=output
+            )
         elif action.kind == "invalid":
             shown = self.format.invalid(action)
         fields = {"round": number, "step": index, "call": call, "action": Action(**action.__dict__), "exec": exec_}
@@ -195,10 +240,16 @@ class Rollout:
 
     def _system(self, skills: str) -> str:
         return self.prompts[self.format.system_prompt].format(
-            workdir=self.sandbox_config.workdir, timeout=f"{self.config.command_timeout_s:g}", steps=self.config.steps_per_round,
-            skills_dir=self.config.skills_target, skills=skills, title=self.env.title, statement=self.env.statement.strip(),
-            docs=f"\n{self.prompts['docs'].strip()}\n" if self.config.docs and self.prompts.get("docs") else "",  # rollout.docs: its own paragraph
-        )  # fmt: skip
+            workdir=self.sandbox_config.workdir,
+            timeout=f"{self.config.command_timeout_s:g}",
+            steps=self.config.steps_per_round,
+            skills_dir=self.config.skills_target,
+            skills=skills,
+            title=self.env.title,
+            statement=self.env.statement.strip(),
+            # rollout.docs: its own paragraph
+            docs=f"\n{self.prompts['docs'].strip()}\n" if self.config.docs and self.prompts.get("docs") else "",
+        )
 
     # -- budgets, accounting, resuming --------------------------------------------------------
     def _over_budget(self) -> str | None:
@@ -210,11 +261,20 @@ class Rollout:
     def _spend(self, exc: TeacherError) -> None:
         """Record the paid attempts of a call that failed for good (they belong to no round)."""
         a = exc.attempts
-        prompt, cached, completion = sum(x.prompt_tokens for x in a), sum(x.cached_tokens for x in a), sum(x.completion_tokens for x in a)
+        prompt, cached, completion = (
+            sum(x.prompt_tokens for x in a),
+            sum(x.cached_tokens for x in a),
+            sum(x.completion_tokens for x in a),
+        )
         spent = Spent(
-            round=self.rounds_done + 1, calls=1, prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached,
-            cost_usd=self.teacher.cost(prompt, cached, completion), reason=f"a call failed after {len(a)} attempt(s): {exc}"[:500],
-        )  # fmt: skip
+            round=self.rounds_done + 1,
+            calls=1,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cached_tokens=cached,
+            cost_usd=self.teacher.cost(prompt, cached, completion),
+            reason=f"a call failed after {len(a)} attempt(s): {exc}"[:500],
+        )
         self.writer.write(spent)
         self._count(spent)
 

@@ -142,12 +142,14 @@ async def run_batch(
         else:
             log.warning(line)
 
-    with StoreLock(out, notify), (StoreLabel(out) if limit is None else nullcontext()):
+    with StoreLock(out, notify), StoreLabel(out) if limit is None else nullcontext():
         if limit is None:
             remove_leftovers(out, sandbox_config.backend, notify)
         shared = (limit, progress)
         run = _run_locked if executor is None else executor.run_locked
-        return await run(envs, teacher_config, rollout_config, sandbox_config, out, samples, concurrency, base_url, console, shared)
+        return await run(
+            envs, teacher_config, rollout_config, sandbox_config, out, samples, concurrency, base_url, console, shared
+        )
 
 
 class StoreLabel:
@@ -175,7 +177,9 @@ def _prepare(envs: list[Env], rollout_config: RolloutConfig, sandbox_config: San
         agent_config(env, rollout_config, sandbox_config)
 
 
-async def _teacher(config: TeacherConfig, base_url: str | None, begun: asyncio.Future) -> tuple[TeacherClient, TeacherIdentity]:
+async def _teacher(
+    config: TeacherConfig, base_url: str | None, begun: asyncio.Future
+) -> tuple[TeacherClient, TeacherIdentity]:
     """The batch's teacher client and the teacher's identity, once `begun` (the sandboxes' start) is
     done too. The client is made in a worker thread: the first one of a process imports its HTTP
     stack (~0.15 s), which the sandboxes' start need not wait for. On a failure, `begun` is waited
@@ -197,7 +201,9 @@ def record_path(out: Path, env: Env, key: str) -> Path:
     return out / env.id / f"{key}.jsonl"
 
 
-def _plan(env: Env, sample: int, rollout_config: RolloutConfig, sandbox_config: SandboxConfig, out: Path, chash: str) -> tuple[str, Callable[[], Sandbox | None]]:
+def _plan(
+    env: Env, sample: int, rollout_config: RolloutConfig, sandbox_config: SandboxConfig, out: Path, chash: str
+) -> tuple[str, Callable[[], Sandbox | None]]:
     """(rollout key, what starts the rollout's agent sandbox ahead, in a worker thread)."""
     key = rollout_key(env, chash, sample)
     return key, functools.partial(start_ahead, env, rollout_config, sandbox_config, record_path(out, env, key), sample)
@@ -213,7 +219,18 @@ def remove_leftovers(out: Path, backend: str, notify) -> None:
         notify(f"removed {len(removed)} sandbox(es) left by killed runs on {out}")
 
 
-async def _run_locked(envs, teacher_config, rollout_config, sandbox_config, out: Path, samples: int, concurrency: int, base_url, console, shared=(None, None)) -> dict:
+async def _run_locked(
+    envs,
+    teacher_config,
+    rollout_config,
+    sandbox_config,
+    out: Path,
+    samples: int,
+    concurrency: int,
+    base_url,
+    console,
+    shared=(None, None),
+) -> dict:
     # Grading containers shared by the rollouts of each env; agent sandboxes started ahead for waiting rollouts.
     # At most one grading container per two rollouts at once (a grading is a small part of a round), unless set.
     pools, ahead = GradingPools(cap=rollout_config.grading_containers or -(-concurrency // 2)), SandboxesAhead(AHEAD)
@@ -230,7 +247,9 @@ async def _run_locked(envs, teacher_config, rollout_config, sandbox_config, out:
         await asyncio.to_thread(_prepare, envs, rollout_config, sandbox_config)
         ahead.first([_plan(env, s, rollout_config, sandbox_config, out, chash) for env, s in first])
 
-    try:  # the agent images get ready and the first rollouts' sandboxes start, while the teacher client is made and asked its identity
+    # The agent images get ready and the first rollouts' sandboxes start, while the teacher client is made and
+    # asked its identity.
+    try:
         teacher, identity = await _teacher(teacher_config, base_url, asyncio.ensure_future(begin()))
     except BaseException:
         ahead.close()
@@ -251,7 +270,19 @@ async def _run_locked(envs, teacher_config, rollout_config, sandbox_config, out:
             ahead.want(key, plan)
         async with limit:
             # The rollout owns its sandbox's start from here (it removes the sandbox if unused).
-            rollout = Rollout(env, teacher, identity, rollout_config, sandbox_config, path, sample, key, chash, pools=pools, box=ahead.take(key))
+            rollout = Rollout(
+                env,
+                teacher,
+                identity,
+                rollout_config,
+                sandbox_config,
+                path,
+                sample,
+                key,
+                chash,
+                pools=pools,
+                box=ahead.take(key),
+            )
             rollout.on_round = on_round
             try:
                 end = await rollout.run()
@@ -287,13 +318,17 @@ async def gather(coros: list, progress: Progress, console: Console | None) -> li
     """Run every rollout; with a console, redraw the progress table while they run. The first
     rollout to raise (disk full, a read-only store) stops the others, which keep what they finished."""
     tasks = [asyncio.create_task(c) for c in coros]
-    live = Live(progress.table(), console=console, refresh_per_second=4, transient=False) if console is not None else None
+    live = (
+        Live(progress.table(), console=console, refresh_per_second=4, transient=False) if console is not None else None
+    )
     try:
         if live is not None:
             live.start()
         pending = set(tasks)
         while pending:
-            done, pending = await asyncio.wait(pending, timeout=0.25 if live else None, return_when=asyncio.FIRST_EXCEPTION)
+            done, pending = await asyncio.wait(
+                pending, timeout=0.25 if live else None, return_when=asyncio.FIRST_EXCEPTION
+            )
             if live is not None:
                 live.update(progress.table())
             failed = [t for t in done if not t.cancelled() and t.exception() is not None]
@@ -320,7 +355,12 @@ def summarize(results: list[dict], out: Path, seconds: float, usage: dict) -> di
     lines: list[dict] = []
     for r in results:
         endings[r["status"]] = endings.get(r["status"], 0) + 1
-        line = {k: r.get(k) for k in ("env", "sample", "key", "path", "status")} | {"finished": False, "rounds": 0, "best": None, "final": None}
+        line = {k: r.get(k) for k in ("env", "sample", "key", "path", "status")} | {
+            "finished": False,
+            "rounds": 0,
+            "best": None,
+            "final": None,
+        }
         lines.append(line)
         if r["status"] == UNREADABLE:
             unreadable.append({"path": r["path"], "reason": r["reason"]})

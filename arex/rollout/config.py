@@ -19,9 +19,33 @@ from arex.hashing import files_sha256, json_sha256
 BUNDLED = Path(str(resources.files("arex").joinpath("data")))
 
 
-PROMPTS = frozenset({"system", "round", "state", "no_state", "best", "no_best", "feedback", "no_feedback", "observation", "format_error", "reflect"})
+PROMPTS = frozenset(
+    {
+        "system",
+        "round",
+        "state",
+        "no_state",
+        "best",
+        "no_best",
+        "feedback",
+        "no_feedback",
+        "observation",
+        "format_error",
+        "reflect",
+    }
+)
 """The prompts a prompts file must define."""
-TOOL_PROMPTS = frozenset({"system_tools", "format_error_tools", "tool_not_run", "tool_submitted", "tool_bash", "tool_submit", "tool_read_skill"})
+TOOL_PROMPTS = frozenset(
+    {
+        "system_tools",
+        "format_error_tools",
+        "tool_not_run",
+        "tool_submitted",
+        "tool_bash",
+        "tool_submit",
+        "tool_read_skill",
+    }
+)
 """The prompts the `tools` action format needs as well (tool descriptions and tool messages)."""
 FEEDBACK_PROMPTS = {
     "score-only": frozenset({"system_score_only", "feedback_score_only", "reflect_score_only"}),
@@ -107,33 +131,54 @@ class RolloutConfig(BaseModel):
     def load_prompts(self) -> dict[str, str]:
         path = Path(self.prompts) if self.prompts else BUNDLED / "prompts" / "default.yaml"
         if not path.is_file():
-            raise UserInputError(f"rollout.prompts: no file {path}; point it at a prompts file, or unset it for the bundled one")
+            raise UserInputError(
+                f"rollout.prompts: no file {path}; point it at a prompts file, or unset it for the bundled one"
+            )
         try:
             data = yamltext.safe_load(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError) as exc:
-            raise UserInputError(f"rollout.prompts: prompts file {path} cannot be read ({exc}); give a readable UTF-8 YAML file") from None
+            raise UserInputError(
+                f"rollout.prompts: prompts file {path} cannot be read ({exc}); give a readable UTF-8 YAML file"
+            ) from None
         except (yaml.YAMLError, ValueError) as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            raise UserInputError(f"rollout.prompts: prompts file {path} is not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+            raise UserInputError(
+                f"rollout.prompts: prompts file {path} is not valid YAML{where}: {getattr(exc, 'problem', None) or exc}"
+            ) from None
         if not isinstance(data, dict):
-            raise UserInputError(f"rollout.prompts: prompts file {path} must be a mapping of prompt names to texts (system: ..., round: ...)")
+            raise UserInputError(
+                f"rollout.prompts: prompts file {path} must be a mapping of prompt names to texts "
+                "(system: ..., round: ...)"
+            )
         modal = FEEDBACK_PROMPTS.get(self.feedback, frozenset())
         needed = PROMPTS | (TOOL_PROMPTS if self.action_format == "tools" else frozenset()) | modal
         missing = needed - set(data)
         if missing:
-            why = " (rollout.action_format: tools needs the tool prompts of the bundled file)" if missing & TOOL_PROMPTS else ""
-            why += f" (rollout.feedback: {self.feedback} needs its prompts from the bundled file)" if missing & modal else ""
+            why = (
+                " (rollout.action_format: tools needs the tool prompts of the bundled file)"
+                if missing & TOOL_PROMPTS
+                else ""
+            )
+            why += (
+                f" (rollout.feedback: {self.feedback} needs its prompts from the bundled file)"
+                if missing & modal
+                else ""
+            )
             raise UserInputError(f"prompts file {path} lacks: {', '.join(sorted(missing))}{why}")
         not_text = sorted(name for name in needed if not isinstance(data[name], str))
         if not_text:
-            raise UserInputError(f"prompts file {path}: {', '.join(not_text)} must be text, not {type(data[not_text[0]]).__name__}")
+            raise UserInputError(
+                f"prompts file {path}: {', '.join(not_text)} must be text, not {type(data[not_text[0]]).__name__}"
+            )
         return data
 
     def skills_path(self) -> Path:
         path = Path(self.skills_dir) if self.skills_dir else bundled_skills()
         if not path.is_dir():
-            raise UserInputError(f"rollout.skills_dir: no folder {path}; point it at a skills folder, or unset it for the bundled ones")
+            raise UserInputError(
+                f"rollout.skills_dir: no folder {path}; point it at a skills folder, or unset it for the bundled ones"
+            )
         return path
 
     def content(self) -> dict[str, str]:
@@ -148,4 +193,3 @@ class RolloutConfig(BaseModel):
             files = [p for p in files if p.suffix != ".pyc"]
             out["skills"] = files_sha256((p.relative_to(root).as_posix(), p) for p in files)[:16]
         return out
-

@@ -36,7 +36,19 @@ class Executor(Protocol):
     runs_variants: ClassVar[bool]
     """Whether `arex rollout --variants` can use it (arex.variants shares one event loop among batches)."""
 
-    async def run_locked(self, envs: list, teacher_config, rollout_config, sandbox_config, out: Path, samples: int, concurrency: int, base_url, console, shared) -> dict: ...
+    async def run_locked(
+        self,
+        envs: list,
+        teacher_config,
+        rollout_config,
+        sandbox_config,
+        out: Path,
+        samples: int,
+        concurrency: int,
+        base_url,
+        console,
+        shared,
+    ) -> dict: ...
 
     def regrader(self, store: Path) -> Regrade:
         """How `arex select` re-grades a round of a trajectory in `store` (a fresh sandbox each time)."""
@@ -50,7 +62,10 @@ class LocalExecutor:
 
     def __init__(self, address: str | None = None):
         if address is not None:
-            raise UserInputError("--address is for --executor ray; the local executor runs in this process (drop --address or add --executor ray)")
+            raise UserInputError(
+                "--address is for --executor ray; the local executor runs in this process "
+                "(drop --address or add --executor ray)"
+            )
 
     async def run_locked(self, *args) -> dict:
         return await batch._run_locked(*args)
@@ -84,4 +99,7 @@ def nodes_lost(batches: dict) -> NodesLost | None:
     lost = [k for b in batches.values() for k in b.get("nodes_lost", [])]
     if not lost:
         return None
-    return NodesLost(f"{len(lost)} rollout(s) lost their Ray node mid-run and ended infra_failed; finished rounds are kept: re-run the same command to resume them")
+    return NodesLost(
+        f"{len(lost)} rollout(s) lost their Ray node mid-run and ended infra_failed; "
+        "finished rounds are kept: re-run the same command to resume them"
+    )

@@ -23,7 +23,9 @@ _SUFFIX = {"full": "", "score-only": "_score_only", "none": "_none"}
 class Memory:
     def __init__(self, prompts: dict[str, str], config: RolloutConfig, system: str):
         self.prompts, self.config, self.mode = prompts, config, config.feedback
-        self.system = system if self.mode == "full" else f"{system.rstrip()}\n\n{prompts['system' + _SUFFIX[self.mode]]}"
+        self.system = (
+            system if self.mode == "full" else f"{system.rstrip()}\n\n{prompts['system' + _SUFFIX[self.mode]]}"
+        )
         self.state = ""
         self.best: Best | None = None  # by held-out score: what selection reads
         self.best_public: BestPublic | None = None  # what the agent is told
@@ -34,8 +36,21 @@ class Memory:
         p = self.prompts
         state = p["state"].format(state=self.state) if self.state else p["no_state"]
         best = self._best_line()
-        feedback = p["feedback"].format(round=self.last_feedback[0], feedback=self.last_feedback[1]) if self.last_feedback else p["no_feedback"]
-        header = {"role": "user", "content": p["round"].format(round=number, rounds=self.config.rounds, state=state.strip(), best=best.strip(), feedback=feedback.strip())}
+        feedback = (
+            p["feedback"].format(round=self.last_feedback[0], feedback=self.last_feedback[1])
+            if self.last_feedback
+            else p["no_feedback"]
+        )
+        header = {
+            "role": "user",
+            "content": p["round"].format(
+                round=number,
+                rounds=self.config.rounds,
+                state=state.strip(),
+                best=best.strip(),
+                feedback=feedback.strip(),
+            ),
+        }
         if self.config.context == "full-history" and self.history:
             return self.history + [header]
         return [{"role": "system", "content": self.system}, header]
@@ -44,7 +59,11 @@ class Memory:
         p = self.prompts
         if self.mode == "none":  # no score, and no round picked by one
             return p["best_none"]
-        return p["best"].format(best=f"public score {self.best_public.public:.6g} in round {self.best_public.round}") if self.best_public else p["no_best"]
+        return (
+            p["best"].format(best=f"public score {self.best_public.public:.6g} in round {self.best_public.round}")
+            if self.best_public
+            else p["no_best"]
+        )
 
     def feedback(self, number: int, grade: GradeResult) -> str:
         """What the agent is told of round `number`'s grade (recorded as `round_end.feedback`)."""
@@ -52,7 +71,9 @@ class Memory:
         if self.mode == "full":
             text = f"Public score: {public}\n{grade.feedback}"
         else:
-            text = self.prompts["feedback" + _SUFFIX[self.mode]].format(round=number, public="" if self.mode == "none" else public)
+            text = self.prompts["feedback" + _SUFFIX[self.mode]].format(
+                round=number, public="" if self.mode == "none" else public
+            )
         return clip(text, self.config.feedback_chars)
 
     def reflect_prompt(self, number: int, feedback: str) -> str:
@@ -69,7 +90,11 @@ class Memory:
         if self.improves(grade):
             self.best = Best(round=number, held_out=grade.held_out_score, public=grade.public_score)
         # No public score (a problem without sample tests), or none shown: nothing to tell the agent about.
-        if self.mode != "none" and grade.public_score is not None and (self.best_public is None or grade.public_score > self.best_public.public):
+        if (
+            self.mode != "none"
+            and grade.public_score is not None
+            and (self.best_public is None or grade.public_score > self.best_public.public)
+        ):
             self.best_public = BestPublic(round=number, public=grade.public_score)
         self.last_feedback = (number, feedback)
         if self.config.context == "full-history":

@@ -85,7 +85,12 @@ class TeacherLimit:
         self.reaped += len(gone)
 
     async def state(self) -> dict:
-        return {"permits": self.permits, "held": sorted(node for node, _ in self.leases.values()), "waiting": len(self.waiting), "reaped": self.reaped}
+        return {
+            "permits": self.permits,
+            "held": sorted(node for node, _ in self.leases.values()),
+            "waiting": len(self.waiting),
+            "reaped": self.reaped,
+        }
 
 
 class RayLimiter:

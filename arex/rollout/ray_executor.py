@@ -42,7 +42,17 @@ from arex.record.storage import STORE_ENV, write_error
 from arex.record.trajectory import RecordError, RoundEnd
 from arex.record.url_store import Remote, is_url, url_of
 from arex.rollout.agent import Rollout
-from arex.rollout.batch import KEPT, UNREADABLE, Progress, config_hash, gather, record_path, rollout_key, summarize, write_summary
+from arex.rollout.batch import (
+    KEPT,
+    UNREADABLE,
+    Progress,
+    config_hash,
+    gather,
+    record_path,
+    rollout_key,
+    summarize,
+    write_summary,
+)
 from arex.rollout.config import RolloutConfig
 from arex.rollout.endings import INFRA
 from arex.rollout.ray_actors import ProgressBoard, RayLimiter, pinned, teacher_limit
@@ -98,14 +108,27 @@ class RayExecutor:
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise UserInputError(
                 f"no Ray cluster at --address {self.address} ({str(exc).splitlines()[0][:200]}); "
-                "start one with `ray start --head` (workers: `ray start --address HEAD:6379`) or pass --address HOST:PORT"
+                "start one with `ray start --head` (workers: `ray start --address HEAD:6379`) "
+                "or pass --address HOST:PORT"
             ) from None
 
     def regrader(self, store: Path) -> "RayRegrader":
         self.connect()
         return RayRegrader(Path(store).resolve(), self.cpus)
 
-    async def run_locked(self, envs: list[Env], teacher_config, rollout_config, sandbox_config, out: Path, samples: int, concurrency: int, base_url, console, shared) -> dict:
+    async def run_locked(
+        self,
+        envs: list[Env],
+        teacher_config,
+        rollout_config,
+        sandbox_config,
+        out: Path,
+        samples: int,
+        concurrency: int,
+        base_url,
+        console,
+        shared,
+    ) -> dict:
         self.connect()
         started = time.monotonic()
         teacher = TeacherClient(teacher_config, base_url=base_url)
@@ -114,29 +137,56 @@ class RayExecutor:
         finally:
             await teacher.close()
         store = Path(out).resolve()
-        url = url_of(store)  # a store at a URL: no shared path; each task works on its node's mirror (arex.record.url_store)
-        marker, images = "" if url else mark_store(store), await asyncio.to_thread(save_images, envs, store, sandbox_config.backend)
+        # a store at a URL: no shared path; each task works on its node's mirror (arex.record.url_store)
+        url = url_of(store)
+        marker, images = (
+            "" if url else mark_store(store),
+            await asyncio.to_thread(save_images, envs, store, sandbox_config.backend),
+        )
         images = await asyncio.to_thread(share_images, images, Remote(url, mirror=store)) if url and images else images
         packs = {env.id: pack_env(env) for env in envs}
         chash = config_hash(teacher_config, rollout_config)
-        common = dict(config_hash=chash, store=url or str(store), marker=marker, teacher=teacher_config, base_url=base_url, identity=identity,
-                      rollout=rollout_config, sandbox=sandbox_config, images=images)  # fmt: skip
+        common = dict(
+            config_hash=chash,
+            store=url or str(store),
+            marker=marker,
+            teacher=teacher_config,
+            base_url=base_url,
+            identity=identity,
+            rollout=rollout_config,
+            sandbox=sandbox_config,
+            images=images,
+        )
         jobs = []
         for env in envs:
             for sample in range(samples):
                 key = rollout_key(env, chash, sample)
-                record = record_path(Path(), env, key).as_posix() if url else str(record_path(store, env, key))  # a URL store: relative to it
-                job = RemoteJob(env_sha=packs[env.id][0], env_name=env.dir.name, sample=sample, key=key, path=record, **common)
+                # a URL store: relative to it
+                record = record_path(Path(), env, key).as_posix() if url else str(record_path(store, env, key))
+                job = RemoteJob(
+                    env_sha=packs[env.id][0], env_name=env.dir.name, sample=sample, key=key, path=record, **common
+                )
                 jobs.append((job, record_path(out, env, key), env.id))
         node = ray.get_runtime_context().get_node_id()
         board = ProgressBoard.options(scheduling_strategy=pinned(node)).remote()
-        limiter = RayLimiter(teacher_limit(teacher.base_url, teacher_config.concurrency, teacher_config.timeout_s, node), "")
+        limiter = RayLimiter(
+            teacher_limit(teacher.base_url, teacher_config.concurrency, teacher_config.timeout_s, node), ""
+        )
         progress = shared[1] or Progress(total=0)
         progress.total = len(jobs)
-        run = _Run(self, progress, board, limiter, asyncio.Semaphore(concurrency), {k: ray.put(blob) for k, (_, blob) in packs.items()})
+        run = _Run(
+            self,
+            progress,
+            board,
+            limiter,
+            asyncio.Semaphore(concurrency),
+            {k: ray.put(blob) for k, (_, blob) in packs.items()},
+        )
         results, usage = await run.all(jobs, console)
         if url:  # the records as the tasks uploaded them, for the summary
-            await asyncio.to_thread(Remote(url, mirror=store).pull, "", lambda rel: rel.endswith(".jsonl") and rel.count("/") == 1)
+            await asyncio.to_thread(
+                Remote(url, mirror=store).pull, "", lambda rel: rel.endswith(".jsonl") and rel.count("/") == 1
+            )
         summary = summarize(results, out, time.monotonic() - started, usage.model_dump())
         summary["nodes_lost"] = sorted(r["key"] for r in results if r.get("reason", "").startswith(NODE_LOST))
         return write_summary(summary, out)
@@ -150,14 +200,32 @@ def _reachable(address: str) -> None:
     try:
         socket.create_connection((host, int(port)), timeout=10).close()
     except OSError as exc:
-        raise UserInputError(f"no Ray cluster answers at --address {address} ({exc.strerror or exc}); start the head with `ray start --head --port {port}` or fix --address") from None
+        raise UserInputError(
+            f"no Ray cluster answers at --address {address} ({exc.strerror or exc}); "
+            f"start the head with `ray start --head --port {port}` or fix --address"
+        ) from None
 
 
 class _Run:
     """One batch on the cluster: submits the tasks, follows their events, collects their ends."""
 
-    def __init__(self, executor: RayExecutor, progress: Progress, board, limiter: RayLimiter, gate: asyncio.Semaphore, blobs: dict):
-        self.executor, self.progress, self.board, self.limiter, self.gate, self.blobs = executor, progress, board, limiter, gate, blobs
+    def __init__(
+        self,
+        executor: RayExecutor,
+        progress: Progress,
+        board,
+        limiter: RayLimiter,
+        gate: asyncio.Semaphore,
+        blobs: dict,
+    ):
+        self.executor, self.progress, self.board, self.limiter, self.gate, self.blobs = (
+            executor,
+            progress,
+            board,
+            limiter,
+            gate,
+            blobs,
+        )
         self.usage = Usage()
 
     async def all(self, jobs: list, console) -> tuple[list[dict], Usage]:
@@ -184,7 +252,13 @@ class _Run:
                 cause = exc.cause if isinstance(exc.cause, BaseException) else None
                 raise (cause if isinstance(cause, ArexError) else exc) from None
             except ray.exceptions.RayError as exc:  # the worker or its node died under the task
-                outcome = {"status": INFRA, "reason": f"{NODE_LOST} ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); re-run to resume", "rounds": 0, "tokens": 0, "cost_usd": 0.0}
+                outcome = {
+                    "status": INFRA,
+                    "reason": f"{NODE_LOST} ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); re-run to resume",
+                    "rounds": 0,
+                    "tokens": 0,
+                    "cost_usd": 0.0,
+                }
         self.progress.done += 1
         usage = outcome.pop("usage", None)
         if usage:
@@ -232,7 +306,9 @@ class RayRegrader:
         except ray.exceptions.RayTaskError as exc:  # what env.regrade raised there (a bad snapshot, the sandbox)
             raise (exc.cause if isinstance(exc.cause, Exception) else exc) from None
         except ray.exceptions.RayError as exc:  # not cached as a drop: a re-run re-grades it
-            raise SandboxError(f"{NODE_LOST} while re-grading ({type(exc).__name__}); re-run the same command to re-grade it") from None
+            raise SandboxError(
+                f"{NODE_LOST} while re-grading ({type(exc).__name__}); re-run the same command to re-grade it"
+            ) from None
 
 
 # -- what travels to the nodes ------------------------------------------------------------------
@@ -254,7 +330,8 @@ def check_store(store: str, token: str) -> None:
         seen = None
     if seen != token:
         raise UserInputError(
-            f"node {platform.node()} cannot see the trajectory store {store} (its marker file {MARKER} is missing or another run's); "
+            f"node {platform.node()} cannot see the trajectory store {store} "
+            f"(its marker file {MARKER} is missing or another run's); "
             "put the store on storage every Ray node mounts at that same path (e.g. NFS) and pass it as --out"
         )
 
@@ -342,11 +419,20 @@ async def _play(job: RemoteJob, blob: bytes, board, limiter: RayLimiter) -> dict
     board.note.remote({"kind": "start", "key": job.key, "node": node, "pid": os.getpid(), "host": platform.node()})
     teacher = TeacherClient(job.teacher, base_url=job.base_url, limiter=RayLimiter(limiter.actor, node))
     rollout = Rollout(env, teacher, job.identity, job.rollout, job.sandbox, path, job.sample, job.key, job.config_hash)
-    rollout.on_round = lambda r, end: board.note.remote({"kind": "round", "key": job.key, "env": env.id, "best": end.best.held_out, "tokens": r.tokens, "cost": r.cost})
+    rollout.on_round = lambda r, end: board.note.remote(
+        {"kind": "round", "key": job.key, "env": env.id, "best": end.best.held_out, "tokens": r.tokens, "cost": r.cost}
+    )
     try:
         end = await rollout.run()
     except RecordError as exc:
-        return {"status": UNREADABLE, "reason": str(exc), "rounds": 0, "tokens": 0, "cost_usd": 0.0, "usage": teacher.usage.model_dump()}
+        return {
+            "status": UNREADABLE,
+            "reason": str(exc),
+            "rounds": 0,
+            "tokens": 0,
+            "cost_usd": 0.0,
+            "usage": teacher.usage.model_dump(),
+        }
     except OSError as exc:
         raise write_error(exc, path, KEPT) from None
     finally:
@@ -355,9 +441,14 @@ async def _play(job: RemoteJob, blob: bytes, board, limiter: RayLimiter) -> dict
 
 
 @ray.remote(max_retries=0)
-def regrade_task(sha: str, name: str, blob: bytes, images: dict[str, str], archive: str, end: RoundEnd, sandbox: SandboxConfig) -> GradeResult:
+def regrade_task(
+    sha: str, name: str, blob: bytes, images: dict[str, str], archive: str, end: RoundEnd, sandbox: SandboxConfig
+) -> GradeResult:
     if not Path(archive).is_file():
-        raise UserInputError(f"node {platform.node()} cannot see {archive}; put the trajectory store on storage every Ray node mounts at that same path")
+        raise UserInputError(
+            f"node {platform.node()} cannot see {archive}; "
+            "put the trajectory store on storage every Ray node mounts at that same path"
+        )
     ensure_images(images, sandbox.backend)
     return load_env(unpack_env(sha, name, blob)).regrade(Path(archive), end, sandbox)
 

@@ -22,15 +22,26 @@ def _function(name: str, description: str, properties: dict[str, Any], required:
     return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
 
 
-def tool_schema(prompts: dict[str, str], workdir: str, timeout: str, skills_dir: str, skills: list[str]) -> list[dict[str, Any]]:
+def tool_schema(
+    prompts: dict[str, str], workdir: str, timeout: str, skills_dir: str, skills: list[str]
+) -> list[dict[str, Any]]:
     """The OpenAI tool definitions sent with every call; descriptions come from the prompts file."""
     tools = [
-        _function("bash", prompts["tool_bash"].format(workdir=workdir, timeout=timeout).strip(), {"command": {"type": "string", "description": "The shell command."}}, ["command"]),
+        _function(
+            "bash",
+            prompts["tool_bash"].format(workdir=workdir, timeout=timeout).strip(),
+            {"command": {"type": "string", "description": "The shell command."}},
+            ["command"],
+        ),
         _function("submit", prompts["tool_submit"].strip(), {}, []),
     ]
     if skills:
         name = {"type": "string", "enum": list(skills), "description": "The skill's name."}
-        tools.append(_function("read_skill", prompts["tool_read_skill"].format(skills_dir=skills_dir).strip(), {"name": name}, ["name"]))
+        tools.append(
+            _function(
+                "read_skill", prompts["tool_read_skill"].format(skills_dir=skills_dir).strip(), {"name": name}, ["name"]
+            )
+        )
     return tools
 
 
@@ -42,7 +53,8 @@ def parse_tool_calls(calls: list[ToolCall] | None, skills_dir: str, skills: list
         return Action("invalid", error="no tool call")
     first = calls[0]
     text = first.function.arguments
-    name, arguments = first.function.name, (json_object(text) if text.strip() else {})  # some servers send "" for no arguments
+    # some servers send "" for no arguments
+    name, arguments = first.function.name, (json_object(text) if text.strip() else {})
     if arguments is None:
         return Action("invalid", error=f"the arguments of `{name}` are not a JSON object")
     if name == "submit":
