@@ -70,7 +70,9 @@ app.add_typer(teacher_app, name="teacher")
 app.add_typer(config_app, name="config")
 
 ConfigOpt = typer.Option(None, "-c", "--config", help="YAML file or key=value override; repeat to stack (later wins).")
-JsonOpt = typer.Option(False, "--json", help="Print only the summary, as JSON, on stdout (progress goes to stderr); same exit code.")
+JsonOpt = typer.Option(
+    False, "--json", help="Print only the summary, as JSON, on stdout (progress goes to stderr); same exit code."
+)
 
 
 def main() -> None:
@@ -158,13 +160,24 @@ def sandbox_check(
 @app.command("build-envs")
 def build_envs_command(
     sources: List[Path] = typer.Argument(
-        ..., help="Problem folders (arex, Kattis, Frontier-CS), CodeContests .json/.jsonl files, ML repository folders with arex.yaml, or ML source YAMLs."
+        ...,
+        help=(
+            "Problem folders (arex, Kattis, Frontier-CS), CodeContests .json/.jsonl files, "
+            "ML repository folders with arex.yaml, or ML source YAMLs."
+        ),
     ),
     out: Path = typer.Option(..., "--out", help="Folder the built envs and build-report.{json,md} go into."),
     concurrency: int = typer.Option(2, help="Sources built at once."),
     config: Optional[List[str]] = ConfigOpt,
     as_json: bool = JsonOpt,
-    draft_skills: bool = typer.Option(False, "--draft-skills", help="Then the teacher writes task skills for each accepted env (teacher: config), each checked before it is kept."),
+    draft_skills: bool = typer.Option(
+        False,
+        "--draft-skills",
+        help=(
+            "Then the teacher writes task skills for each accepted env (teacher: config), "
+            "each checked before it is kept."
+        ),
+    ),
 ) -> None:
     """Turn problem sources into validated envs; every rejection is reported with its reason.
 
@@ -189,14 +202,27 @@ def build_envs_command(
     if draft_skills:  # resumes: an env with drafted skills is not drafted again
         from arex.envs.skills_draft import draft_skills as draft
 
-        draft(reports, out, cfg.teacher, cfg.sandbox.workdir, lambda line: (err if as_json else console).print(f"arex: {line}", soft_wrap=True, markup=False))
+        draft(
+            reports,
+            out,
+            cfg.teacher,
+            cfg.sandbox.workdir,
+            lambda line: (err if as_json else console).print(f"arex: {line}", soft_wrap=True, markup=False),
+        )
     summary = build_summary(reports, out, time.monotonic() - started)
     if not as_json:
         table = Table("env", "source", "status", "scores", "reason", "s")
         colors = {"accepted": "green", "skipped": "cyan", "rejected": "red", "error": "red"}
         for r in reports:
             scores = ", ".join(f"{k.split(':')[0]} {v:.2f}" for k, v in r.scores.items())
-            table.add_row(escape(r.env_id or "-"), escape(r.source), f"[{colors[r.status]}]{r.status}[/]", escape(scores), escape(r.reason), f"{r.seconds:.1f}")
+            table.add_row(
+                escape(r.env_id or "-"),
+                escape(r.source),
+                f"[{colors[r.status]}]{r.status}[/]",
+                escape(scores),
+                escape(r.reason),
+                f"{r.seconds:.1f}",
+            )
         console.print(table)
     print_summary(summary, console, as_json, show_items=False)
     if not summary.ok:
@@ -205,11 +231,21 @@ def build_envs_command(
 
 @app.command("draft-env")
 def draft_env_command(
-    source: str = typer.Argument(..., help="A git repository URL or a local folder (a git working tree is built as it is)."),
-    out: Path = typer.Option(Path("drafts"), "--out", help="Folder the drafted <id>.yaml, its added files and <id>.draft.{md,json} go into."),
-    envs_out: Path = typer.Option(Path("built-envs"), "--envs-out", help="Folder the env is built into (as build-envs --out)."),
-    drafter: str = typer.Option("heuristic", "--drafter", help="Who drafts: heuristic (rules, no model) or model (the teacher in a sandbox)."),
-    budget: int = typer.Option(3, "--budget", help="Builds at most: a rejected draft is revised from the gate's reason."),
+    source: str = typer.Argument(
+        ..., help="A git repository URL or a local folder (a git working tree is built as it is)."
+    ),
+    out: Path = typer.Option(
+        Path("drafts"), "--out", help="Folder the drafted <id>.yaml, its added files and <id>.draft.{md,json} go into."
+    ),
+    envs_out: Path = typer.Option(
+        Path("built-envs"), "--envs-out", help="Folder the env is built into (as build-envs --out)."
+    ),
+    drafter: str = typer.Option(
+        "heuristic", "--drafter", help="Who drafts: heuristic (rules, no model) or model (the teacher in a sandbox)."
+    ),
+    budget: int = typer.Option(
+        3, "--budget", help="Builds at most: a rejected draft is revised from the gate's reason."
+    ),
     config: Optional[List[str]] = ConfigOpt,
 ) -> None:
     """Draft an ML env source for a repository, build it, and revise it from the gates' reasons."""
@@ -221,12 +257,22 @@ def draft_env_command(
     cfg = _config(config)
 
     def show(number: int, attempt, report) -> None:
-        outcome = "[green]accepted[/]" if attempt.reason is None else f"[red]rejected[/]: {escape(attempt.reason[:400])}"
+        outcome = (
+            "[green]accepted[/]" if attempt.reason is None else f"[red]rejected[/]: {escape(attempt.reason[:400])}"
+        )
         console.print(f"attempt {number}: {outcome} ({report.seconds:.0f}s)", soft_wrap=True)
 
     try:
-        result = draft_env(source, out, envs_out, make_drafter(drafter, cfg), budget, cfg.sandbox, on_attempt=show,
-                           package_sources=cfg.build.package_sources)
+        result = draft_env(
+            source,
+            out,
+            envs_out,
+            make_drafter(drafter, cfg),
+            budget,
+            cfg.sandbox,
+            on_attempt=show,
+            package_sources=cfg.build.package_sources,
+        )
     except DraftError as exc:
         raise UserInputError(f"cannot draft {source}: {exc}") from None
     if result.stopped:
@@ -236,7 +282,10 @@ def draft_env_command(
         table.add_row(escape(g.field), escape(g.value[:80]), g.confidence, escape(g.why))
     console.print(table)
     status = "[green]accepted[/]" if result.accepted else "[red]not accepted[/]"
-    console.print(f"{status} after {len(result.attempts)} attempt(s) in {result.seconds:.0f}s; source: {result.source_yaml}; report: {result.report}")
+    console.print(
+        f"{status} after {len(result.attempts)} attempt(s) in {result.seconds:.0f}s; source: {result.source_yaml}; "
+        f"report: {result.report}"
+    )
     if not result.accepted:
         raise typer.Exit(1)
 
@@ -245,15 +294,37 @@ def draft_env_command(
 def rollout(
     ctx: typer.Context,
     envs: Path = typer.Option(..., "--envs", help="Folder of built envs (from build-envs), or one env folder."),
-    out: str = typer.Option("rollouts", "--out", help="Trajectory store (one JSONL per rollout): a folder, or an fsspec URL such as s3://bucket/prefix (pip install 'arex[cloud]')."),
+    out: str = typer.Option(
+        "rollouts",
+        "--out",
+        help=(
+            "Trajectory store (one JSONL per rollout): a folder, or an fsspec URL such as s3://bucket/prefix "
+            "(pip install 'arex[cloud]')."
+        ),
+    ),
     samples: int = typer.Option(1, "--samples", help="Rollouts per env."),
     rounds: Optional[int] = typer.Option(None, "--rounds", help="Rounds per rollout (default: rollout.rounds)."),
-    concurrency: int = typer.Option(4, "--concurrency", help="Rollouts at once (with --variants: in all variants together)."),
-    variants: Optional[Path] = typer.Option(
-        None, "--variants", help="YAML mapping variant names to overrides (-c syntax); each runs into its own store <out>/<name>/ (see configs/variants/ablation.yaml)."
+    concurrency: int = typer.Option(
+        4, "--concurrency", help="Rollouts at once (with --variants: in all variants together)."
     ),
-    executor: str = typer.Option("local", "--executor", help="Where rollouts run: local (this process) or ray (a Ray cluster; pip install 'arex[ray]')."),
-    address: Optional[str] = typer.Option(None, "--address", help="With --executor ray: the cluster, auto (default: the one `ray start` set up here) or HOST:PORT."),
+    variants: Optional[Path] = typer.Option(
+        None,
+        "--variants",
+        help=(
+            "YAML mapping variant names to overrides (-c syntax); each runs into its own store <out>/<name>/ "
+            "(see configs/variants/ablation.yaml)."
+        ),
+    ),
+    executor: str = typer.Option(
+        "local",
+        "--executor",
+        help="Where rollouts run: local (this process) or ray (a Ray cluster; pip install 'arex[ray]').",
+    ),
+    address: Optional[str] = typer.Option(
+        None,
+        "--address",
+        help="With --executor ray: the cluster, auto (default: the one `ray start` set up here) or HOST:PORT.",
+    ),
     config: Optional[List[str]] = ConfigOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -273,11 +344,17 @@ def rollout(
     cfg = load_config(config or [], options=[("rollout.rounds", rounds, "--rounds")] if rounds is not None else [])
     runner = make_executor(executor, address)
     if variants is not None and not runner.runs_variants:
-        raise UserInputError(f"--executor {executor} does not run --variants yet; run each variant as its own `arex rollout`, or use --executor local")
+        raise UserInputError(
+            f"--executor {executor} does not run --variants yet; run each variant as its own `arex rollout`, "
+            "or use --executor local"
+        )
     plan = load_variants(variants, config or [], rounds) if variants is not None else None
     found = _built_envs(envs)
     if plan is not None and is_url(out):
-        raise UserInputError(f"--variants does not take a URL --out ({out}) yet; run each variant as its own `arex rollout --out {out}/<name>`")
+        raise UserInputError(
+            f"--variants does not take a URL --out ({out}) yet; "
+            f"run each variant as its own `arex rollout --out {out}/<name>`"
+        )
     out = _store_folder(ctx, out, write=True)
     guard_store(out, plan is not None)
     if plan is not None:
@@ -287,11 +364,28 @@ def rollout(
     try:
         with _teacher_url([v.config for v in plan] if plan else [cfg], shown) as base_url:
             if plan is None:
-                batches = {None: asyncio.run(run_batch(found, cfg.teacher, cfg.rollout, cfg.sandbox, out, samples, concurrency, base_url, shown, executor=runner))}
+                batches = {
+                    None: asyncio.run(
+                        run_batch(
+                            found,
+                            cfg.teacher,
+                            cfg.rollout,
+                            cfg.sandbox,
+                            out,
+                            samples,
+                            concurrency,
+                            base_url,
+                            shown,
+                            executor=runner,
+                        )
+                    )
+                }
             else:
                 batches = asyncio.run(run_variants(found, plan, out, samples, concurrency, base_url, shown, variants))
     except KeyboardInterrupt:
-        raise Interrupted(f"interrupted: finished rounds are kept in {out}; re-run the same command to resume") from None
+        raise Interrupted(
+            f"interrupted: finished rounds are kept in {out}; re-run the same command to resume"
+        ) from None
     _print_rollout(rollout_summary(batches, out, time.monotonic() - started), as_json)
     lost = nodes_lost(batches)
     if lost is not None:
@@ -315,7 +409,9 @@ def _built_envs(envs: Path) -> list:
         raise UserInputError(f"--envs {envs} is not a folder; build envs first: arex build-envs envs/* --out {envs}")
     found = list_envs(envs)
     if not found:
-        raise UserInputError(f"No built envs in {envs} (folders with task.yaml); run: arex build-envs envs/* --out {envs}")
+        raise UserInputError(
+            f"No built envs in {envs} (folders with task.yaml); run: arex build-envs envs/* --out {envs}"
+        )
     return found
 
 
@@ -345,7 +441,14 @@ def _print_rollout(summary, as_json: bool) -> None:
     if not as_json:
         table = Table("env", "rollouts", "first", "best", "final", "improvement")
         for env_id, stats in summary.extra["envs"].items():
-            table.add_row(escape(env_id), str(stats["rollouts"]), f"{stats['mean_first']:.4g}", f"{stats['mean_best']:.4g}", f"{stats['mean_final']:.4g}", f"{stats['mean_improvement']:+.4g}")
+            table.add_row(
+                escape(env_id),
+                str(stats["rollouts"]),
+                f"{stats['mean_first']:.4g}",
+                f"{stats['mean_best']:.4g}",
+                f"{stats['mean_final']:.4g}",
+                f"{stats['mean_improvement']:+.4g}",
+            )
         console.print(table)
     print_summary(summary, console, as_json, show_items=False)
     unreadable = summary.extra["unreadable_records"]
@@ -354,14 +457,21 @@ def _print_rollout(summary, as_json: bool) -> None:
 
         for problem in unreadable:
             (err if as_json else console).print(f"[red]{UNREADABLE}[/red]: {escape(problem['reason'])}", soft_wrap=True)
-        raise RecordError(f"{len(unreadable)} record(s) could not be read and were left as they are (reasons above); the other rollouts ran. Repair or move them away, then re-run to redo them.")
+        raise RecordError(
+            f"{len(unreadable)} record(s) could not be read and were left as they are (reasons above); "
+            "the other rollouts ran. Repair or move them away, then re-run to redo them."
+        )
 
 
 @app.command("grade")
 def grade_command(
-    env: Path = typer.Argument(..., help="A built judge env folder (from build-envs), or a problem folder arex can build."),
+    env: Path = typer.Argument(
+        ..., help="A built judge env folder (from build-envs), or a problem folder arex can build."
+    ),
     file: Path = typer.Argument(..., help="The source file to grade."),
-    lang: Optional[str] = typer.Option(None, "--lang", help="Language (cpp17, c11, java, python3, pypy3); default: from the file's extension."),
+    lang: Optional[str] = typer.Option(
+        None, "--lang", help="Language (cpp17, c11, java, python3, pypy3); default: from the file's extension."
+    ),
     samples_only: bool = typer.Option(False, "--samples-only", help="Grade the sample tests only."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     config: Optional[List[str]] = ConfigOpt,
@@ -381,12 +491,22 @@ def grade_command(
 @app.command("select")
 def select_command(
     ctx: typer.Context,
-    store: str = typer.Option("rollouts", "--store", help="Trajectory store written by `arex rollout --out`: a folder or its URL (read into a local mirror)."),
+    store: str = typer.Option(
+        "rollouts",
+        "--store",
+        help="Trajectory store written by `arex rollout --out`: a folder or its URL (read into a local mirror).",
+    ),
     envs: Path = typer.Option(..., "--envs", help="The built envs the trajectories ran on (re-grading needs them)."),
     out: Path = typer.Option(Path("selected"), "--out", help="Where selection.json, kept.jsonl, drops.md go."),
     concurrency: int = typer.Option(2, "--concurrency", help="Trajectories checked (re-graded) at once."),
-    executor: str = typer.Option("local", "--executor", help="Where re-grading runs: local (this machine) or ray (a Ray cluster; pip install 'arex[ray]')."),
-    address: Optional[str] = typer.Option(None, "--address", help="With --executor ray: the cluster, auto (default) or HOST:PORT."),
+    executor: str = typer.Option(
+        "local",
+        "--executor",
+        help="Where re-grading runs: local (this machine) or ray (a Ray cluster; pip install 'arex[ray]').",
+    ),
+    address: Optional[str] = typer.Option(
+        None, "--address", help="With --executor ray: the cluster, auto (default) or HOST:PORT."
+    ),
     config: Optional[List[str]] = ConfigOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -411,18 +531,36 @@ def select_command(
     shown = err if as_json else console  # with --json, stdout carries the summary only
 
     def show(verdict) -> None:
-        mark = "[green]kept[/green]" if verdict.kept else f"[yellow]dropped[/yellow] {escape(', '.join(verdict.reasons))}"
+        mark = (
+            "[green]kept[/green]" if verdict.kept else f"[yellow]dropped[/yellow] {escape(', '.join(verdict.reasons))}"
+        )
         shown.print(f"{verdict.env_id}/{verdict.key}: {mark}")
 
     started = time.monotonic()
     try:
-        selection = select(store, envs, out, cfg.select, cfg.sandbox, cfg.teacher, on_verdict=show, concurrency=concurrency, executor=make_executor(executor, address))
+        selection = select(
+            store,
+            envs,
+            out,
+            cfg.select,
+            cfg.sandbox,
+            cfg.teacher,
+            on_verdict=show,
+            concurrency=concurrency,
+            executor=make_executor(executor, address),
+        )
     except OSError as exc:  # disk full, a read-only --out: verdicts already judged stay cached
-        raise write_error(exc, out, f"verdicts judged so far are kept in {out / 'verdicts.jsonl'}; re-run the same command to continue") from None
+        raise write_error(
+            exc,
+            out,
+            f"verdicts judged so far are kept in {out / 'verdicts.jsonl'}; re-run the same command to continue",
+        ) from None
     if not as_json:
         table = Table("drop reason", "trajectories", "ids")
         for reason, row in selection.drop_table().items():
-            table.add_row(reason, str(row["count"]), escape(", ".join(row["ids"][:4]) + (" ..." if row["count"] > 4 else "")))
+            table.add_row(
+                reason, str(row["count"]), escape(", ".join(row["ids"][:4]) + (" ..." if row["count"] > 4 else ""))
+            )
         console.print(table)
     print_summary(select_summary(selection, out, time.monotonic() - started), console, as_json, show_items=False)
 
@@ -430,8 +568,12 @@ def select_command(
 @app.command("export")
 def export_command(
     selection: Path = typer.Option(Path("selected"), "--selection", help="Folder written by `arex select`."),
-    out: Path = typer.Option(Path("dataset"), "--out", help="Dataset folder: parquet shards, checksums.json, README.md (card)."),
-    envs: Optional[Path] = typer.Option(None, "--envs", help="Built envs, for the canary leak check (default: the ones `arex select` used)."),
+    out: Path = typer.Option(
+        Path("dataset"), "--out", help="Dataset folder: parquet shards, checksums.json, README.md (card)."
+    ),
+    envs: Optional[Path] = typer.Option(
+        None, "--envs", help="Built envs, for the canary leak check (default: the ones `arex select` used)."
+    ),
     config: Optional[List[str]] = ConfigOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -445,7 +587,9 @@ def export_command(
     chosen = kept.report
     envs = envs or (Path(chosen["envs"]) if chosen and isinstance(chosen.get("envs"), str) else None)
     if envs is None or not envs.is_dir():
-        raise UserInputError(f"no built envs to check the trajectories against (canaries): pass --envs DIR (got {envs})")
+        raise UserInputError(
+            f"no built envs to check the trajectories against (canaries): pass --envs DIR (got {envs})"
+        )
     started = time.monotonic()
     with (err if as_json else console).status(f"exporting to {out} ..."):
         stats = export(kept, out, cfg.export, envs, chosen)  # the card is written before the swap
@@ -457,9 +601,21 @@ def export_command(
 @app.command("report")
 def report_command(
     ctx: typer.Context,
-    store: str = typer.Argument(..., help="Trajectory store from `arex rollout --out`, a folder or its URL (with variants.json: one store per variant in <store>/<variant>/)."),
-    selection: Optional[Path] = typer.Option(None, "--selection", help="Folder written by `arex select` (or one holding <variant>/selection.json), for the drops table."),
-    out: Path = typer.Option(Path("report"), "--out", help="Folder for report.html, report.json and the trajectory pages (trajectories/)."),
+    store: str = typer.Argument(
+        ...,
+        help=(
+            "Trajectory store from `arex rollout --out`, a folder or its URL (with variants.json: "
+            "one store per variant in <store>/<variant>/)."
+        ),
+    ),
+    selection: Optional[Path] = typer.Option(
+        None,
+        "--selection",
+        help="Folder written by `arex select` (or one holding <variant>/selection.json), for the drops table.",
+    ),
+    out: Path = typer.Option(
+        Path("report"), "--out", help="Folder for report.html, report.json and the trajectory pages (trajectories/)."
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Write a self-contained HTML run report (curves, stage-wise table, endings, drops) and a page per trajectory."""
@@ -475,9 +631,15 @@ def report_command(
 def train_check_command(
     dataset: Path = typer.Argument(..., help="Folder written by `arex export`."),
     tokenizer: Path = typer.Option(..., "--tokenizer", help="Local tokenizer folder or .gguf file (never downloaded)."),
-    config: Optional[str] = typer.Option(None, "--config", help="Which rows (default: token rows, else calls, else the first config)."),
-    steps: int = typer.Option(0, "--steps", help="Also run this many SFT steps of a tiny model on the CPU and check the loss falls."),
-    model: Optional[Path] = typer.Option(None, "--model", help="Model for --steps: local folder or .gguf (default: the bundled SmolLM2-135M)."),
+    config: Optional[str] = typer.Option(
+        None, "--config", help="Which rows (default: token rows, else calls, else the first config)."
+    ),
+    steps: int = typer.Option(
+        0, "--steps", help="Also run this many SFT steps of a tiny model on the CPU and check the loss falls."
+    ),
+    model: Optional[Path] = typer.Option(
+        None, "--model", help="Model for --steps: local folder or .gguf (default: the bundled SmolLM2-135M)."
+    ),
     rows: int = typer.Option(200, "--rows", help="How many rows to check."),
 ) -> None:
     """Check an export trains as intended: a sample with the trained tokens highlighted, lengths, optional steps."""
@@ -491,7 +653,9 @@ def push_command(
     dataset: Path = typer.Option(Path("dataset"), "--dataset", help="Folder written by `arex export`."),
     repo_id: str = typer.Option(..., "--repo-id", help="Hub dataset repo, e.g. you/arex-trajectories."),
     token: Optional[str] = typer.Option(None, "--token", help="Hub token (default: $HF_TOKEN or the stored login)."),
-    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="Hub URL (default: $HF_ENDPOINT or huggingface.co)."),
+    endpoint: Optional[str] = typer.Option(
+        None, "--endpoint", help="Hub URL (default: $HF_ENDPOINT or huggingface.co)."
+    ),
     private: bool = typer.Option(False, "--private", help="Create the repo private."),
     as_json: bool = JsonOpt,
 ) -> None:
@@ -508,7 +672,9 @@ def push_command(
 @teacher_app.command("serve")
 def teacher_serve(
     config: Optional[List[str]] = ConfigOpt,
-    port: Optional[int] = typer.Option(None, help="Port on 127.0.0.1 (default: teacher.local.port; 0 picks a free one)."),
+    port: Optional[int] = typer.Option(
+        None, help="Port on 127.0.0.1 (default: teacher.local.port; 0 picks a free one)."
+    ),
 ) -> None:
     """Serve the bundled local teacher (SmolLM2-135M-Instruct) on 127.0.0.1 until Ctrl-C."""
     import time

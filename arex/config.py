@@ -44,7 +44,9 @@ class ArexConfig(BaseModel):
     """What `build-envs` and `draft-env` let a source decide (package indexes and URLs)."""
 
 
-def load_config(items: Sequence[str] = (), model: type[BaseModel] = ArexConfig, options: Sequence[tuple[str, Any, str]] = ()) -> Any:
+def load_config(
+    items: Sequence[str] = (), model: type[BaseModel] = ArexConfig, options: Sequence[tuple[str, Any, str]] = ()
+) -> Any:
     """Build `model` from `-c` items: YAML file paths and `dotted.key=value` overrides, in order;
     then `options`: (dotted key, value, the option that set it, e.g. "--rounds"), which win."""
     merged: dict[str, Any] = {}
@@ -69,7 +71,9 @@ def load_config(items: Sequence[str] = (), model: type[BaseModel] = ArexConfig, 
     except ValidationError as exc:
         raise ConfigError(_explain(exc, model, origin)) from None
     except RecursionError:
-        raise ConfigError("Config error: a value refers to itself (a YAML alias inside its own anchor); write it out.") from None
+        raise ConfigError(
+            "Config error: a value refers to itself (a YAML alias inside its own anchor); write it out."
+        ) from None
 
 
 def _check_acyclic(value: Any, source: str) -> None:
@@ -80,7 +84,10 @@ def _check_acyclic(value: Any, source: str) -> None:
         if not isinstance(node, (dict, list)):
             return
         if id(node) in seen:
-            raise ConfigError(f"Config error: a value in {source} contains itself (a YAML alias inside its own anchor, like '&x [*x]'); write it out in full.")
+            raise ConfigError(
+                f"Config error: a value in {source} contains itself (a YAML alias inside its own anchor, "
+                "like '&x [*x]'); write it out in full."
+            )
         seen.add(id(node))
         for child in node.values() if isinstance(node, dict) else node:
             walk(child)
@@ -102,27 +109,40 @@ def _layer(key: str, value: Any) -> dict[str, Any]:
 def _read_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         hint = "" if path.suffix in (".yaml", ".yml") else " (an override must look like section.key=value)"
-        raise ConfigError(f"Config file '{path}' not found{hint}. Pass an existing YAML file with -c, e.g. -c configs/default.yaml.")
+        raise ConfigError(
+            f"Config file '{path}' not found{hint}. Pass an existing YAML file with -c, e.g. -c configs/default.yaml."
+        )
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         line = path.read_bytes()[: exc.start].count(b"\n") + 1
-        raise ConfigError(f"Config file '{path}' is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} on line {line}). Save it as UTF-8 and re-run.") from None
+        raise ConfigError(
+            f"Config file '{path}' is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} on line {line}). "
+            "Save it as UTF-8 and re-run."
+        ) from None
     except OSError as exc:
-        raise ConfigError(f"Config file '{path}' cannot be read ({exc.strerror or exc}). Pass a readable UTF-8 YAML file with -c.") from None
+        raise ConfigError(
+            f"Config file '{path}' cannot be read ({exc.strerror or exc}). Pass a readable UTF-8 YAML file with -c."
+        ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"Config file '{path}' is not valid YAML{where}: {problem}. Fix the syntax and re-run.") from None
+        raise ConfigError(
+            f"Config file '{path}' is not valid YAML{where}: {problem}. Fix the syntax and re-run."
+        ) from None
     except Exception as exc:  # noqa: BLE001 - a value YAML cannot build, e.g. the date 2024-13-45
-        raise ConfigError(f"Config file '{path}' holds a value YAML cannot read ({exc}). Quote it or fix it, and re-run.") from None
+        raise ConfigError(
+            f"Config file '{path}' holds a value YAML cannot read ({exc}). Quote it or fix it, and re-run."
+        ) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"Config file '{path}' must hold a mapping of sections (e.g. 'sandbox:'), not a {type(data).__name__}.")
+        raise ConfigError(
+            f"Config file '{path}' must hold a mapping of sections (e.g. 'sandbox:'), not a {type(data).__name__}."
+        )
     return data
 
 

@@ -22,7 +22,9 @@ def check_local_teacher() -> Finding:
     problem = smoke_test()
     if problem:
         return Finding("local teacher", False, problem.split("; rebuild")[0], REBUILD_HINT)
-    return Finding("local teacher", True, f"{gguf.name} ({gguf.stat().st_size / 1e6:.0f} MB) and llama-cpp-python server")
+    return Finding(
+        "local teacher", True, f"{gguf.name} ({gguf.stat().st_size / 1e6:.0f} MB) and llama-cpp-python server"
+    )
 
 
 def check_disk(paths: list[Path]) -> Finding:
@@ -31,7 +33,12 @@ def check_disk(paths: list[Path]) -> Finding:
         return Finding("disk space", True, "no paths to check")
     free, path = worst
     if free < MIN_FREE_GIB:
-        return Finding("disk space", False, f"only {free:.1f} GiB free on {path} (need {MIN_FREE_GIB:.0f})", "free space there (arex sandbox prune --all removes leftover sandboxes)")
+        return Finding(
+            "disk space",
+            False,
+            f"only {free:.1f} GiB free on {path} (need {MIN_FREE_GIB:.0f})",
+            "free space there (arex sandbox prune --all removes leftover sandboxes)",
+        )
     return Finding("disk space", True, f"{free:.0f} GiB free on {path}")
 
 

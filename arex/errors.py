@@ -54,7 +54,9 @@ class Interrupted(ArexError):
 
 
 # -- explaining pydantic validation errors ------------------------------------------------------
-def explain_validation(exc: Any, model: type, source_of: Callable[[tuple[str, ...]], str | None] = lambda loc: None) -> list[str]:
+def explain_validation(
+    exc: Any, model: type, source_of: Callable[[tuple[str, ...]], str | None] = lambda loc: None
+) -> list[str]:
     """One sentence per problem of `exc` (a pydantic ValidationError raised validating `model`).
     `source_of(loc)` names where the value at `loc` was set (a file, an override), or None to leave it out."""
     problems = []
@@ -82,7 +84,8 @@ def _explain_one(err: dict, loc: tuple[str, ...], model: type, set_by: str) -> s
         return f"missing key '{dotted}'{set_by}: expects {expected}."
     got = repr(err.get("input"))
     got = got if len(got) <= _GOT_CHARS else got[: _GOT_CHARS - 3] + "..."
-    if err["type"] in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):  # right type, out of range
+    # right type, out of range
+    if err["type"] in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
         return f"'{dotted}'{set_by} cannot be {got}: {err['msg'].replace('Input should be', 'it must be')}."
     if err["type"] == "value_error":  # a validator's own rule: its message says what is expected
         return f"'{dotted}'{set_by} cannot be {got}: {err['msg'].removeprefix('Value error, ')}."
@@ -158,4 +161,3 @@ def _type_name(annotation: Any) -> str:
 class ConfigError(UserInputError, ValueError):
     """A configuration that cannot be used (a -c file missing or not YAML, an unknown key, a value
     of the wrong type); the message names every problem, its key and where it was set."""
-

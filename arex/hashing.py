@@ -52,4 +52,3 @@ def tree_sha256(root: Path, paths: Iterable[Path] | None = None, prefix: bytes =
     relative to `root`, in sorted order."""
     chosen = (p for p in root.rglob("*") if p.is_file()) if paths is None else paths
     return files_sha256(((p.relative_to(root).as_posix(), p) for p in sorted(chosen)), prefix)
-

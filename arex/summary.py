@@ -70,7 +70,13 @@ def item_table(items: list[Outcome]) -> Table:
     for item in items:
         color = "green" if item.outcome in GOOD else "red" if item.outcome in BAD else "yellow"
         numbers = [_number(item.numbers.get(k)) for k in number_keys]
-        table.add_row(escape(item.id), *(escape(item.fields.get(k, "")) for k in text_keys), f"[{color}]{escape(item.outcome)}[/]", *numbers, escape(item.detail))
+        table.add_row(
+            escape(item.id),
+            *(escape(item.fields.get(k, "")) for k in text_keys),
+            f"[{color}]{escape(item.outcome)}[/]",
+            *numbers,
+            escape(item.detail),
+        )
     return table
 
 
@@ -108,25 +114,53 @@ def tally(outcomes: list[str]) -> dict[str, int]:
 def build_summary(reports: list, out: Path, seconds: float) -> Summary:
     """`arex build-envs`: one item per source (env id, status, reason, gate scores)."""
     items = [
-        Outcome(id=r.env_id or r.source, outcome=r.status, detail=r.reason, fields={"source": r.source}, numbers={**r.scores, "seconds": round(r.seconds, 2)})
+        Outcome(
+            id=r.env_id or r.source,
+            outcome=r.status,
+            detail=r.reason,
+            fields={"source": r.source},
+            numbers={**r.scores, "seconds": round(r.seconds, 2)},
+        )
         for r in reports
     ]
     counts = {"sources": len(reports), **tally([r.status for r in reports])}
     failed = sum(1 for r in reports if r.status in ("rejected", "error"))
-    message = f"built {counts.get('accepted', 0)}, unchanged {counts.get('skipped', 0)}, rejected {failed} of {len(reports)} source(s)"
+    message = (
+        f"built {counts.get('accepted', 0)}, unchanged {counts.get('skipped', 0)}, "
+        f"rejected {failed} of {len(reports)} source(s)"
+    )
     paths = {"envs": str(out), "report": str(out / "build-report.json"), "report_md": str(out / "build-report.md")}
-    return Summary(verb="build-envs", ok=not failed, message=message, counts=counts, seconds=round(seconds, 2), paths=paths, items=items)
+    return Summary(
+        verb="build-envs",
+        ok=not failed,
+        message=message,
+        counts=counts,
+        seconds=round(seconds, 2),
+        paths=paths,
+        items=items,
+    )
 
 
 def rollout_summary(batches: dict[str | None, dict], out: Path, seconds: float) -> Summary:
     """`arex rollout`: one item per rollout, from each batch's run summary (arex.rollout.batch.summarize);
     `batches` maps a variant's name (None for a plain run) to its summary."""
-    items, endings, extra = [], {}, {"tokens": 0, "cost_usd": 0.0, "envs": {}, "unreadable_records": [], "teacher_usage_this_run": {}}
+    items, endings, extra = (
+        [],
+        {},
+        {"tokens": 0, "cost_usd": 0.0, "envs": {}, "unreadable_records": [], "teacher_usage_this_run": {}},
+    )
     for variant, batch in batches.items():
         for line in batch.get("results", []):
             fields = {"env": line["env"], "path": line["path"]} | ({"variant": variant} if variant else {})
             numbers = {"sample": line["sample"], "rounds": line["rounds"], "best": line["best"], "final": line["final"]}
-            items.append(Outcome(id=f"{variant + '/' if variant else ''}{line['env']}/{line['key']}", outcome=line["status"], fields=fields, numbers=numbers))
+            items.append(
+                Outcome(
+                    id=f"{variant + '/' if variant else ''}{line['env']}/{line['key']}",
+                    outcome=line["status"],
+                    fields=fields,
+                    numbers=numbers,
+                )
+            )
         for status, n in batch["endings"].items():
             endings[status] = endings.get(status, 0) + n
         extra["tokens"] += batch["tokens"]
@@ -134,38 +168,92 @@ def rollout_summary(batches: dict[str | None, dict], out: Path, seconds: float) 
         extra["envs"].update({(f"{variant}/{env}" if variant else env): stats for env, stats in batch["envs"].items()})
         extra["unreadable_records"] += batch.get("unreadable_records", [])
         extra["teacher_usage_this_run"][variant or "store"] = batch.get("teacher_usage_this_run", {})
-    counts = {"rollouts": sum(b["rollouts"] for b in batches.values()), "finished": sum(b.get("finished", 0) for b in batches.values()), **endings}
-    message = f"endings: {', '.join(f'{k} {v}' for k, v in endings.items()) or 'none'}; tokens {extra['tokens']}; cost ${extra['cost_usd']:.4f}"
+    counts = {
+        "rollouts": sum(b["rollouts"] for b in batches.values()),
+        "finished": sum(b.get("finished", 0) for b in batches.values()),
+        **endings,
+    }
+    message = (
+        f"endings: {', '.join(f'{k} {v}' for k, v in endings.items()) or 'none'}; "
+        f"tokens {extra['tokens']}; cost ${extra['cost_usd']:.4f}"
+    )
     if None in batches:
         paths = {"store": str(out), "trajectories": f"{out}/<env>/<key>.jsonl", "summary": str(out / "summary.json")}
     else:
-        paths = {"store": str(out), "variants": str(out / "variants.json")} | {name: str(out / name) for name in batches}
-        extra["variants"] = {name: {"rollouts": b["rollouts"], "finished": b.get("finished", 0), "endings": b["endings"]} for name, b in batches.items()}
-    return Summary(verb="rollout", ok=not extra["unreadable_records"], message=message, counts=counts, seconds=round(seconds, 2), paths=paths, items=items, extra=extra)
+        paths = {"store": str(out), "variants": str(out / "variants.json")} | {
+            name: str(out / name) for name in batches
+        }
+        extra["variants"] = {
+            name: {"rollouts": b["rollouts"], "finished": b.get("finished", 0), "endings": b["endings"]}
+            for name, b in batches.items()
+        }
+    return Summary(
+        verb="rollout",
+        ok=not extra["unreadable_records"],
+        message=message,
+        counts=counts,
+        seconds=round(seconds, 2),
+        paths=paths,
+        items=items,
+        extra=extra,
+    )
 
 
 def select_summary(selection, out: Path, seconds: float) -> Summary:
     """`arex select`: one item per trajectory (kept or dropped, with the reasons)."""
     verdicts = sorted([*selection.kept, *selection.dropped], key=lambda v: v.path)
     items = [
-        Outcome(id=f"{v.env_id}/{v.key}", outcome="kept" if v.kept else "dropped", detail=", ".join(v.reasons), fields={"path": v.path}, numbers=dict(v.scores))
+        Outcome(
+            id=f"{v.env_id}/{v.key}",
+            outcome="kept" if v.kept else "dropped",
+            detail=", ".join(v.reasons),
+            fields={"path": v.path},
+            numbers=dict(v.scores),
+        )
         for v in verdicts
     ]
     total = len(verdicts)
     counts = {"trajectories": total, "kept": len(selection.kept), "dropped": len(selection.dropped)}
     drops = {reason: row["count"] for reason, row in selection.drop_table().items()}
     paths = {"selection": str(out / "selection.json"), "kept": str(out / "kept.jsonl"), "drops": str(out / "drops.md")}
-    return Summary(verb="select", message=f"kept {len(selection.kept)} of {total}", counts=counts, seconds=round(seconds, 2), paths=paths, items=items, extra={"drops": drops})
+    return Summary(
+        verb="select",
+        message=f"kept {len(selection.kept)} of {total}",
+        counts=counts,
+        seconds=round(seconds, 2),
+        paths=paths,
+        items=items,
+        extra={"drops": drops},
+    )
 
 
 def export_summary(stats, out: Path, seconds: float) -> Summary:
     """`arex export`: one item per shard written (its rows and bytes)."""
-    items = [Outcome(id=path, outcome="written", numbers={"rows": s["rows"], "bytes": s["bytes"]}) for path, s in sorted(stats.shards.items())]
-    counts = {"trajectories": stats.trajectories, "duplicates": len(stats.duplicates), "shards": len(stats.shards), "rows": sum(stats.rows.values())}
+    items = [
+        Outcome(id=path, outcome="written", numbers={"rows": s["rows"], "bytes": s["bytes"]})
+        for path, s in sorted(stats.shards.items())
+    ]
+    counts = {
+        "trajectories": stats.trajectories,
+        "duplicates": len(stats.duplicates),
+        "shards": len(stats.shards),
+        "rows": sum(stats.rows.values()),
+    }
     rows = ", ".join(f"{g} {n}" for g, n in stats.rows.items())
-    message = f"exported {stats.trajectories} trajectories ({len(stats.duplicates)} duplicates skipped): {rows} rows in {len(stats.shards)} shard(s)"
+    message = (
+        f"exported {stats.trajectories} trajectories ({len(stats.duplicates)} duplicates skipped): "
+        f"{rows} rows in {len(stats.shards)} shard(s)"
+    )
     paths = {"dataset": str(out), "card": str(out / "README.md"), "checksums": str(out / "checksums.json")}
-    return Summary(verb="export", message=message, counts=counts, seconds=round(seconds, 2), paths=paths, items=items, extra={"rows": dict(stats.rows), "duplicates": list(stats.duplicates)})
+    return Summary(
+        verb="export",
+        message=message,
+        counts=counts,
+        seconds=round(seconds, 2),
+        paths=paths,
+        items=items,
+        extra={"rows": dict(stats.rows), "duplicates": list(stats.duplicates)},
+    )
 
 
 def push_summary(result, folder: Path, seconds: float) -> Summary:
@@ -174,4 +262,12 @@ def push_summary(result, folder: Path, seconds: float) -> Summary:
     counts = {"files": len(result.files), "bytes": result.total_bytes}
     paths = {"dataset": str(folder), "repo": result.repo_url, "commit": result.commit_url}
     extra = {"repo_id": result.repo_id, "revision": result.revision, "commit_id": result.commit_id}
-    return Summary(verb="push", message=f"pushed {len(result.files)} files to {result.repo_url}", counts=counts, seconds=round(seconds, 2), paths=paths, items=items, extra=extra)
+    return Summary(
+        verb="push",
+        message=f"pushed {len(result.files)} files to {result.repo_url}",
+        counts=counts,
+        seconds=round(seconds, 2),
+        paths=paths,
+        items=items,
+        extra=extra,
+    )

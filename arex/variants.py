@@ -92,7 +92,9 @@ def _mapping(loader: _UniqueKeys, node: yaml.MappingNode) -> dict:
     keys = [loader.construct_object(k, deep=True) for k, _ in node.value]
     twice = sorted({str(k) for k in keys if keys.count(k) > 1})
     if twice:
-        raise ConfigError(f"the key '{twice[0]}' appears twice (line {node.start_mark.line + 1}); every variant needs its own name")
+        raise ConfigError(
+            f"the key '{twice[0]}' appears twice (line {node.start_mark.line + 1}); every variant needs its own name"
+        )
     return loader.construct_mapping(node, deep=True)
 
 
@@ -103,33 +105,53 @@ def read_variants_file(path: Path) -> dict[str, list[str]]:
     """Variant name → its overrides, in file order. ConfigError naming the file and the problem."""
     where = f"variants file {path}"
     if not path.is_file():
-        raise ConfigError(f"{where} not found; pass a YAML file with a 'variants:' mapping of names to overrides (see configs/variants/ablation.yaml)")
+        raise ConfigError(
+            f"{where} not found; pass a YAML file with a 'variants:' mapping of names to overrides "
+            "(see configs/variants/ablation.yaml)"
+        )
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeys)  # noqa: S506 - a SafeLoader subclass
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"{where} cannot be read as YAML ({str(exc).splitlines()[0]}); fix it and re-run") from None
-    if not isinstance(data, dict) or set(data) != {"variants"} or not isinstance(data["variants"], dict) or not data["variants"]:
-        raise ConfigError(f"{where} must hold one key, 'variants:', mapping each variant's name to a list of overrides (e.g. 'no-skills: [rollout.task_skills=false]')")
+    if (
+        not isinstance(data, dict)
+        or set(data) != {"variants"}
+        or not isinstance(data["variants"], dict)
+        or not data["variants"]
+    ):
+        raise ConfigError(
+            f"{where} must hold one key, 'variants:', mapping each variant's name to a list of overrides "
+            "(e.g. 'no-skills: [rollout.task_skills=false]')"
+        )
     variants: dict[str, list[str]] = {}
     for name, items in data["variants"].items():
         _check_name(name, where, variants)
         items = [] if items is None else items
         if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
-            raise ConfigError(f"{where}: variant '{name}' must list its overrides as text, files or section.key=value (e.g. [rollout.rounds=20]), not {items!r}")
+            raise ConfigError(
+                f"{where}: variant '{name}' must list its overrides as text, files or section.key=value "
+                f"(e.g. [rollout.rounds=20]), not {items!r}"
+            )
         variants[str(name)] = items
     return variants
 
 
 def _check_name(name: Any, where: str, seen: dict) -> None:
     if not isinstance(name, str) or not NAME.match(name):
-        raise ConfigError(f"{where}: the variant name {name!r} cannot name a folder; use letters, digits and . _ + - (at most 64, starting with a letter or digit)")
+        raise ConfigError(
+            f"{where}: the variant name {name!r} cannot name a folder; "
+            "use letters, digits and . _ + - (at most 64, starting with a letter or digit)"
+        )
     if name.lower() in RESERVED:
         raise ConfigError(f"{where}: the variant name '{name}' is reserved (a file of the store); choose another")
     clash = [other for other in seen if other.lower() == name.lower()]
     if clash:
-        raise ConfigError(f"{where}: the variants '{clash[0]}' and '{name}' differ only in case, so they would share a folder on some disks; rename one")
+        raise ConfigError(
+            f"{where}: the variants '{clash[0]}' and '{name}' differ only in case, "
+            "so they would share a folder on some disks; rename one"
+        )
 
 
 def load_variants(path: Path, base: list[str], rounds: int | None = None) -> list[Variant]:
@@ -137,7 +159,11 @@ def load_variants(path: Path, base: list[str], rounds: int | None = None) -> lis
     overrides. ConfigError naming the variant for an unknown key or a wrong value."""
     variants = []
     for name, overrides in read_variants_file(path).items():
-        items = [*base, *([f"rollout.rounds={rounds}"] if rounds is not None else []), *(_resolve(item, path) for item in overrides)]
+        items = [
+            *base,
+            *([f"rollout.rounds={rounds}"] if rounds is not None else []),
+            *(_resolve(item, path) for item in overrides),
+        ]
         try:
             config = load_config(items)
         except ConfigError as exc:
@@ -156,10 +182,16 @@ def _resolve(item: str, variants_file: Path) -> str:
 def guard_store(out: Path, with_variants: bool) -> None:
     """UserInputError if `out` is the other kind of store: an ordinary store given --variants, or a
     variants store given none."""
-    if with_variants and not (out / RECORD).exists() and ((out / "summary.json").exists() or any(out.glob("*/*.jsonl"))):
+    if (
+        with_variants
+        and not (out / RECORD).exists()
+        and ((out / "summary.json").exists() or any(out.glob("*/*.jsonl")))
+    ):
         raise UserInputError(f"{out} is an ordinary trajectory store (it has no {RECORD}); give --variants a new --out")
     if not with_variants and (out / RECORD).exists():
-        raise UserInputError(f"{out} holds variants ({out / RECORD}); re-run with --variants FILE, or choose another --out")
+        raise UserInputError(
+            f"{out} holds variants ({out / RECORD}); re-run with --variants FILE, or choose another --out"
+        )
 
 
 def read_record(out: Path) -> list[VariantEntry]:
@@ -170,7 +202,9 @@ def read_record(out: Path) -> list[VariantEntry]:
     try:
         return VariantsRecord.model_validate_json(path.read_bytes()).variants
     except (OSError, ValidationError, ValueError) as exc:
-        raise UserInputError(f"{path} cannot be read ({str(exc).splitlines()[0]}); restore it, or use another --out") from None
+        raise UserInputError(
+            f"{path} cannot be read ({str(exc).splitlines()[0]}); restore it, or use another --out"
+        ) from None
 
 
 def check_unchanged(out: Path, variants: list[Variant], file: Path) -> dict[str, VariantEntry]:
@@ -183,26 +217,31 @@ def check_unchanged(out: Path, variants: list[Variant], file: Path) -> dict[str,
             continue
         if before.overrides != v.overrides:
             raise UserInputError(
-                f"variant '{v.name}' in {file} changed since it ran in {out / v.name} (overrides {before.overrides} then, {v.overrides} now); "
+                f"variant '{v.name}' in {file} changed since it ran in {out / v.name} "
+                f"(overrides {before.overrides} then, {v.overrides} now); "
                 "give the changed variant a new name, or restore its overrides"
             )
         if before.config_hash != v.config_hash:
             raise UserInputError(
-                f"variant '{v.name}' has the overrides it ran with in {out / v.name}, but its configuration differs (a -c file, --rounds, or a file it names changed); "
+                f"variant '{v.name}' has the overrides it ran with in {out / v.name}, "
+                "but its configuration differs (a -c file, --rounds, or a file it names changed); "
                 "restore them, or use another --out"
             )
     return recorded
 
 
 def check_and_record(out: Path, variants: list[Variant], file: Path) -> None:
-    """`check_unchanged`, then write `<out>/variants.json`: the variants on record, updated, and the new ones after them."""
+    """`check_unchanged`, then write `<out>/variants.json`: the variants on record, updated, and the new
+    ones after them."""
     recorded = check_unchanged(out, variants, file)
     for v in variants:
         recorded[v.name] = v.entry()
     path = out / RECORD
     try:
         out.mkdir(parents=True, exist_ok=True)
-        path.with_suffix(".json.tmp").write_text(VariantsRecord(variants=list(recorded.values())).model_dump_json(indent=2) + "\n")
+        path.with_suffix(".json.tmp").write_text(
+            VariantsRecord(variants=list(recorded.values())).model_dump_json(indent=2) + "\n"
+        )
         os.replace(path.with_suffix(".json.tmp"), path)
     except OSError as exc:
         raise write_error(exc, path) from None
@@ -223,7 +262,14 @@ class _Board:
 
 
 async def run_variants(
-    envs: list[Env], variants: list[Variant], out: Path, samples: int, concurrency: int, base_url: str | None, console: Console | None, file: Path
+    envs: list[Env],
+    variants: list[Variant],
+    out: Path,
+    samples: int,
+    concurrency: int,
+    base_url: str | None,
+    console: Console | None,
+    file: Path,
 ) -> dict[str, dict]:
     """Run every variant's batch into `<out>/<name>/`, `concurrency` rollouts at once in all;
     returns each variant's run summary (as `run_batch`), by name. Holds `out`'s lock throughout;
@@ -241,7 +287,19 @@ async def run_variants(
         limit = asyncio.Semaphore(concurrency)
         board = _Board({v.name: Progress(total=len(envs) * samples) for v in variants})
         batches = [
-            run_batch(envs, v.config.teacher, v.config.rollout, v.config.sandbox, out / v.name, samples, concurrency, v.config.teacher.base_url or base_url, None, limit, board.progress[v.name])
+            run_batch(
+                envs,
+                v.config.teacher,
+                v.config.rollout,
+                v.config.sandbox,
+                out / v.name,
+                samples,
+                concurrency,
+                v.config.teacher.base_url or base_url,
+                None,
+                limit,
+                board.progress[v.name],
+            )
             for v in variants
         ]
         summaries = await gather(batches, board, console)
