@@ -101,7 +101,9 @@ def applied(m: Mutation):
 # -- container options ------------------------------------------------------------------------
 def _tmpfs_without(option: str):
     def change(opts):
-        opts["tmpfs"] = {target: re.sub(rf"(^|,){option}=[^,]*", "", spec).lstrip(",") for target, spec in opts["tmpfs"].items()}
+        opts["tmpfs"] = {
+            target: re.sub(rf"(^|,){option}=[^,]*", "", spec).lstrip(",") for target, spec in opts["tmpfs"].items()
+        }
 
     return change
 
@@ -137,7 +139,9 @@ def _unpack_with_gnu_tar(self, source, sandbox_dir, empty_first):
     if empty_first:
         script += "chmod -R u+rwX . 2>/dev/null; find . -mindepth 1 -maxdepth 1 -exec rm -rf -- {} +\n"
     script += "exec tar -x -p --no-same-owner -f -"
-    reply = self._helper(["sh", "-c", script, "arex-unpack", sandbox_dir], feed=lambda: iter(lambda: source.read(1 << 20), b""))
+    reply = self._helper(
+        ["sh", "-c", script, "arex-unpack", sandbox_dir], feed=lambda: iter(lambda: source.read(1 << 20), b"")
+    )
     if reply["exit_code"] != 0:
         raise RuntimeError(f"unpacking failed: {execd_text(reply['err'])[0].strip()[-300:]}")
 
@@ -146,6 +150,7 @@ def _unpack_with_gnu_tar(self, source, sandbox_dir, empty_first):
 RUNNER = "runner.c"
 SERVER = "box/server.py"
 NO_SETGROUPS_CHECK = ('if (setgroups(0, NULL) != 0) die("setgroups");', "setgroups(0, NULL);  /* mutated: may fail */")
+
 
 # name → what is removed, and the checks that must then fail. The suite's config stays as it is
 # unless a mutation says otherwise: the backend simply stops applying one protection.
@@ -157,11 +162,18 @@ def _replaced(text: str, old: str, new: str) -> str:
 
 
 MUTATIONS: dict[str, Mutation] = {
-    "no memory limit": Mutation(["out_of_memory_is_distinct"], options=lambda o: (o.pop("mem_limit"), o.pop("memswap_limit"))),
-    "memory limit not tightened": Mutation(["memory_limit_can_be_tightened"], patches=[(DockerSandbox, "set_memory_limit", lambda self, memory: None)]),
+    "no memory limit": Mutation(
+        ["out_of_memory_is_distinct"], options=lambda o: (o.pop("mem_limit"), o.pop("memswap_limit"))
+    ),
+    "memory limit not tightened": Mutation(
+        ["memory_limit_can_be_tightened"], patches=[(DockerSandbox, "set_memory_limit", lambda self, memory: None)]
+    ),
     "no pids limit": Mutation(["pids_limit_caps_processes"], options=lambda o: o.pop("pids_limit")),
     # Networking is off in two ways (network_disabled and network_mode "none"): undo both.
-    "host network": Mutation(["only_loopback_network", "cannot_reach_host_services"], options=lambda o: o.update(network_mode="host", network_disabled=False)),
+    "host network": Mutation(
+        ["only_loopback_network", "cannot_reach_host_services"],
+        options=lambda o: o.update(network_mode="host", network_disabled=False),
+    ),
     "capabilities not dropped": Mutation(["no_privileges"], options=lambda o: (o.pop("cap_drop"), o.pop("cap_add"))),
     "new privileges allowed": Mutation(["no_privileges"], options=lambda o: o.pop("security_opt")),
     "mount writable": Mutation(["readonly_mount_is_not_writable"], options=_mounts_writable),
@@ -172,16 +184,19 @@ MUTATIONS: dict[str, Mutation] = {
     # can no longer drop supplementary groups), so the agent can reach and kill them.
     "serving processes as agent uid": Mutation(
         ["serving_processes_are_out_of_reach", "server_survives_the_agent"],
-        options=_serving_as_agent, sources={RUNNER: [NO_SETGROUPS_CHECK]},
+        options=_serving_as_agent,
+        sources={RUNNER: [NO_SETGROUPS_CHECK]},
     ),
     # Commands as root: the config refuses it, and the runner twice more; all three removed.
     "commands as root": Mutation(
         ["user_is_not_root", "no_privileges"],
         config={"user": "0:0"},
-        sources={RUNNER: [
-            ('    if (o->uid == 0) { fprintf(stderr, "arex-run: refusing to run as root\\n"); _exit(125); }\n', ""),
-            (" || setuid(0) == 0) {", ") {"),
-        ]},
+        sources={
+            RUNNER: [
+                ('    if (o->uid == 0) { fprintf(stderr, "arex-run: refusing to run as root\\n"); _exit(125); }\n', ""),
+                (" || setuid(0) == 0) {", ") {"),
+            ]
+        },
     ),
     "no default timeout": Mutation(["timeout_status"], config={"timeout_s": 3600}),
     # The runner: subreaper, tree kill, sweep, evidence, limits, file reads as the user.
@@ -191,25 +206,44 @@ MUTATIONS: dict[str, Mutation] = {
     ),
     "runner: kills only the main process": Mutation(
         ["timeout_kills_the_whole_tree", "timeout_kills_tree_without_marker"],
-        sources={RUNNER: [("if (timed_out || killed || o.kill_tree) kill_all(getpid(), -1, &t);", "if (timed_out || killed || o.kill_tree) kill(pid, SIGKILL);")]},
+        sources={
+            RUNNER: [
+                (
+                    "if (timed_out || killed || o.kill_tree) kill_all(getpid(), -1, &t);",
+                    "if (timed_out || killed || o.kill_tree) kill(pid, SIGKILL);",
+                )
+            ]
+        },
     ),
     "runner: no sweep of the user": Mutation(
         ["isolated_runs_leave_nothing"],
-        sources={RUNNER: [
-            ("    if (o.sweep) kill_all(0, o.uid, &ignored);  /* nothing of an earlier run lives on */\n", ""),
-            ("    if (o.sweep) kill_all(0, o.uid, &ignored);\n    int code", "    int code"),
-        ]},
+        sources={
+            RUNNER: [
+                ("    if (o.sweep) kill_all(0, o.uid, &ignored);  /* nothing of an earlier run lives on */\n", ""),
+                ("    if (o.sweep) kill_all(0, o.uid, &ignored);\n    int code", "    int code"),
+            ]
+        },
     ),
     "runner: nothing killed after": Mutation(  # the sweep before still runs: the leftovers are the run's own
         ["isolated_runs_leave_nothing"],
-        sources={RUNNER: [
-            ("if (timed_out || killed || o.kill_tree) kill_all(", "if (timed_out || killed) kill_all("),
-            ("    if (o.sweep) kill_all(0, o.uid, &ignored);\n    int code", "    int code"),
-        ]},
+        sources={
+            RUNNER: [
+                ("if (timed_out || killed || o.kill_tree) kill_all(", "if (timed_out || killed) kill_all("),
+                ("    if (o.sweep) kill_all(0, o.uid, &ignored);\n    int code", "    int code"),
+            ]
+        },
     ),
     "runner: result fd left open": Mutation(
         ["evidence_cannot_be_forged"],
-        sources={RUNNER: [("    if (o->result_fd >= 0) close(o->result_fd);  /* the command must not write its own verdict */\n", "")]},
+        sources={
+            RUNNER: [
+                (
+                    "    if (o->result_fd >= 0) close(o->result_fd);"
+                    "  /* the command must not write its own verdict */\n",
+                    "",
+                )
+            ]
+        },
     ),
     "runner: no CPU limit": Mutation(
         ["evidence_cannot_be_forged"],
@@ -217,14 +251,22 @@ MUTATIONS: dict[str, Mutation] = {
     ),
     "runner: CPU limit soft only": Mutation(
         ["evidence_cannot_be_forged"],
-        sources={RUNNER: [("set_limit(RLIMIT_CPU, o->cpu, o->cpu + 1)", "set_limit(RLIMIT_CPU, o->cpu, (long)RLIM_INFINITY)")]},
+        sources={
+            RUNNER: [
+                ("set_limit(RLIMIT_CPU, o->cpu, o->cpu + 1)", "set_limit(RLIMIT_CPU, o->cpu, (long)RLIM_INFINITY)")
+            ]
+        },
     ),
     "runner: CPU of main process only": Mutation(
         ["cpu_time_is_reported"],
-        sources={RUNNER: [(
-            "            account(&t, &ru);\n            if (w == pid) status = st, main_done = 1;",
-            "            if (w == pid) account(&t, &ru), status = st, main_done = 1;",
-        )]},
+        sources={
+            RUNNER: [
+                (
+                    "            account(&t, &ru);\n            if (w == pid) status = st, main_done = 1;",
+                    "            if (w == pid) account(&t, &ru), status = st, main_done = 1;",
+                )
+            ]
+        },
     ),
     "runner: no file size limit": Mutation(
         ["file_size_limit"],
@@ -232,24 +274,41 @@ MUTATIONS: dict[str, Mutation] = {
     ),
     "runner: reads files as root": Mutation(
         ["read_file_does_not_follow_into_root_only_files"],
-        sources={RUNNER: [(
-            "    become_agent(o);\n    if (o->read_path) _exit(read_file(o->read_path, o->read_cap));",
-            "    if (o->read_path) _exit(read_file(o->read_path, o->read_cap));\n    become_agent(o);",
-        )]},
+        sources={
+            RUNNER: [
+                (
+                    "    become_agent(o);\n    if (o->read_path) _exit(read_file(o->read_path, o->read_cap));",
+                    "    if (o->read_path) _exit(read_file(o->read_path, o->read_cap));\n    become_agent(o);",
+                )
+            ]
+        },
     ),
     # The command server: output capture and the flood kill.
     "server: no output cap": Mutation(
         ["stdout_is_capped_with_marker", "stderr_is_capped_with_marker"],
-        sources={SERVER: [("    def __init__(self, keep, req_id, stream):\n", "    def __init__(self, keep, req_id, stream):\n        keep = 1 << 40\n")]},
+        sources={
+            SERVER: [
+                (
+                    "    def __init__(self, keep, req_id, stream):\n",
+                    "    def __init__(self, keep, req_id, stream):\n        keep = 1 << 40\n",
+                )
+            ]
+        },
     ),
     "server: flood not stopped": Mutation(
         ["output_flood_is_stopped"],
         sources={SERVER: [('if out.total + err.total > req["kill_at"] and state["killed"] is None:', "if False:")]},
     ),
     # Archives.
-    "archive follows symlinks": Mutation(["archive_restore_roundtrip"], patches=[(DockerSandbox, "_helper", _helper_tar_follows_links)]),
-    "archive ignores its cap": Mutation(["archive_size_cap"], patches=[(DockerSandbox, "archive", _archive_without_cap)]),
-    "restore with GNU tar": Mutation(["archive_restore_roundtrip"], patches=[(DockerSandbox, "_unpack", _unpack_with_gnu_tar)]),
+    "archive follows symlinks": Mutation(
+        ["archive_restore_roundtrip"], patches=[(DockerSandbox, "_helper", _helper_tar_follows_links)]
+    ),
+    "archive ignores its cap": Mutation(
+        ["archive_size_cap"], patches=[(DockerSandbox, "archive", _archive_without_cap)]
+    ),
+    "restore with GNU tar": Mutation(
+        ["archive_restore_roundtrip"], patches=[(DockerSandbox, "_unpack", _unpack_with_gnu_tar)]
+    ),
     # Reuse: the cleaning a grading pool runs between gradings, and its check.
     "cleaning: own roots not restored": Mutation(
         ["reuse_cleaning_restores_a_sealed_sandbox"],
@@ -257,10 +316,21 @@ MUTATIONS: dict[str, Mutation] = {
     ),
     "cleaning: attributes kept": Mutation(
         ["reuse_cleaning_restores_a_sealed_sandbox"],
-        patches=[(cleaning, "INSPECT", _replaced(cleaning.INSPECT, "            os.removexattr(path, name, follow_symlinks=False)\n", "            pass\n"))],
+        patches=[
+            (
+                cleaning,
+                "INSPECT",
+                _replaced(
+                    cleaning.INSPECT,
+                    "            os.removexattr(path, name, follow_symlinks=False)\n",
+                    "            pass\n",
+                ),
+            )
+        ],
     ),
     "cleaning: places not checked": Mutation(
-        ["reuse_check_sees_a_sealed_sandbox"], patches=[(cleaning, "_place_problems", lambda *args: [])],
+        ["reuse_check_sees_a_sealed_sandbox"],
+        patches=[(cleaning, "_place_problems", lambda *args: [])],
     ),
 }
 
