@@ -1,7 +1,7 @@
 """One rollout: one env × one sample × up to R rounds of act → submit → feedback → reflect.
 
 `run()` loops `play_round()`; a round is `_act()` (one teacher call per step until `submit` or a
-limit), grading, then `_reflect()`. Budgets are checked in one place (`_over_budget`); every line
+limit), grading, then `_reflect()`. Budgets are checked in one place (`Ledger.over_budget`); every line
 of the record (arex.record.trajectory) is appended as it happens, and the record is closed with its
 ending in `finally`. A re-run resumes from the last complete round. The loop never asks which
 action format is in use (arex.rollout.formats) and holds no sandbox logistics (the agent sandbox's
@@ -28,7 +28,6 @@ from arex.record.trajectory import (
     Reflection,
     RoundEnd,
     RoundStart,
-    Spent,
     Step,
     Trajectory,
     load,
@@ -38,12 +37,13 @@ from arex.rollout.config import RolloutConfig
 from arex.rollout.endings import INFRA, STORE_ERRNOS, ending_of
 from arex.rollout.formats import FORMATS
 from arex.rollout.keep import Keeper
-from arex.rollout.memory import Memory
+from arex.rollout.ledger import Ledger
+from arex.rollout.memory import Memory, system_prompt
 from arex.rollout.parse import clip, parse_reflection
-from arex.rollout.sandboxes import AgentSandbox, agent_config, archive_to_restore, none_starting, skills_of
+from arex.rollout.sandboxes import AgentSandbox, agent_config, archive_to_restore, skills_of
 from arex.sandbox import Sandbox, SandboxConfig, SandboxError
 from arex.specs import TeacherIdentity
-from arex.teacher.client import Reply, TeacherClient, TeacherError
+from arex.teacher.client import TeacherClient, TeacherError
 
 
 class Rollout:
@@ -75,12 +75,12 @@ class Rollout:
         timeout = f"{config.command_timeout_s:g}"
         workdir = self.sandbox_config.workdir
         self.format = FORMATS[config.action_format](self.prompts, config.skills_target, ss.paths(), workdir, timeout)
-        self.memory = Memory(self.prompts, config, self._system(ss.catalogue()))
+        system = system_prompt(self.prompts, self.format.system_prompt, config, workdir, env, ss.catalogue())
+        self.memory = Memory(self.prompts, config, system)
         self.grading = env.open_grading(sandbox, pools)
         self.sandbox = AgentSandbox(env, self.sandbox_config, sample, box)
-        self.writer, self._warming = None, None  # set by run()
-        self.tokens, self.cost, self.rounds_done = 0, 0.0, 0
-        self.started = time.monotonic()
+        self.writer = None  # set by run()
+        self.ledger, self.rounds_done = Ledger(config), 0
         self.on_round = None  # callback(rollout, RoundEnd) for progress displays
         self.publish = publisher(path)  # a store at a URL: each complete round is uploaded (arex.record.url_store)
 
@@ -105,10 +105,10 @@ class Rollout:
             self._restore(previous)
             self.keeper.prune()  # what a stop left: a cut round's archive, or one the last round replaced
             # The sandbox starts while the first teacher call is out: the first command waits for it.
-            self.sandbox.begin(lambda: archive_to_restore(self.store, self.keeper.last(), self.rounds_done))
-            self._warming = asyncio.ensure_future(self._warm_grading())
+            restore = lambda: archive_to_restore(self.store, self.keeper.last(), self.rounds_done)  # noqa: E731
+            self.sandbox.begin(restore, then=self.grading.warm)
             for number in range(self.rounds_done + 1, self.config.rounds + 1):
-                over = self._over_budget()
+                over = self.ledger.over_budget()
                 if over:
                     status, reason = "budget", over
                     break
@@ -123,7 +123,7 @@ class Rollout:
         except Exception as exc:  # noqa: BLE001 - one broken rollout must not stop the batch; it is redone
             status, reason = ending_of(exc)
             if isinstance(exc, TeacherError) and exc.attempts:
-                self._spend(exc)
+                self.writer.write(self.ledger.failed_call(exc, self.rounds_done + 1, self.teacher))
         finally:
             try:
                 end = self._close(status, reason)
@@ -137,29 +137,18 @@ class Rollout:
             reason=reason,
             rounds=self.rounds_done,
             best=self.memory.best,
-            tokens=self.tokens,
-            cost_usd=round(self.cost, 6),
-            seconds=round(time.monotonic() - self.started, 2),
+            tokens=self.ledger.tokens,
+            cost_usd=round(self.ledger.cost, 6),
+            seconds=round(self.ledger.seconds, 2),
         )
         if status != "interrupted":  # an interrupted rollout stays open, to be resumed
             self.writer.write(end)
         self.writer.close()
-        if self._warming is not None:
-            self._warming.cancel()
+        self.sandbox.cancel_then()
         self.grading.close()
         if self.publish is not None:
             self.publish.wait()  # the last round and the end are at the URL (UrlStoreError naming it if not)
         return end
-
-    async def _warm_grading(self) -> None:
-        """A grading container started ahead, once this rollout's sandbox is up (it is on the
-        rollout's path; a grading is a round away)."""
-        try:
-            await self.sandbox.get()
-        except Exception:  # noqa: BLE001 - the loop reports a start that failed
-            return
-        await none_starting()
-        self.grading.warm()
 
     async def play_round(self, number: int) -> None:
         context = self.memory.context(number)
@@ -199,10 +188,10 @@ class Rollout:
         """Teacher calls and their commands until `submit` or a limit; returns how the acting ended."""
         streak = 0
         for index in range(self.config.steps_per_round):
-            if self._over_budget():
+            if self.ledger.over_budget():
                 return "budget"
             reply = await self.format.act(self.teacher, messages)
-            self._count(reply)
+            self.ledger.count(reply)
             step = await self._step(number, index, self.format.record(reply))
             self.writer.write(step)
             messages += step.turns()  # what the record rebuilds (Round.messages), by construction
@@ -233,61 +222,19 @@ class Rollout:
     async def _reflect(self, messages: list[dict], reflect_prompt: str) -> Reflection:
         messages.append({"role": "user", "content": reflect_prompt})
         call = await self.format.reflect(self.teacher, messages)
-        self._count(call)
+        self.ledger.count(call)
         parsed = parse_reflection(call.content if call.status == "ok" else "")
         messages.append({"role": "assistant", "content": call.content})
         return Reflection(call=self.format.record(call), **parsed.__dict__)
 
-    def _system(self, skills: str) -> str:
-        return self.prompts[self.format.system_prompt].format(
-            workdir=self.sandbox_config.workdir,
-            timeout=f"{self.config.command_timeout_s:g}",
-            steps=self.config.steps_per_round,
-            skills_dir=self.config.skills_target,
-            skills=skills,
-            title=self.env.title,
-            statement=self.env.statement.strip(),
-            # rollout.docs: its own paragraph
-            docs=f"\n{self.prompts['docs'].strip()}\n" if self.config.docs and self.prompts.get("docs") else "",
-        )
-
-    # -- budgets, accounting, resuming --------------------------------------------------------
-    def _over_budget(self) -> str | None:
-        return self.config.spent(self.tokens, self.cost, time.monotonic() - self.started)
-
-    def _count(self, call: Reply | Call | Spent) -> None:
-        self.tokens, self.cost = self.tokens + call.prompt_tokens + call.completion_tokens, self.cost + call.cost_usd
-
-    def _spend(self, exc: TeacherError) -> None:
-        """Record the paid attempts of a call that failed for good (they belong to no round)."""
-        a = exc.attempts
-        prompt, cached, completion = (
-            sum(x.prompt_tokens for x in a),
-            sum(x.cached_tokens for x in a),
-            sum(x.completion_tokens for x in a),
-        )
-        spent = Spent(
-            round=self.rounds_done + 1,
-            calls=1,
-            prompt_tokens=prompt,
-            completion_tokens=completion,
-            cached_tokens=cached,
-            cost_usd=self.teacher.cost(prompt, cached, completion),
-            reason=f"a call failed after {len(a)} attempt(s): {exc}"[:500],
-        )
-        self.writer.write(spent)
-        self._count(spent)
-
+    # -- resuming ----------------------------------------------------------------------------
     def _restore(self, previous: Trajectory) -> None:
         """Carry on from a record: its complete rounds, and every call it paid for."""
         for round_ in previous.rounds:
             self.rounds_done = round_.end.round
             self.keeper.note(round_.end, improved=bool(round_.end.best and round_.end.best.round == round_.end.round))
             self.memory.restore(round_)
-            for call in [step.call for step in round_.steps] + [round_.end.reflection.call]:
-                self._count(call)
-        for spent in previous.spent:
-            self._count(spent)
+        self.ledger.count_record(previous)
 
     def _header(self) -> Header:
         return Header(

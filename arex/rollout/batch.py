@@ -142,7 +142,8 @@ async def run_batch(
         else:
             log.warning(line)
 
-    with StoreLock(out, notify), StoreLabel(out) if limit is None else nullcontext():
+    label = StoreLabel(out) if limit is None else nullcontext()  # a variant's batch runs under its run's label
+    with StoreLock(out, notify), label:
         if limit is None:
             remove_leftovers(out, sandbox_config.backend, notify)
         shared = (limit, progress)
@@ -260,7 +261,7 @@ async def _run_locked(
     started = time.monotonic()
 
     def on_round(rollout: Rollout, end: RoundEnd) -> None:
-        progress.note_round(rollout.key, rollout.env.id, rollout.tokens, rollout.cost, end.best.held_out)
+        progress.note_round(rollout.key, rollout.env.id, rollout.ledger.tokens, rollout.ledger.cost, end.best.held_out)
 
     async def one(env: Env, sample: int) -> dict:
         key, plan = _plan(env, sample, rollout_config, sandbox_config, out, chash)

@@ -20,6 +20,15 @@ _SUFFIX = {"full": "", "score-only": "_score_only", "none": "_none"}
 """Each feedback mode's prompts: `reflect`, `reflect_score_only`, ... (rollout.config.FEEDBACK_PROMPTS)."""
 
 
+def system_prompt(prompts: dict[str, str], name: str, config: RolloutConfig, workdir: str, env, skills: str) -> str:
+    """The system prompt `name` (the action format's) for `env`: the task, the limits, the skills."""
+    docs = f"\n{prompts['docs'].strip()}\n" if config.docs and prompts.get("docs") else ""  # its own paragraph
+    return prompts[name].format(
+        workdir=workdir, timeout=f"{config.command_timeout_s:g}", steps=config.steps_per_round,
+        skills_dir=config.skills_target, skills=skills, title=env.title, statement=env.statement.strip(), docs=docs,
+    )
+
+
 class Memory:
     def __init__(self, prompts: dict[str, str], config: RolloutConfig, system: str):
         self.prompts, self.config, self.mode = prompts, config, config.feedback

@@ -420,7 +420,7 @@ async def _play(job: RemoteJob, blob: bytes, board, limiter: RayLimiter) -> dict
     teacher = TeacherClient(job.teacher, base_url=job.base_url, limiter=RayLimiter(limiter.actor, node))
     rollout = Rollout(env, teacher, job.identity, job.rollout, job.sandbox, path, job.sample, job.key, job.config_hash)
     rollout.on_round = lambda r, end: board.note.remote(
-        {"kind": "round", "key": job.key, "env": env.id, "best": end.best.held_out, "tokens": r.tokens, "cost": r.cost}
+        {"kind": "round", "key": job.key, "env": env.id, "best": end.best.held_out, "tokens": r.ledger.tokens, "cost": r.ledger.cost}
     )
     try:
         end = await rollout.run()

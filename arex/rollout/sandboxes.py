@@ -90,11 +90,26 @@ class AgentSandbox:
 
     def __init__(self, env: Env, config: SandboxConfig, sample: int, ahead: "asyncio.Future[Sandbox | None] | None"):
         self.env, self.config, self.sample = env, config, sample
-        self._ahead, self._ready, self.box = ahead, None, None
+        self._ahead, self._ready, self._then, self.box = ahead, None, None, None
 
-    def begin(self, restore: Callable[[], Path | None]) -> None:
-        """Start it in the background; `restore()` names the archive to restore (resuming), if any."""
+    def begin(self, restore: Callable[[], Path | None], then: Callable[[], None] | None = None) -> None:
+        """Start it in the background; `restore()` names the archive to restore (resuming), if any;
+        `then()` runs once it is up and no other sandbox is starting (the rollout warms a grading
+        container so: one round away, on the rollout's path). `cancel_then` before what it uses closes."""
         self._ready = asyncio.ensure_future(self._start(restore))
+        self._then = asyncio.ensure_future(self._after_start(then)) if then is not None else None
+
+    async def _after_start(self, then: Callable[[], None]) -> None:
+        try:
+            await self.get()
+        except Exception:  # noqa: BLE001 - the loop reports a start that failed
+            return
+        await none_starting()
+        then()
+
+    def cancel_then(self) -> None:
+        if self._then is not None:
+            self._then.cancel()
 
     async def get(self) -> Sandbox:
         """The started sandbox (SandboxError if it could not start). Shielded: a caller cancelled
