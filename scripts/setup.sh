@@ -11,7 +11,7 @@ log() { echo "[arex setup] $*"; }
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 
 # 1. System packages: the Docker engine, debootstrap (for the locally built base image) and
-#    headless Chromium (tests/test_report.py renders `arex report`'s pages with it).
+#    headless Chromium (tests/report/test_report.py renders `arex report`'s pages with it).
 missing=()
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)

@@ -1,4 +1,4 @@
-"""Hostile programs for tests/test_attacks.py: what an agent that knows arex's source would try.
+"""Hostile programs for tests/sandbox/test_attacks.py: what an agent that knows arex's source would try.
 
 Each is plain source text (a submission for the subset-fill judge env, or a script the scripted
 teacher writes into its sandbox). They are data: nothing here runs on the host.

@@ -30,7 +30,7 @@ _ROUND_LINE = re.compile(r"round-(\d+)")
 
 
 def make_tally_env(root: Path, env_id: str, title: str | None = None) -> Path:
-    """A tally env folder (the kind of tests/test_loop_fast.py): the score is answer.txt / 10."""
+    """A tally env folder (the kind of tests/loop_kit.py): the score is answer.txt / 10."""
     folder = root / env_id
     (folder / "workspace").mkdir(parents=True)
     (folder / "task.yaml").write_text(f"kind: tally\nid: {env_id}\ntitle: {title or 'Tally ' + env_id}\n")

@@ -4,7 +4,7 @@ failure, never an infrastructure failure that ends the rollout (and again on eve
 
 - The build gate: each interactor is fed malformed and oversized output by hostile programs, and
   one that crashes on it is rejected, naming the interactor and the input (the grading side, a
-  crash taken as the program's WA, is tested in tests/test_interactive.py).
+  crash taken as the program's WA, is tested in tests/grading/test_interactive.py).
 - ML metrics: finite predictions of 1e200 and beyond through the path a rollout grades with.
 """
 
