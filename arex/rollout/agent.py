@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 
 from arex import __version__
 from arex.envs.runtime import Env
@@ -33,7 +32,7 @@ from arex.record.trajectory import (
     load,
 )
 from arex.record.url_store import publisher
-from arex.rollout.config import RolloutConfig
+from arex.rollout.config import RolloutConfig, Slot
 from arex.rollout.endings import INFRA, STORE_ERRNOS, ending_of
 from arex.rollout.formats import FORMATS
 from arex.rollout.keep import Keeper
@@ -54,10 +53,7 @@ class Rollout:
         identity: TeacherIdentity,
         config: RolloutConfig,
         sandbox: SandboxConfig,
-        path: Path,
-        sample: int,
-        key: str,
-        config_hash: str,
+        slot: Slot,
         pools: GradingPools | None = None,
         box: "asyncio.Future[Sandbox | None] | None" = None,
     ):
@@ -67,9 +63,9 @@ class Rollout:
         self.env, self.teacher, self.identity, self.config = env, teacher, identity, config
         ss = skills_of(env, config)
         self.sandbox_config = agent_config(env, config, sandbox)
-        self.path, self.sample, self.key, self.config_hash = path, sample, key, config_hash
+        self.path, self.sample, self.key, self.config_hash = slot.path, slot.sample, slot.key, slot.config_hash
         # Workspace archives by sha256; round_end lines name theirs. Never unpacked on the host.
-        self.store = SnapshotStore(path.with_suffix("") / "snapshots")
+        self.store = SnapshotStore(self.path.with_suffix("") / "snapshots")
         self.keeper = Keeper(self.store)
         self.prompts = config.load_prompts()
         timeout = f"{config.command_timeout_s:g}"
@@ -78,11 +74,11 @@ class Rollout:
         system = system_prompt(self.prompts, self.format.system_prompt, config, workdir, env, ss.catalogue())
         self.memory = Memory(self.prompts, config, system)
         self.grading = env.open_grading(sandbox, pools)
-        self.sandbox = AgentSandbox(env, self.sandbox_config, sample, box)
+        self.sandbox = AgentSandbox(env, self.sandbox_config, slot.sample, box)
         self.writer = None  # set by run()
         self.ledger, self.rounds_done = Ledger(config), 0
         self.on_round = None  # callback(rollout, RoundEnd) for progress displays
-        self.publish = publisher(path)  # a store at a URL: each complete round is uploaded (arex.record.url_store)
+        self.publish = publisher(self.path)  # a store at a URL: each complete round is uploaded (arex.record.url_store)
 
     # -- the loop ------------------------------------------------------------------------------
     async def run(self) -> End:

@@ -38,7 +38,7 @@ from arex.record.storage import STORE_ENV, StoreLock, write_error
 from arex.record.trajectory import RecordError, RoundEnd, load
 from arex.record.url_store import publish_file
 from arex.rollout.agent import Rollout
-from arex.rollout.config import RolloutConfig
+from arex.rollout.config import RolloutConfig, Slot
 from arex.rollout.sandboxes import agent_config, start_ahead
 from arex.sandbox import Sandbox, SandboxConfig, SandboxError, backend_class
 from arex.specs import TeacherIdentity
@@ -271,19 +271,8 @@ async def _run_locked(
             ahead.want(key, plan)
         async with limit:
             # The rollout owns its sandbox's start from here (it removes the sandbox if unused).
-            rollout = Rollout(
-                env,
-                teacher,
-                identity,
-                rollout_config,
-                sandbox_config,
-                path,
-                sample,
-                key,
-                chash,
-                pools=pools,
-                box=ahead.take(key),
-            )
+            slot = Slot(path, sample, key, chash)
+            rollout = Rollout(env, teacher, identity, rollout_config, sandbox_config, slot, pools, ahead.take(key))
             rollout.on_round = on_round
             try:
                 end = await rollout.run()

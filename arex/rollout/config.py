@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Literal
@@ -52,6 +53,16 @@ FEEDBACK_PROMPTS = {
     "none": frozenset({"system_none", "feedback_none", "reflect_none", "best_none"}),
 }
 """The prompts each `rollout.feedback` mode other than `full` needs as well."""
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Which rollout of a batch this is: its record, sample number, rollout key and config hash."""
+
+    path: Path
+    sample: int
+    key: str
+    config_hash: str
 
 
 class RolloutConfig(BaseModel):

@@ -43,7 +43,11 @@ class Ledger:
         prompt, completion = sum(x.prompt_tokens for x in a), sum(x.completion_tokens for x in a)
         cached = sum(x.cached_tokens for x in a)
         spent = Spent(
-            round=round_, calls=1, prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached,
+            round=round_,
+            calls=1,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cached_tokens=cached,
             cost_usd=teacher.cost(prompt, cached, completion),
             reason=f"a call failed after {len(a)} attempt(s): {exc}"[:500],
         )

@@ -24,8 +24,14 @@ def system_prompt(prompts: dict[str, str], name: str, config: RolloutConfig, wor
     """The system prompt `name` (the action format's) for `env`: the task, the limits, the skills."""
     docs = f"\n{prompts['docs'].strip()}\n" if config.docs and prompts.get("docs") else ""  # its own paragraph
     return prompts[name].format(
-        workdir=workdir, timeout=f"{config.command_timeout_s:g}", steps=config.steps_per_round,
-        skills_dir=config.skills_target, skills=skills, title=env.title, statement=env.statement.strip(), docs=docs,
+        workdir=workdir,
+        timeout=f"{config.command_timeout_s:g}",
+        steps=config.steps_per_round,
+        skills_dir=config.skills_target,
+        skills=skills,
+        title=env.title,
+        statement=env.statement.strip(),
+        docs=docs,
     )
 
 

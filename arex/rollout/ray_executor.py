@@ -53,7 +53,7 @@ from arex.rollout.batch import (
     summarize,
     write_summary,
 )
-from arex.rollout.config import RolloutConfig
+from arex.rollout.config import RolloutConfig, Slot
 from arex.rollout.endings import INFRA
 from arex.rollout.ray_actors import ProgressBoard, RayLimiter, pinned, teacher_limit
 from arex.sandbox import SandboxConfig, SandboxError, backend_class
@@ -418,9 +418,18 @@ async def _play(job: RemoteJob, blob: bytes, board, limiter: RayLimiter) -> dict
     env = load_env(unpack_env(job.env_sha, job.env_name, blob))
     board.note.remote({"kind": "start", "key": job.key, "node": node, "pid": os.getpid(), "host": platform.node()})
     teacher = TeacherClient(job.teacher, base_url=job.base_url, limiter=RayLimiter(limiter.actor, node))
-    rollout = Rollout(env, teacher, job.identity, job.rollout, job.sandbox, path, job.sample, job.key, job.config_hash)
+    rollout = Rollout(
+        env, teacher, job.identity, job.rollout, job.sandbox, Slot(path, job.sample, job.key, job.config_hash)
+    )
     rollout.on_round = lambda r, end: board.note.remote(
-        {"kind": "round", "key": job.key, "env": env.id, "best": end.best.held_out, "tokens": r.ledger.tokens, "cost": r.ledger.cost}
+        {
+            "kind": "round",
+            "key": job.key,
+            "env": env.id,
+            "best": end.best.held_out,
+            "tokens": r.ledger.tokens,
+            "cost": r.ledger.cost,
+        }
     )
     try:
         end = await rollout.run()

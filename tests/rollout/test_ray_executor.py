@@ -138,12 +138,13 @@ def test_an_image_a_node_lacks_is_loaded_from_the_store(tmp_path):
     image = client.images.get(tag)
     try:
         env = types.SimpleNamespace(spec=types.SimpleNamespace(image=tag))
-        [(name, copy)] = save_images([env], tmp_path).items()
+        [(name, copy)] = save_images([env], tmp_path, "docker").items()
         assert name == tag and Path(copy).name == f"{image.id.split(':')[-1]}.tar" and Path(copy).stat().st_size > 0
         client.images.remove(tag, force=True)  # the node lacks it now
-        ensure_images({tag: copy})
+        ensure_images({tag: copy}, "docker")
         assert client.images.get(tag).id == image.id
-        assert save_images([env], tmp_path) == {tag: copy}  # saved once, by image id
+        assert save_images([env], tmp_path, "docker") == {tag: copy}  # saved once, by image id
+        assert save_images([env], tmp_path, "unshare") == {}  # a backend that builds no images ships none
     finally:
         client.images.remove(tag, force=True)
 
