@@ -17,7 +17,8 @@ def backend_class(name: str) -> type[Sandbox]:
         module, _, cls = BACKENDS[name].partition(":")
     except KeyError:
         raise SandboxError(
-            f"Unknown sandbox backend '{name}'. Known backends: {', '.join(sorted(BACKENDS))}. Set sandbox.backend to one of them."
+            f"Unknown sandbox backend '{name}'. Known backends: {', '.join(sorted(BACKENDS))}. "
+            "Set sandbox.backend to one of them."
         ) from None
     return getattr(importlib.import_module(module), cls)
 
@@ -27,4 +28,14 @@ def make_sandbox(config: SandboxConfig, name: str = "sandbox") -> Sandbox:
     return backend_class(config.backend)(config, name=name)
 
 
-__all__ = ["BACKENDS", "ExecResult", "Mount", "Sandbox", "SandboxConfig", "SandboxError", "backend_class", "make_sandbox", "parse_size"]
+__all__ = [
+    "BACKENDS",
+    "ExecResult",
+    "Mount",
+    "Sandbox",
+    "SandboxConfig",
+    "SandboxError",
+    "backend_class",
+    "make_sandbox",
+    "parse_size",
+]

@@ -327,7 +327,15 @@ class Sandbox(ABC):
         e.g. a graded program's limit after compiling."""
 
     def interact(
-        self, program: list[str], interactor: list[str], *, stdin: bytes, timeout: float, cwd: str, limits: RunLimits, interactor_limits: RunLimits
+        self,
+        program: list[str],
+        interactor: list[str],
+        *,
+        stdin: bytes,
+        timeout: float,
+        cwd: str,
+        limits: RunLimits,
+        interactor_limits: RunLimits,
     ) -> InteractResult:
         """Run `program` as the sandbox user and `interactor` as `config.judge_uid`, each under its
         own limits, the program's stdout piped to the interactor's stdin and back; `stdin` reaches

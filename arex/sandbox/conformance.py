@@ -235,7 +235,8 @@ def _tree_outlives_timeout(h: Harness, tag: str, spawners: list[str]) -> None:
     script = (
         f"rm -f {pids_file}\n"
         + "".join(spawner.replace("PIDS", pids_file) + "\n" for spawner in spawners)
-        + f"until [ -f {pids_file} ] && [ $(wc -l < {pids_file}) -ge {len(spawners)} ]; do sleep 0.05; done; echo ready; sleep 60"
+        + f"until [ -f {pids_file} ] && [ $(wc -l < {pids_file}) -ge {len(spawners)} ]; do sleep 0.05; done; "
+        "echo ready; sleep 60"
     )
     for timeout in (3, 8, 20):  # longer only if a busy machine had not started them all in time
         r = h.shared.exec(script, timeout=timeout)
@@ -253,21 +254,31 @@ def _tree_outlives_timeout(h: Harness, tag: str, spawners: list[str]) -> None:
 
 def check_timeout_kills_the_whole_tree(h: Harness) -> None:
     # A child, a grandchild in its own session, and a nohup'd background job.
-    _tree_outlives_timeout(h, "tree", [
-        "( echo $BASHPID >> PIDS; exec sleep 61 ) &",
-        "setsid bash -c 'echo $$ >> PIDS; exec sleep 61' &",
-        "nohup bash -c 'echo $$ >> PIDS; exec sleep 61' >/dev/null 2>&1 &",
-    ])
+    _tree_outlives_timeout(
+        h,
+        "tree",
+        [
+            "( echo $BASHPID >> PIDS; exec sleep 61 ) &",
+            "setsid bash -c 'echo $$ >> PIDS; exec sleep 61' &",
+            "nohup bash -c 'echo $$ >> PIDS; exec sleep 61' >/dev/null 2>&1 &",
+        ],
+    )
 
 
 def check_timeout_kills_tree_without_marker(h: Harness) -> None:
     """Descendants that drop the whole environment, leave the session and are orphaned by a
     double fork (so their parent is no longer the command) still die with it."""
-    _tree_outlives_timeout(h, "escape", [
-        "env -i /usr/bin/setsid /usr/bin/nohup /bin/sh -c 'echo $$ >> PIDS; exec /bin/sleep 61' >/dev/null 2>&1 &",
-        "( ( env -i /usr/bin/setsid /bin/sh -c 'echo $$ >> PIDS; exec /bin/sleep 62' </dev/null >/dev/null 2>&1 & ) & )",
-        "( ( env -i /usr/bin/nohup /bin/sh -c 'echo $$ >> PIDS; exec /bin/sleep 63' >/dev/null 2>&1 & ) ; exit 0 ) &",
-    ])
+    _tree_outlives_timeout(
+        h,
+        "escape",
+        [
+            "env -i /usr/bin/setsid /usr/bin/nohup /bin/sh -c 'echo $$ >> PIDS; exec /bin/sleep 61' >/dev/null 2>&1 &",
+            "( ( env -i /usr/bin/setsid /bin/sh -c 'echo $$ >> PIDS; exec /bin/sleep 62' "
+            "</dev/null >/dev/null 2>&1 & ) & )",
+            "( ( env -i /usr/bin/nohup /bin/sh -c 'echo $$ >> PIDS; exec /bin/sleep 63' "
+            ">/dev/null 2>&1 & ) ; exit 0 ) &",
+        ],
+    )
 
 
 def check_usable_after_timeout(h: Harness) -> None:
@@ -279,10 +290,13 @@ def check_usable_after_timeout(h: Harness) -> None:
 def check_isolated_runs_leave_nothing(h: Harness) -> None:
     """An isolated run starts with none of the user's processes and leaves none behind."""
     h.shared.exec("rm -f earlier.pid; nohup bash -c 'echo $$ > earlier.pid; exec sleep 301' >/dev/null 2>&1 &")
-    earlier = h.shared.exec("for i in $(seq 1200); do [ -s earlier.pid ] && break; sleep 0.05; done; cat earlier.pid", timeout=120).stdout.strip()
+    earlier = h.shared.exec(
+        "for i in $(seq 1200); do [ -s earlier.pid ] && break; sleep 0.05; done; cat earlier.pid", timeout=120
+    ).stdout.strip()
     assert earlier and _alive(h.shared, [earlier]) == [earlier], f"the earlier process did not start: {earlier!r}"
     r = h.shared.exec(
-        f"state=$(awk '/^State:/ {{print $2}}' /proc/{earlier}/status 2>/dev/null); [ -n \"$state\" ] && [ $state != Z ] && echo earlier-alive; "
+        f"state=$(awk '/^State:/ {{print $2}}' /proc/{earlier}/status 2>/dev/null); "
+        '[ -n "$state" ] && [ $state != Z ] && echo earlier-alive; '
         "setsid sleep 300 >/dev/null 2>&1 & ( setsid nohup sleep 302 >/dev/null 2>&1 & ); echo started",
         limits=RunLimits(isolated=True),
     )
@@ -342,7 +356,9 @@ def check_pids_limit_caps_processes(h: Harness) -> None:
     with h.fresh("conformance-pids") as sb:
         r = sb.exec(["python3", "-c", code], timeout=60)
         started = int(r.stdout.strip() or 0)
-        assert 0 < started < h.config.pids_limit, f"{started} processes started under a pids limit of {h.config.pids_limit}"
+        assert 0 < started < h.config.pids_limit, (
+            f"{started} processes started under a pids limit of {h.config.pids_limit}"
+        )
 
 
 def check_fork_bomb_is_contained(h: Harness) -> None:
@@ -407,13 +423,15 @@ def check_cpu_time_is_reported(h: Harness) -> None:
     r = h.shared.exec(["python3", "-c", BURN, "0.3"], timeout=60)
     assert r.ok and r.cpu_s is not None and 0.25 <= r.cpu_s <= 5, f"a 0.3 s CPU loop reported cpu_s={r.cpu_s}: {r}"
     orphan = (
-        "rm -f burner.pid; ( python3 -c \"$0\" 0.3 & echo $! > burner.pid ); "
+        'rm -f burner.pid; ( python3 -c "$0" 0.3 & echo $! > burner.pid ); '
         "for i in $(seq 400); do [ -s burner.pid ] && break; sleep 0.05; done; "
         "while kill -0 $(cat burner.pid) 2>/dev/null; do sleep 0.02; done; echo waited"
     )
     r = h.shared.exec(["bash", "-c", orphan, BURN], timeout=60)
     assert r.ok and r.stdout == "waited\n", r
-    assert r.cpu_s is not None and 0.25 <= r.cpu_s <= 5, f"an orphaned 0.3 s CPU loop reported cpu_s={r.cpu_s}: its CPU time was lost"
+    assert r.cpu_s is not None and 0.25 <= r.cpu_s <= 5, (
+        f"an orphaned 0.3 s CPU loop reported cpu_s={r.cpu_s}: its CPU time was lost"
+    )
 
 
 FORGER = r"""
@@ -559,8 +577,15 @@ def check_reuse_cleaning_restores_a_sealed_sandbox(h: Harness) -> None:
         _sealed(sb)
         report = cleaning.inspect(sb, [], [])
         assert isinstance(report, dict), report
-        assert cleaning.problems(report, sb.config, fresh["places"]) == [], cleaning.problems(report, sb.config, fresh["places"])
-        probe = "import os, sys\nfor d in sys.argv[1:]:\n    s, v = os.stat(d), os.statvfs(d)\n    print(d, oct(s.st_mode), os.listdir(d), os.listxattr(d), v.f_blocks - v.f_bfree)"
+        assert cleaning.problems(report, sb.config, fresh["places"]) == [], cleaning.problems(
+            report, sb.config, fresh["places"]
+        )
+        probe = (
+            "import os, sys\n"
+            "for d in sys.argv[1:]:\n"
+            "    s, v = os.stat(d), os.statvfs(d)\n"
+            "    print(d, oct(s.st_mode), os.listdir(d), os.listxattr(d), v.f_blocks - v.f_bfree)"
+        )
         r = sb.exec(["python3", "-c", probe, sb.config.workdir, sb.config.home, "/tmp"])
         want = [f"{sb.config.workdir} 0o40755 [] [] 0", f"{sb.config.home} 0o40755 [] [] 0", "/tmp 0o41777 [] [] 0"]
         assert r.stdout.splitlines() == want, f"not as fresh after cleaning: {r.stdout or r.stderr}"
@@ -579,7 +604,11 @@ def check_reuse_check_sees_a_sealed_sandbox(h: Harness) -> None:
         assert isinstance(report, dict), report
         found = " | ".join(cleaning.problems(report, sb.config, fresh["places"]))
         for place in (sb.config.workdir, sb.config.home, "/tmp"):
-            for what in (f"{place} is not the fresh folder", f"{place} carries extended attributes", f"{place}'s filesystem holds"):
+            for what in (
+                f"{place} is not the fresh folder",
+                f"{place} carries extended attributes",
+                f"{place}'s filesystem holds",
+            ):
                 assert what in found, f"the check missed {what!r}: {found or 'no problem reported'}"
 
 
@@ -622,7 +651,9 @@ def check_no_privileges(h: Harness) -> None:
     fields = dict(line.split(":\t") for line in r.stdout.strip().splitlines())
     held = {name: int(fields[name], 16) for name in ("CapInh", "CapPrm", "CapEff", "CapAmb")}
     assert not any(held.values()) and fields["NoNewPrivs"] == "1", fields
-    assert int(fields["CapBnd"], 16) & ~SERVING_CAPS == 0, f"capabilities beyond the serving ones in the bounding set: {fields['CapBnd']}"
+    assert int(fields["CapBnd"], 16) & ~SERVING_CAPS == 0, (
+        f"capabilities beyond the serving ones in the bounding set: {fields['CapBnd']}"
+    )
 
 
 REACH = r"""
@@ -670,7 +701,9 @@ def check_serving_processes_are_out_of_reach(h: Harness) -> None:
     r = h.shared.exec(["python3", "-c", REACH])
     assert r.ok, r
     reached = {int(pid): ways for pid, ways in json.loads(r.stdout).items()}
-    assert 1 in reached and len(reached) >= 2, f"the serving processes run as the sandbox user (not out of its reach): {sorted(reached)}"
+    assert 1 in reached and len(reached) >= 2, (
+        f"the serving processes run as the sandbox user (not out of its reach): {sorted(reached)}"
+    )
     exposed = {pid: ways for pid, ways in reached.items() if ways}
     assert not exposed, f"serving processes in reach: {exposed}"
 
@@ -722,7 +755,9 @@ def check_sandboxes_cannot_see_each_other(h: Harness) -> None:
     pid = h.shared.read_file("seen.pid").decode().strip()
     try:
         mine = h.shared.exec(probe).stdout.split("\n")
-        assert "/tmp/secret-of-a.txt" in mine and mine[-2] == "1", f"the probe does not find the sandbox's own file and process: {mine}"
+        assert "/tmp/secret-of-a.txt" in mine and mine[-2] == "1", (
+            f"the probe does not find the sandbox's own file and process: {mine}"
+        )
         with h.fresh("conformance-other") as other:
             r = other.exec(probe)
             assert r.stdout.strip() == "0", f"second sandbox sees the first: {r.stdout}"
@@ -775,9 +810,13 @@ def check_read_file_size_cap(h: Harness) -> None:
 def check_read_file_does_not_follow_into_root_only_files(h: Harness) -> None:
     """read_file reads as the sandbox user: a link in the workspace to a file only root may read
     (the image's /etc/shadow) gives PermissionError, never the file's bytes."""
-    r = h.shared.exec("stat -c '%u %a %s' /etc/shadow && ln -sfn /etc/shadow shadow-link && ! cat /etc/shadow >/dev/null 2>&1")
+    r = h.shared.exec(
+        "stat -c '%u %a %s' /etc/shadow && ln -sfn /etc/shadow shadow-link && ! cat /etc/shadow >/dev/null 2>&1"
+    )
     fields = r.stdout.split()
-    assert r.ok and fields[0] == "0" and int(fields[2]) > 0, f"the image has no root-only, non-empty /etc/shadow to test with: {r}"
+    assert r.ok and fields[0] == "0" and int(fields[2]) > 0, (
+        f"the image has no root-only, non-empty /etc/shadow to test with: {r}"
+    )
     for path in ("shadow-link", "/etc/shadow"):
         try:
             data = h.shared.read_file(path)
@@ -892,7 +931,9 @@ def check_archive_restore_roundtrip(h: Harness) -> None:
             sb.archive("rt-tree", dest, max_bytes=10 << 20)
         members = _members(archive)
         deep = [name for name in members if name.endswith("/deep-file")]
-        assert members["abs-link"].issym() and members["abs-link"].linkname == "/etc/hostname", "absolute link not kept as a link"
+        assert members["abs-link"].issym() and members["abs-link"].linkname == "/etc/hostname", (
+            "absolute link not kept as a link"
+        )
         assert members["loop-a"].issym() and members["loop-b"].linkname == "loop-a", "link loop not kept as links"
         assert members["fifo"].isfifo(), "FIFO not kept as a FIFO"
         assert deep and len(deep[0]) > PATH_MAX, "the path longer than PATH_MAX is missing"
@@ -901,8 +942,12 @@ def check_archive_restore_roundtrip(h: Harness) -> None:
         sb.restore(archive, "rt-back")
     after = _manifest(sb, "rt-back")
     missing, extra = sorted(set(before) - set(after)), sorted(set(after) - set(before))
-    assert before == after, f"restore changed the tree: lost {[m[:120] for m in missing]}, gained {[e[:120] for e in extra]}"
-    r = sb.exec("./rt-back/run.sh && touch rt-back/sub/empty/by-agent && [ -p rt-back/fifo ] && readlink rt-back/abs-link")
+    assert before == after, (
+        f"restore changed the tree: lost {[m[:120] for m in missing]}, gained {[e[:120] for e in extra]}"
+    )
+    r = sb.exec(
+        "./rt-back/run.sh && touch rt-back/sub/empty/by-agent && [ -p rt-back/fifo ] && readlink rt-back/abs-link"
+    )
     assert r.stdout == "ran\n/etc/hostname\n", f"restored tree not usable by the user: {r}"
 
 
@@ -929,7 +974,10 @@ def check_archive_of_missing_folder_raises(h: Harness) -> None:
 
 def check_archive_of_a_locked_folder(h: Harness) -> None:
     """An agent may `chmod 000` its own workspace; archiving it must still work (its round kept)."""
-    r = h.shared.exec("chmod -R u+rwx locked 2>/dev/null; rm -rf locked && mkdir locked && echo kept > locked/file.txt && chmod 000 locked")
+    r = h.shared.exec(
+        "chmod -R u+rwx locked 2>/dev/null; "
+        "rm -rf locked && mkdir locked && echo kept > locked/file.txt && chmod 000 locked"
+    )
     assert r.ok, r  # a folder made by this run, not one left by an earlier one
     with tempfile.TemporaryFile() as dest:
         h.shared.archive("locked", dest, max_bytes=1 << 20)
@@ -982,7 +1030,9 @@ def run_check(harness: Harness, name: str) -> str | None:
         return f"{type(exc).__name__}: {exc}"
 
 
-def run_suite(backend: str = "docker", only: list[str] | None = None, alone: bool = False, **overrides) -> dict[str, str | None]:
+def run_suite(
+    backend: str = "docker", only: list[str] | None = None, alone: bool = False, **overrides
+) -> dict[str, str | None]:
     """Run the checks (`only`: these, in this order); returns name → None (passed) or the failure
     message. With `alone`, each check gets a harness of its own: a fresh shared sandbox and
     read-only folder, so nothing an earlier check did can make it pass or fail."""

@@ -47,7 +47,9 @@ class ExecServer:
         read offset: large replies (archives) are not copied once per frame."""
         pending, start = bytearray(), 0
         while True:
-            while len(pending) - start < 8 or len(pending) - start < 8 + struct.unpack_from(">I", pending, start + 4)[0]:
+            while (
+                len(pending) - start < 8 or len(pending) - start < 8 + struct.unpack_from(">I", pending, start + 4)[0]
+            ):
                 chunk = self._raw.recv(1 << 20)
                 if not chunk:
                     return
@@ -102,8 +104,13 @@ class ExecServer:
         except OSError as exc:
             raise ServerGone(f"cannot reach the sandbox's command server: {exc}") from None
 
-    def run(self, request: dict[str, Any], wait_s: float, on_chunk: Callable[[bytes], None] | None = None,
-            feed: Callable[[], Any] | None = None) -> dict[str, Any]:
+    def run(
+        self,
+        request: dict[str, Any],
+        wait_s: float,
+        on_chunk: Callable[[bytes], None] | None = None,
+        feed: Callable[[], Any] | None = None,
+    ) -> dict[str, Any]:
         """Send a request and wait for its reply. `feed` yields stdin chunks for a streamed upload;
         `on_chunk` receives a streamed reply's chunks in order."""
         if not self.alive:

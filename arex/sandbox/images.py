@@ -30,13 +30,22 @@ class Images(ABC):
         """The user the image's commands run as by default ('' for root)."""
 
     @abstractmethod
-    def build(self, context: Path, tag: str, *, network: bool, labels: dict[str, str],
-              buildargs: dict[str, str] | None = None) -> None:
+    def build(
+        self, context: Path, tag: str, *, network: bool, labels: dict[str, str], buildargs: dict[str, str] | None = None
+    ) -> None:
         """Build `context` (a folder with a Dockerfile) as `tag`; ImageBuildFailed if a step fails."""
 
     @abstractmethod
-    def run(self, image: str, command: list[str], *, files: dict[str, bytes], env: dict[str, str],
-            timeout: float, name: str = "run-once") -> tuple[int, str, str]:
+    def run(
+        self,
+        image: str,
+        command: list[str],
+        *,
+        files: dict[str, bytes],
+        env: dict[str, str],
+        timeout: float,
+        name: str = "run-once",
+    ) -> tuple[int, str, str]:
         """Run `command` (what for: `name`) once as root with network in a throwaway instance of `image`, with `files`
         ({absolute path: bytes}) put there first: (exit code, stdout, stderr). The instance is always
         removed; a run over `timeout` seconds raises TimeoutError."""

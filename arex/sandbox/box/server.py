@@ -70,7 +70,16 @@ def spawn(req, stdin):
     env = {**os.environ, **AGENT_ENV, **req["env"]}
     for attempt in range(2):
         try:
-            proc = subprocess.Popen(argv, cwd="/", env=env, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(write_end,), close_fds=True)
+            proc = subprocess.Popen(
+                argv,
+                cwd="/",
+                env=env,
+                stdin=stdin,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(write_end,),
+                close_fds=True,
+            )
             break
         except OSError:
             if attempt:
@@ -148,7 +157,10 @@ def run(req):
                     state["killed"] = "output_limit"
                     proc.send_signal(signal.SIGTERM)  # the runner kills the command's whole tree
 
-    threads = [threading.Thread(target=pump, args=(proc.stdout, out), daemon=True), threading.Thread(target=pump, args=(proc.stderr, err), daemon=True)]
+    threads = [
+        threading.Thread(target=pump, args=(proc.stdout, out), daemon=True),
+        threading.Thread(target=pump, args=(proc.stderr, err), daemon=True),
+    ]
     if has_stdin:
         threads.append(threading.Thread(target=feed, args=(proc, req), daemon=True))
     for t in threads:
@@ -164,12 +176,20 @@ def run(req):
     if state["killed"] is None and fields["timed_out"] == "1":
         state["killed"] = "timeout"
     with lock:
-        reply({
-            "id": req["id"], "exit_code": int(fields["exit"]), "signal": int(fields["signal"]) or None,
-            "cpu_s": int(fields["cpu_us"]) / 1e6, "maxrss_kb": int(fields["maxrss_kb"]), "killed": state["killed"],
-            "out": out.encoded(), "err": err.encoded(), "seconds": round(time.monotonic() - started, 4),
-            "result": fields,  # every field of the runner's line (interactive mode adds the interactor's)
-        })
+        reply(
+            {
+                "id": req["id"],
+                "exit_code": int(fields["exit"]),
+                "signal": int(fields["signal"]) or None,
+                "cpu_s": int(fields["cpu_us"]) / 1e6,
+                "maxrss_kb": int(fields["maxrss_kb"]),
+                "killed": state["killed"],
+                "out": out.encoded(),
+                "err": err.encoded(),
+                "seconds": round(time.monotonic() - started, 4),
+                "result": fields,  # every field of the runner's line (interactive mode adds the interactor's)
+            }
+        )
 
 
 def guarded(req):

@@ -110,7 +110,7 @@ def place(tar, info, parts, pending):
             for chunk in iter(lambda: data.read(1 << 20), b""):
                 view = memoryview(chunk)
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
             os.fchmod(fd, info.mode & 0o7777)
             os.utime(fd, (info.mtime, info.mtime))
         finally:

@@ -20,6 +20,16 @@ from arex.sandbox.docker.leftovers import orphans, owner_gone, prune
 from arex.sandbox.docker.sandbox import DockerSandbox
 
 __all__ = [
-    "LABEL", "OWNER_LABEL", "OWNER_START_LABEL", "STORE_LABEL", "DockerSandbox", "build_log_tail",
-    "docker_client", "labels", "orphans", "owner_gone", "prune", "sandbox_client",
+    "LABEL",
+    "OWNER_LABEL",
+    "OWNER_START_LABEL",
+    "STORE_LABEL",
+    "DockerSandbox",
+    "build_log_tail",
+    "docker_client",
+    "labels",
+    "orphans",
+    "owner_gone",
+    "prune",
+    "sandbox_client",
 ]

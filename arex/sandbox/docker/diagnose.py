@@ -30,7 +30,10 @@ def check_engine() -> tuple[Finding, docker.DockerClient | None]:
         client = docker_client()
     except SandboxError:
         detail = "No Docker engine answers on this machine (the daemon is stopped)."
-        fix = "nohup dockerd --bridge=none --iptables=false >/var/log/arex-dockerd.log 2>&1 &   (or: bash scripts/setup.sh)"
+        fix = (
+            "nohup dockerd --bridge=none --iptables=false >/var/log/arex-dockerd.log 2>&1 &"
+            "   (or: bash scripts/setup.sh)"
+        )
         return Finding("docker engine", False, detail, fix), None
     version = client.version().get("Version", "?")
     return Finding("docker engine", True, f"Docker {version} answers"), client
@@ -38,7 +41,9 @@ def check_engine() -> tuple[Finding, docker.DockerClient | None]:
 
 def check_base_image(client: docker.DockerClient | None, image: str) -> Finding:
     if client is None:
-        return Finding("base image", False, f"cannot check '{image}' without an engine", "start the engine first (see above)")
+        return Finding(
+            "base image", False, f"cannot check '{image}' without an engine", "start the engine first (see above)"
+        )
     try:
         found = client.images.get(image)
     except docker.errors.ImageNotFound:

@@ -25,24 +25,44 @@ class DockerImages(Images):
     def user(self, name: str) -> str:
         return docker_client().images.get(name).attrs.get("Config", {}).get("User") or ""
 
-    def build(self, context: Path, tag: str, *, network: bool, labels: dict[str, str],
-              buildargs: dict[str, str] | None = None) -> None:
+    def build(
+        self, context: Path, tag: str, *, network: bool, labels: dict[str, str], buildargs: dict[str, str] | None = None
+    ) -> None:
         try:
             docker_client().images.build(
-                path=str(context), tag=tag, network_mode="host" if network else "none", rm=True, forcerm=True,
-                pull=False, labels=labels, buildargs=buildargs or {},
+                path=str(context),
+                tag=tag,
+                network_mode="host" if network else "none",
+                rm=True,
+                forcerm=True,
+                pull=False,
+                labels=labels,
+                buildargs=buildargs or {},
             )
         except docker.errors.BuildError as exc:
             raise ImageBuildFailed(exc.msg, build_log_tail(exc, 1500)) from None
         except docker.errors.APIError as exc:
             raise SandboxError(f"image build of '{tag}' failed in the engine: {exc.explanation or exc}") from None
 
-    def run(self, image: str, command: list[str], *, files: dict[str, bytes], env: dict[str, str],
-            timeout: float, name: str = "run-once") -> tuple[int, str, str]:
+    def run(
+        self,
+        image: str,
+        command: list[str],
+        *,
+        files: dict[str, bytes],
+        env: dict[str, str],
+        timeout: float,
+        name: str = "run-once",
+    ) -> tuple[int, str, str]:
         client = docker_client()
         try:
             container = client.containers.create(
-                image, command, network_mode="host", environment=env, user="0", working_dir="/",
+                image,
+                command,
+                network_mode="host",
+                environment=env,
+                user="0",
+                working_dir="/",
                 labels=labels(name),
             )
         except docker.errors.APIError as exc:

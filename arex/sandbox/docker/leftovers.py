@@ -23,7 +23,9 @@ def orphans(client: docker.DockerClient, all_owners: bool = False, store: str | 
     filters = {"label": [LABEL] + ([f"{STORE_LABEL}={store}"] if store else [])}
     # ignore_removed: a container removed between the listing and its inspection (a pool closing,
     # another run's sandbox ending) is gone, which is what we want, not an error.
-    return [c for c in client.containers.list(all=True, filters=filters, ignore_removed=True) if all_owners or owner_gone(c)]
+    return [
+        c for c in client.containers.list(all=True, filters=filters, ignore_removed=True) if all_owners or owner_gone(c)
+    ]
 
 
 def prune(all_owners: bool = False, store: str | None = None) -> list[str]:

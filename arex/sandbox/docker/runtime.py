@@ -24,8 +24,11 @@ def _compile(client: docker.DockerClient, folder: Path) -> None:
     command = ["gcc", "-O2", "-static", "-o", f"/out/{runtime.RUNNER}", "/out/runner.c"]
     try:
         client.containers.run(
-            BUILDER_IMAGE, command, volumes={str(folder): {"bind": "/out", "mode": "rw"}},
-            network_disabled=True, remove=True,
+            BUILDER_IMAGE,
+            command,
+            volumes={str(folder): {"bind": "/out", "mode": "rw"}},
+            network_disabled=True,
+            remove=True,
         )
     except docker.errors.ImageNotFound:
         raise SandboxError(
@@ -33,4 +36,6 @@ def _compile(client: docker.DockerClient, folder: Path) -> None:
             "build it with: bash scripts/build_base_image.sh"
         ) from None
     except docker.errors.ContainerError as exc:
-        raise SandboxError(f"The sandbox runner does not compile: {exc.stderr.decode(errors='replace')[-2000:]}") from None
+        raise SandboxError(
+            f"The sandbox runner does not compile: {exc.stderr.decode(errors='replace')[-2000:]}"
+        ) from None

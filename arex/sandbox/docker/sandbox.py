@@ -83,7 +83,10 @@ class DockerSandbox(ServedSandbox):
         for mount in cfg.mounts:
             if not Path(mount.source).exists():
                 raise SandboxError(f"Mount source '{mount.source}' does not exist (mount target {mount.target}).")
-            volumes[str(Path(mount.source).resolve())] = {"bind": mount.target, "mode": "ro" if mount.read_only else "rw"}
+            volumes[str(Path(mount.source).resolve())] = {
+                "bind": mount.target,
+                "mode": "ro" if mount.read_only else "rw",
+            }
         try:
             self._container = client.containers.create(**self._container_options(volumes))
         except docker.errors.ImageNotFound:
@@ -99,7 +102,9 @@ class DockerSandbox(ServedSandbox):
             self._container.start()
         except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
             self.stop()
-            raise SandboxError(f"Could not start a sandbox from '{cfg.image}': {getattr(exc, 'explanation', None) or exc}") from None
+            raise SandboxError(
+                f"Could not start a sandbox from '{cfg.image}': {getattr(exc, 'explanation', None) or exc}"
+            ) from None
         if cfg.seed:
             self._seed(cfg.seed)
 
@@ -107,7 +112,10 @@ class DockerSandbox(ServedSandbox):
         reply = self._helper(["cp", "-a", "--no-preserve=ownership", f"{seed}/.", self.config.workdir])
         if reply["exit_code"] != 0:
             self.stop()
-            raise SandboxError(f"Image '{self.config.image}' has no usable workspace at {seed}: {execd_text(reply['err'])[0].strip()[:300]}")
+            raise SandboxError(
+                f"Image '{self.config.image}' has no usable workspace at {seed}: "
+                f"{execd_text(reply['err'])[0].strip()[:300]}"
+            )
 
     def _container_options(self, volumes: dict) -> dict:
         """Everything `containers.create` gets: the isolation and limits live here, in one place."""
@@ -131,7 +139,12 @@ class DockerSandbox(ServedSandbox):
             network_disabled=not cfg.network,
             log_config={"type": "none"},  # the server's replies go to us, not to a log file
             read_only=True,
-            tmpfs={cfg.workdir: area(cfg.disk, "0755"), cfg.home: area(cfg.scratch, "0755"), "/tmp": area(cfg.scratch, "1777"), **_judge_area(cfg)},
+            tmpfs={
+                cfg.workdir: area(cfg.disk, "0755"),
+                cfg.home: area(cfg.scratch, "0755"),
+                "/tmp": area(cfg.scratch, "1777"),
+                **_judge_area(cfg),
+            },
             mem_limit=cfg.memory + cfg.files_bytes,
             memswap_limit=cfg.memory + cfg.files_bytes,
             nano_cpus=int(cfg.cpus * 1e9),
