@@ -116,8 +116,9 @@ def is_inside(path: Path, root: Path) -> bool:
     return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root))
 
 
-def resolve_inside(root: Path, value: Any, where: str | Path, key: str, error: type[Exception] | None = None,
-                   base: Path | None = None) -> Path:
+def resolve_inside(
+    root: Path, value: Any, where: str | Path, key: str, error: type[Exception] | None = None, base: Path | None = None
+) -> Path:
     """`base / value` (base: `root`) when it is a path inside `root` once symbolic links are
     resolved; else `error` (SpecError) in one sentence naming the file, the key and the fix."""
     error = error or SpecError
@@ -211,7 +212,9 @@ class SolutionRef(_Frozen):
     path: InsidePath
     """Relative to the env folder."""
     language: str
-    expected: Literal["accepted", "wrong_answer", "time_limit_exceeded", "run_time_error", "partially_accepted", "candidate"]
+    expected: Literal[
+        "accepted", "wrong_answer", "time_limit_exceeded", "run_time_error", "partially_accepted", "candidate"
+    ]
     """What grading it must give. `candidate`: a solution of unknown quality (e.g. a model-written
     one shipped beside a Frontier-CS problem), used only as evidence that grading rewards better
     answers when there is no accepted submission; never required to score 1.0, nor to fail."""
@@ -409,7 +412,9 @@ class SpecError(UserInputError, ValueError):
 def validate_spec(model: type[SpecT], raw: Any, path: str | Path, error: type[SpecError] = SpecError) -> SpecT:
     """`raw` (a spec read from `path`) as `model`; raises `error` listing every problem."""
     if not isinstance(raw, dict):
-        raise error(f"Task spec error in {path}: it must be a mapping of keys (e.g. 'id: ...'), not a {type(raw).__name__}.")
+        raise error(
+            f"Task spec error in {path}: it must be a mapping of keys (e.g. 'id: ...'), not a {type(raw).__name__}."
+        )
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
@@ -430,11 +435,15 @@ def read_spec_yaml(path: str | Path, error: type[SpecError] = SpecError) -> dict
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise error(f"Task spec {path} is not valid YAML{where}: {getattr(exc, 'problem', None) or exc}. Fix the syntax.") from None
+        raise error(
+            f"Task spec {path} is not valid YAML{where}: {getattr(exc, 'problem', None) or exc}. Fix the syntax."
+        ) from None
     if data is None:
         return {}  # an empty file: validation names every required key
     if not isinstance(data, dict):
-        raise error(f"Task spec error in {path}: it must be a mapping of keys (e.g. 'id: ...'), not a {type(data).__name__}.")
+        raise error(
+            f"Task spec error in {path}: it must be a mapping of keys (e.g. 'id: ...'), not a {type(data).__name__}."
+        )
     return data
 
 
@@ -495,8 +504,14 @@ DEFAULT_KIND = "judge"
 KINDS: dict[str, Kind] = {
     "judge": Kind(env="arex.envs.judge.env:JudgeEnv", spec=JudgeSpec, facts="arex.envs.judge.facts:facts"),
     # build: named where the batch's callers (and tests) replace it; arex.envs.build imports it from ml_build.
-    "ml": Kind(env="arex.envs.ml.env:MLEnv", spec=MLSpec, source="arex.envs.ml_source:is_ml_source",
-               build="arex.envs.build:build_ml", env_id="arex.envs.ml_build:env_id", facts="arex.envs.ml.facts:facts"),
+    "ml": Kind(
+        env="arex.envs.ml.env:MLEnv",
+        spec=MLSpec,
+        source="arex.envs.ml_source:is_ml_source",
+        build="arex.envs.build:build_ml",
+        env_id="arex.envs.ml_build:env_id",
+        facts="arex.envs.ml.facts:facts",
+    ),
 }
 """Env kinds by the name a task.yaml's `kind` takes. A row may also be a bare Env subclass: a kind
 with that class only (its spec model the class's `spec_model`), as tests register one."""
