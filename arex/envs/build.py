@@ -40,8 +40,13 @@ class _Work:
     report: EnvReport | None = None
 
 
-def build_envs(sources: list[Path], out: Path, sandbox: SandboxConfig | None = None, concurrency: int = 2,
-               package_sources: bool = False) -> list[EnvReport]:
+def build_envs(
+    sources: list[Path],
+    out: Path,
+    sandbox: SandboxConfig | None = None,
+    concurrency: int = 2,
+    package_sources: bool = False,
+) -> list[EnvReport]:
     """Build every problem of every source, `concurrency` at a time. Never raises for a bad source.
     `package_sources`: requirement lines may choose a package index or URL (`build.package_sources`)."""
     sandbox = sandbox or SandboxConfig()
@@ -83,7 +88,9 @@ def _plan(source: Path, out: Path) -> list[_Work]:
     try:
         jobs = judge_jobs(source, digest)
     except (SourceError, OSError, ValueError) as exc:
-        report = EnvReport(str(source), None, "rejected", f"unreadable source: {exc}", seconds=time.monotonic() - started)
+        report = EnvReport(
+            str(source), None, "rejected", f"unreadable source: {exc}", seconds=time.monotonic() - started
+        )
         remember_rejection(out, key, digest, report)
         return [_Work(source, report=report)]
     return [_Work(source, env_id=job[0].spec.id, job=job) for job in jobs]
@@ -109,7 +116,9 @@ def _reject_duplicates(work: list[_Work]) -> None:
         if w.env_id in first:
             other = first[w.env_id].source
             where = f"{other} (an earlier row)" if other == w.source else str(other)
-            w.report = EnvReport(str(w.source), w.env_id, "rejected", f"duplicate id '{w.env_id}': also produced by {where}")
+            w.report = EnvReport(
+                str(w.source), w.env_id, "rejected", f"duplicate id '{w.env_id}': also produced by {where}"
+            )
         else:
             first[w.env_id] = w
 

@@ -84,7 +84,8 @@ def _dockerfile(image: str, user: str, exclude: tuple[str, ...]) -> str:
         "USER root",
         "COPY indexer.py /tmp/arex-docs-indexer.py",
         f"COPY docs.py {COMMAND_PATH}",
-        f"RUN chmod 0755 {COMMAND_PATH} && mkdir -p {folder} && PYTHONDONTWRITEBYTECODE=1 python3 /tmp/arex-docs-indexer.py {INDEX_PATH}{excluded}"
+        f"RUN chmod 0755 {COMMAND_PATH} && mkdir -p {folder}"
+        f" && PYTHONDONTWRITEBYTECODE=1 python3 /tmp/arex-docs-indexer.py {INDEX_PATH}{excluded}"
         f" && rm /tmp/arex-docs-indexer.py && chmod 0444 {INDEX_PATH} && chmod 0555 {folder}",
         f"USER {user or 'root'}",
     ]) + "\n"  # fmt: skip
@@ -102,5 +103,7 @@ def _build(images: Images, image: str, tag: str, exclude: tuple[str, ...]) -> fl
         try:
             images.build(ctx_path, tag, network=False, labels=labels)
         except ImageBuildFailed as exc:
-            raise SandboxError(f"the docs index of '{image}' could not be built: {exc.reason}\n{exc.log_tail[-1200:]}") from None
+            raise SandboxError(
+                f"the docs index of '{image}' could not be built: {exc.reason}\n{exc.log_tail[-1200:]}"
+            ) from None
     return time.monotonic() - started

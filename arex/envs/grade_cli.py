@@ -88,7 +88,10 @@ def _judge_env(env: Path) -> Iterator[tuple[Path, JudgeSpec, bool]]:
     from arex.specs import DEFAULT_KIND, KINDS, SpecError, kind_named, load_task_spec, read_spec_yaml, source_kind
 
     if not env.is_dir():
-        raise UserInputError(f"Env '{env}' does not exist (or is not a folder): give a built env folder (from arex build-envs) or a problem folder.")
+        raise UserInputError(
+            f"Env '{env}' does not exist (or is not a folder): "
+            "give a built env folder (from arex build-envs) or a problem folder."
+        )
     task = env / "task.yaml"
     raw = read_spec_yaml(task) if task.is_file() else {}
     kind = raw.get("kind", DEFAULT_KIND) if raw else source_kind(env)  # a source: the kind that claims it
@@ -106,14 +109,19 @@ def _judge_env(env: Path) -> Iterator[tuple[Path, JudgeSpec, bool]]:
     except SpecError as exc:
         raise UserInputError(str(exc)) from None
     if len(problems) != 1:
-        raise UserInputError(f"'{env}' holds {len(problems)} problems: build it first (arex build-envs {env} --out DIR) and grade one env folder.")
+        raise UserInputError(
+            f"'{env}' holds {len(problems)} problems: "
+            f"build it first (arex build-envs {env} --out DIR) and grade one env folder."
+        )
     with tempfile.TemporaryDirectory(prefix="arex-grade-") as tmp:
         dest = Path(tmp) / problems[0].spec.id
         write_env(problems[0], dest)
         yield dest, problems[0].spec, True
 
 
-def _report(env: Path, file: Path, language: str, spec: JudgeSpec, from_source: bool, samples_only: bool, result: GradeResult) -> GradeReport:
+def _report(
+    env: Path, file: Path, language: str, spec: JudgeSpec, from_source: bool, samples_only: bool, result: GradeResult
+) -> GradeReport:
     details = result.details
     tests = [
         TestLine(
@@ -127,11 +135,20 @@ def _report(env: Path, file: Path, language: str, spec: JudgeSpec, from_source: 
         for t in details.get("tests", [])
     ]
     return GradeReport(
-        env=str(env), env_id=spec.id, file=str(file), language=language, laid_out_from_source=from_source,
-        time_limit_s=spec.time_limit_s, memory_mb=spec.memory_mb, public_score=result.public_score,
-        held_out_score=None if samples_only else result.held_out_score, held_out_raw=None if samples_only else result.held_out_raw,
-        compile_log=details.get("compile_log"), infra_error=result.infra_error, tests=tests,
-    )  # fmt: skip
+        env=str(env),
+        env_id=spec.id,
+        file=str(file),
+        language=language,
+        laid_out_from_source=from_source,
+        time_limit_s=spec.time_limit_s,
+        memory_mb=spec.memory_mb,
+        public_score=result.public_score,
+        held_out_score=None if samples_only else result.held_out_score,
+        held_out_raw=None if samples_only else result.held_out_raw,
+        compile_log=details.get("compile_log"),
+        infra_error=result.infra_error,
+        tests=tests,
+    )
 
 
 def render(report: GradeReport, console) -> None:
@@ -140,22 +157,49 @@ def render(report: GradeReport, console) -> None:
     from rich.table import Table
 
     origin = " (laid out from its source, without the build's gates)" if report.laid_out_from_source else ""
-    console.print(f"{escape(report.file)} ({report.language}) on env {escape(report.env_id)}{escape(origin)}: time limit {report.time_limit_s:g} s CPU, memory {report.memory_mb} MB")
+    console.print(
+        f"{escape(report.file)} ({report.language}) on env {escape(report.env_id)}{escape(origin)}: "
+        f"time limit {report.time_limit_s:g} s CPU, memory {report.memory_mb} MB"
+    )
     if report.compile_log is not None:
         console.print("[red]compile error[/red]:\n" + escape(report.compile_log.rstrip()))
-    colors = {"AC": "green", "WA": "red", "TLE": "yellow", "MLE": "yellow", "RE": "red", "OLE": "yellow", "CE": "red", "JE": "magenta"}
+    colors = {
+        "AC": "green",
+        "WA": "red",
+        "TLE": "yellow",
+        "MLE": "yellow",
+        "RE": "red",
+        "OLE": "yellow",
+        "CE": "red",
+        "JE": "magenta",
+    }
     table = Table("test", "kind", "verdict", "CPU s", "memory MB", "message")
     for t in report.tests:
         cpu = f"{t.cpu_s:.3f}" if t.cpu_s is not None else "-"
         memory = f"{t.memory_mb:.1f}" if t.memory_mb is not None else "-"
         message = t.message if t.verdict != "CE" else "see the compile error above"
-        table.add_row(escape(t.name), "sample" if t.sample else "hidden", f"[{colors.get(t.verdict, 'white')}]{t.verdict}[/]", cpu, memory, escape(message[:200]))
+        table.add_row(
+            escape(t.name),
+            "sample" if t.sample else "hidden",
+            f"[{colors.get(t.verdict, 'white')}]{t.verdict}[/]",
+            cpu,
+            memory,
+            escape(message[:200]),
+        )
     console.print(table)
     samples = [t for t in report.tests if t.sample]
     hidden = [t for t in report.tests if not t.sample]
-    public = "none (no sample tests)" if report.public_score is None else f"{report.public_score:.3f} ({sum(t.verdict == 'AC' for t in samples)}/{len(samples)} samples AC)"
+    public = (
+        "none (no sample tests)"
+        if report.public_score is None
+        else f"{report.public_score:.3f} ({sum(t.verdict == 'AC' for t in samples)}/{len(samples)} samples AC)"
+    )
     passed = sum(t.verdict == "AC" for t in hidden)
-    held = "not graded (--samples-only)" if report.held_out_score is None else f"{report.held_out_score:.3f} (raw {report.held_out_raw:g}; {passed}/{len(hidden)} hidden AC)"
+    held = (
+        "not graded (--samples-only)"
+        if report.held_out_score is None
+        else f"{report.held_out_score:.3f} (raw {report.held_out_raw:g}; {passed}/{len(hidden)} hidden AC)"
+    )
     console.print(f"public score: {public}")
     console.print(f"held-out score: {held}")
     if report.infra_error:

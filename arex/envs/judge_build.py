@@ -16,7 +16,15 @@ import time
 from pathlib import Path
 
 from arex.envs.judge_sources import Problem, content_hash, load, source_files
-from arex.envs.report import EnvReport, GateLog, cached_rejection, finish, remember_rejection, skipped_report, write_task
+from arex.envs.report import (
+    EnvReport,
+    GateLog,
+    cached_rejection,
+    finish,
+    remember_rejection,
+    skipped_report,
+    write_task,
+)
 from arex.envs.sources.frontier import CANDIDATES_DIR
 from arex.grading.checkers import Check
 from arex.grading.interactive import crash_of
@@ -33,14 +41,25 @@ INTERACTIVE_GATES = "hostile-output-1"
 answer, which holds only for an interactor that passed the hostile-output gate, so one accepted
 before that gate is built again (other problems keep their builds)."""
 STARTERS = {
-    "cpp17": "#include <bits/stdc++.h>\nusing namespace std;\n\nint main() {\n    // read the input from stdin, write the answer to stdout\n    return 0;\n}\n",
-    "python3": "import sys\n\n\ndef main():\n    data = sys.stdin.read().split()\n    # compute and print the answer\n\n\nmain()\n",
-    "pypy3": "import sys\n\n\ndef main():\n    data = sys.stdin.read().split()\n    # compute and print the answer\n\n\nmain()\n",
-    "c11": "#include <stdio.h>\n\nint main(void) {\n    /* read the input from stdin, write the answer to stdout */\n    return 0;\n}\n",
-    "java": "import java.io.*;\nimport java.util.*;\n\npublic class Main {\n    public static void main(String[] args) throws IOException {\n"
+    "cpp17": "#include <bits/stdc++.h>\nusing namespace std;\n\n"
+    "int main() {\n    // read the input from stdin, write the answer to stdout\n    return 0;\n}\n",
+    "python3": "import sys\n\n\n"
+    "def main():\n    data = sys.stdin.read().split()\n    # compute and print the answer\n\n\nmain()\n",
+    "pypy3": "import sys\n\n\n"
+    "def main():\n    data = sys.stdin.read().split()\n    # compute and print the answer\n\n\nmain()\n",
+    "c11": "#include <stdio.h>\n\n"
+    "int main(void) {\n    /* read the input from stdin, write the answer to stdout */\n    return 0;\n}\n",
+    "java": "import java.io.*;\nimport java.util.*;\n\n"
+    "public class Main {\n    public static void main(String[] args) throws IOException {\n"
     "        // read the input from System.in, write the answer to System.out\n    }\n}\n",
 }
-NOOP = {"cpp17": "int main() { return 0; }\n", "python3": "\n", "pypy3": "\n", "c11": "int main(void) { return 0; }\n", "java": "public class Main { public static void main(String[] args) { } }\n"}
+NOOP = {
+    "cpp17": "int main() { return 0; }\n",
+    "python3": "\n",
+    "pypy3": "\n",
+    "c11": "int main(void) { return 0; }\n",
+    "java": "public class Main { public static void main(String[] args) { } }\n",
+}
 # Reference-free validation: the answer files, offered as outputs, must be rated at least this
 # (Frontier-CS testlib checkers print "Ratio: 1.0" for the best known answer itself).
 ANSWER_RATIO_MIN = 0.99
@@ -92,7 +111,9 @@ def run_gates(env_dir: Path, spec: JudgeSpec, problem: Problem, sandbox: Sandbox
     if not _has_reference(log, accepted, problem):
         return log, spec
     if problem.time_multiplier is not None:  # legacy Kattis: limit from the slowest accepted run
-        spec = _derive_time_limit(log, Judge(env_dir, spec, sandbox), accepted, problem.time_multiplier, problem.time_resolution)
+        spec = _derive_time_limit(
+            log, Judge(env_dir, spec, sandbox), accepted, problem.time_multiplier, problem.time_resolution
+        )
     judge = Judge(env_dir, spec, sandbox)
     reference = _accepted_gates(log, judge, accepted)
     if reference is not None and _hostile_output_gate(log, judge) and _failing_gates(log, judge):
@@ -111,7 +132,9 @@ def gated(solutions: tuple[SolutionRef, ...], expected: str) -> list[SolutionRef
 
 
 def _grade(judge: Judge, solution: SolutionRef, **kw) -> GradeResult:
-    return judge.grade((judge.env_dir / solution.path).read_text(encoding="utf-8", errors="replace"), solution.language, **kw)
+    return judge.grade(
+        (judge.env_dir / solution.path).read_text(encoding="utf-8", errors="replace"), solution.language, **kw
+    )
 
 
 def _slowest(result: GradeResult) -> float:
@@ -131,7 +154,11 @@ def _data_gates(log: GateLog, judge: Judge) -> bool:
     """Every test has its files; with a built-in checker, every answer passes it."""
     spec, private = judge.spec, judge.private
     missing = [t.name for t in spec.tests if not (private / t.input).is_file() or not (private / t.answer).is_file()]
-    if not log.check("tests complete", not missing, f"{len(spec.tests)} tests, each with input and answer" if not missing else f"missing files for {missing[:5]}"):
+    if not log.check(
+        "tests complete",
+        not missing,
+        f"{len(spec.tests)} tests, each with input and answer" if not missing else f"missing files for {missing[:5]}",
+    ):
         return False
     if spec.checker.kind not in ("exact", "token", "float"):
         # A custom checker's answer file need not be an output (it may hold just the best value):
@@ -139,7 +166,13 @@ def _data_gates(log: GateLog, judge: Judge) -> bool:
         return True
     checks = judge.check_outputs({t.name: (private / t.answer).read_text(errors="replace") for t in spec.tests})
     bad = [name for name, c in checks.items() if not c.accepted or c.judge_error]
-    return log.check("answers pass checker", not bad, "every expected answer accepted by its own checker" if not bad else f"rejected: {bad[:5]} ({checks[bad[0]].message[:120]})")
+    return log.check(
+        "answers pass checker",
+        not bad,
+        "every expected answer accepted by its own checker"
+        if not bad
+        else f"rejected: {bad[:5]} ({checks[bad[0]].message[:120]})",
+    )
 
 
 def _has_reference(log: GateLog, accepted: list[SolutionRef], problem: Problem) -> bool:
@@ -162,11 +195,17 @@ def legacy_time_limit(slowest: float, multiplier: float, resolution: float = 1.0
     return max(1, steps) * resolution
 
 
-def _derive_time_limit(log: GateLog, judge: Judge, accepted: list[SolutionRef], multiplier: float, resolution: float) -> JudgeSpec:
+def _derive_time_limit(
+    log: GateLog, judge: Judge, accepted: list[SolutionRef], multiplier: float, resolution: float
+) -> JudgeSpec:
     """The legacy limit from the slowest accepted run, graded under the provisional limit."""
     slowest = max([0.0, *(_slowest(_grade(judge, solution)) for solution in accepted)])
     limit = legacy_time_limit(slowest, multiplier, resolution)
-    log.check("time limit derived", True, f"slowest accepted {slowest:.2f}s × {multiplier:g}, rounded up to {resolution:g}s steps → {limit:g}s")
+    log.check(
+        "time limit derived",
+        True,
+        f"slowest accepted {slowest:.2f}s × {multiplier:g}, rounded up to {resolution:g}s steps → {limit:g}s",
+    )
     return judge.spec.model_copy(update={"time_limit_s": limit})
 
 
@@ -181,14 +220,26 @@ def _accepted_gates(log: GateLog, judge: Judge, accepted: list[SolutionRef]) -> 
         log.scores[f"accepted:{solution.path}"] = first.held_out_score
         verdicts = first.details["verdicts_hidden"]
         seen = f"held-out {first.held_out_score:.3f}, public {_public(first)}, verdicts {verdicts}"
-        if not log.check(f"accepted scores 1.0 ({solution.path})", first.held_out_score == 1.0 and first.public_score in (None, 1.0), seen):
+        if not log.check(
+            f"accepted scores 1.0 ({solution.path})",
+            first.held_out_score == 1.0 and first.public_score in (None, 1.0),
+            seen,
+        ):
             return None
-        if not log.check(f"deterministic ({solution.path})", first.held_out_score == second.held_out_score, f"two gradings: {first.held_out_score:.3f} and {second.held_out_score:.3f}"):
+        if not log.check(
+            f"deterministic ({solution.path})",
+            first.held_out_score == second.held_out_score,
+            f"two gradings: {first.held_out_score:.3f} and {second.held_out_score:.3f}",
+        ):
             return None
         slowest = max(slowest, _slowest(first))
         reference = first
     limit = judge.spec.time_limit_s
-    if not log.check("time limit margin", slowest < limit / 2, f"slowest accepted test {slowest:.2f}s, limit {limit:g}s (needs < half)"):
+    if not log.check(
+        "time limit margin",
+        slowest < limit / 2,
+        f"slowest accepted test {slowest:.2f}s, limit {limit:g}s (needs < half)",
+    ):
         return None
     return reference
 
@@ -201,13 +252,21 @@ def _failing_gates(log: GateLog, judge: Judge, checker_box=None) -> bool:
             return False
         seen = {t["verdict"] for t in result.details["tests"]}
         log.scores[f"{solution.expected}:{solution.path}"] = result.held_out_score
-        if not log.check(f"{solution.expected} caught ({solution.path})", bool(seen & CAUGHT_AS[solution.expected]), f"verdicts seen: {sorted(seen)}"):
+        if not log.check(
+            f"{solution.expected} caught ({solution.path})",
+            bool(seen & CAUGHT_AS[solution.expected]),
+            f"verdicts seen: {sorted(seen)}",
+        ):
             return False
     for solution in gated(judge.spec.solutions, "partially_accepted"):
         if solution.expected == "partially_accepted":
             result = _grade(judge, solution, checker_box=checker_box)
             log.scores[f"partially_accepted:{solution.path}"] = result.held_out_score
-            if not log.check(f"partial scores between ({solution.path})", 0.0 < result.held_out_score < 1.0, f"held-out {result.held_out_score:.3f}"):
+            if not log.check(
+                f"partial scores between ({solution.path})",
+                0.0 < result.held_out_score < 1.0,
+                f"held-out {result.held_out_score:.3f}",
+            ):
                 return False
     return True
 
@@ -216,7 +275,9 @@ def _starter_score(log: GateLog, judge: Judge, **kw) -> None:
     """The agent's starting point's score: recorded, so the room to improve is known."""
     starter = judge.env_dir / "workspace" / judge.spec.starter
     if starter.is_file():
-        log.scores["starter"] = judge.grade(starter.read_text(errors="replace"), language_for(starter.name).name, **kw).held_out_score
+        log.scores["starter"] = judge.grade(
+            starter.read_text(errors="replace"), language_for(starter.name).name, **kw
+        ).held_out_score
 
 
 def _noop_gate(log: GateLog, judge: Judge, language: str, reference: GradeResult) -> None:
@@ -224,7 +285,11 @@ def _noop_gate(log: GateLog, judge: Judge, language: str, reference: GradeResult
     _starter_score(log, judge)
     noop = judge.grade(*_noop_source(language))
     log.scores["noop"] = noop.held_out_score
-    log.check("no-op scores clearly lower", noop.held_out_score <= 0.5 * reference.held_out_score, f"no-op {noop.held_out_score:.3f} vs reference {reference.held_out_score:.3f}")
+    log.check(
+        "no-op scores clearly lower",
+        noop.held_out_score <= 0.5 * reference.held_out_score,
+        f"no-op {noop.held_out_score:.3f} vs reference {reference.held_out_score:.3f}",
+    )
 
 
 def _broken(log: GateLog, judge: Judge, result: GradeResult, whose: str, prefix: str = "") -> bool:
@@ -318,8 +383,9 @@ def _hostile_output_gate(log: GateLog, judge: Judge) -> bool:
             if crash is not None:
                 name, how = crash
                 detail = (
-                    f"interactor {source} crashed ({how}) on test {name} when the program wrote {what}: an interactor must "
-                    "answer malformed output with its wrong-answer verdict (Kattis exit 43, testlib exit 1 or 2), not fail"
+                    f"interactor {source} crashed ({how}) on test {name} when the program wrote {what}: "
+                    "an interactor must answer malformed output with its wrong-answer verdict "
+                    "(Kattis exit 43, testlib exit 1 or 2), not fail"
                 )
                 return log.check(HOSTILE_GATE, False, detail)
     finally:
@@ -330,9 +396,17 @@ def _hostile_output_gate(log: GateLog, judge: Judge) -> bool:
 
 # -- reference-free validation (scored problems without an accepted submission) ------------------
 # The rejection when nothing shows that grading rewards a better answer: what is missing, and the fix.
-NO_EVIDENCE = "no accepted submission, the answer files are not rated as answers (placeholder answers?), and no candidate solution scores above the no-op: add a solution (solutions/<name>.cpp)"
-NO_EVIDENCE_INTERACTIVE = "interactive problem with no solution: nothing shows the interactor accepts a good answer; add solutions/<name>.cpp"
-NO_EVIDENCE_INTERACTIVE_CANDIDATES = "interactive problem and no candidate solution scores above the no-op: nothing shows the interactor accepts a good answer; add solutions/<name>.cpp"
+NO_EVIDENCE = (
+    "no accepted submission, the answer files are not rated as answers (placeholder answers?), "
+    "and no candidate solution scores above the no-op: add a solution (solutions/<name>.cpp)"
+)
+NO_EVIDENCE_INTERACTIVE = (
+    "interactive problem with no solution: nothing shows the interactor accepts a good answer; add solutions/<name>.cpp"
+)
+NO_EVIDENCE_INTERACTIVE_CANDIDATES = (
+    "interactive problem and no candidate solution scores above the no-op: "
+    "nothing shows the interactor accepts a good answer; add solutions/<name>.cpp"
+)
 
 
 def _reference_free_gates(log: GateLog, judge: Judge) -> None:
@@ -377,7 +451,10 @@ def _better_answer_gates(log: GateLog, judge: Judge, box) -> str | None:
         if not _answer_gates(log, judge, box, checks) or not _noop_below_answers(log, judge, noop, ratios):
             return None
         best = f", best of {tried} {max(candidates.values()):.3f}" if candidates else ""
-        return f"answers rated {min(ratios.values()):.3f}, no-op {noop.held_out_score:.3f} (below the answer on every test), deterministic{best}"
+        return (
+            f"answers rated {min(ratios.values()):.3f}, no-op {noop.held_out_score:.3f} "
+            f"(below the answer on every test), deterministic{best}"
+        )
     return _candidate_gates(log, judge, box, noop.held_out_score, candidates, ratios)
 
 
@@ -396,7 +473,12 @@ def _answer_ratios(log: GateLog, judge: Judge, box) -> dict[str, Check] | None:
     if broken and any(s.expected == "candidate" for s in judge.spec.solutions):
         return {}
     if broken:
-        log.check("checker works", False, f"checker failed on test {broken[0]} ({len(broken)} of {len(checks)} tests): {checks[broken[0]].message[:300]}")
+        log.check(
+            "checker works",
+            False,
+            f"checker failed on test {broken[0]} ({len(broken)} of {len(checks)} tests): "
+            f"{checks[broken[0]].message[:300]}",
+        )
         return None
     log.scores["answers"] = sum(c.ratio for c in checks.values()) / len(checks)
     return checks
@@ -407,8 +489,19 @@ def _answer_gates(log: GateLog, judge: Judge, box, first: dict[str, Check]) -> b
     low = min(first, key=lambda name: first[name].ratio)
     log.check("answers rated high", True, f"lowest {first[low].ratio:.3f} (test {low}) over {len(first)} tests")
     second = judge.check_outputs(_answers_as_outputs(judge), box)
-    changed = [name for name in first if name not in second or (first[name].ratio, first[name].raw) != (second[name].ratio, second[name].raw)]
-    detail = "two ratings of every answer equal" if not changed else f"test {changed[0]} rated {first[changed[0]].ratio:.3f}, then {second[changed[0]].ratio if changed[0] in second else 0.0:.3f}"
+    changed = [
+        name
+        for name in first
+        if name not in second or (first[name].ratio, first[name].raw) != (second[name].ratio, second[name].raw)
+    ]
+    detail = (
+        "two ratings of every answer equal"
+        if not changed
+        else (
+            f"test {changed[0]} rated {first[changed[0]].ratio:.3f}, "
+            f"then {second[changed[0]].ratio if changed[0] in second else 0.0:.3f}"
+        )
+    )
     return log.check("deterministic", not changed, detail)
 
 
@@ -416,11 +509,19 @@ def _noop_below_answers(log: GateLog, judge: Judge, noop: GradeResult, answers: 
     """The no-op scores at most half the answers, and strictly less than the answer on every test."""
     hidden = [t.name for t in judge.spec.tests if not t.sample] or list(answers)
     best = sum(answers[name] for name in hidden) / len(hidden)
-    if not log.check("no-op scores clearly lower", noop.held_out_score == 0.0 or noop.held_out_score < 0.5 * best, f"no-op {noop.held_out_score:.3f} vs answers {best:.3f}"):
+    if not log.check(
+        "no-op scores clearly lower",
+        noop.held_out_score == 0.0 or noop.held_out_score < 0.5 * best,
+        f"no-op {noop.held_out_score:.3f} vs answers {best:.3f}",
+    ):
         return False
     ratios = {t["name"]: t["ratio"] for t in noop.details["tests"]}
     not_better = [name for name in answers if answers[name] <= ratios.get(name, 0.0)]
-    detail = "on every test the answer is rated above the no-op" if not not_better else f"test {not_better[0]}: answer {answers[not_better[0]]:.3f}, no-op {ratios[not_better[0]]:.3f}"
+    detail = (
+        "on every test the answer is rated above the no-op"
+        if not not_better
+        else f"test {not_better[0]}: answer {answers[not_better[0]]:.3f}, no-op {ratios[not_better[0]]:.3f}"
+    )
     return log.check("better answer scores higher", not not_better, detail)
 
 
@@ -447,7 +548,9 @@ def _grade_candidates(log: GateLog, judge: Judge, box) -> dict[str, float] | Non
     return scores
 
 
-def _candidate_gates(log: GateLog, judge: Judge, box, noop: float, candidates: dict[str, float], ratios: dict[str, float]) -> str | None:
+def _candidate_gates(
+    log: GateLog, judge: Judge, box, noop: float, candidates: dict[str, float], ratios: dict[str, float]
+) -> str | None:
     """Without answers rated as answers: the best candidate scores above the no-op (and above 0),
     the no-op at most half of it, and a candidate above the no-op grades the same twice."""
     best = max(candidates, key=lambda path: candidates[path], default="")
@@ -461,13 +564,21 @@ def _candidate_gates(log: GateLog, judge: Judge, box, noop: float, candidates: d
         log.check("better answer scores higher", False, f"{missing} ({rated}candidates: {seen}; no-op {noop:.3f})")
         return None
     tried = f"{len(candidates)} candidate{'s' if len(candidates) != 1 else ''}"
-    log.check("better answer scores higher", True, f"best of {tried} {score:.3f} ({_short(best)}), above the no-op {noop:.3f}")
-    if not log.check("no-op scores clearly lower", noop == 0.0 or noop < 0.5 * score, f"no-op {noop:.3f} vs best candidate {score:.3f}"):
+    log.check(
+        "better answer scores higher", True, f"best of {tried} {score:.3f} ({_short(best)}), above the no-op {noop:.3f}"
+    )
+    if not log.check(
+        "no-op scores clearly lower",
+        noop == 0.0 or noop < 0.5 * score,
+        f"no-op {noop:.3f} vs best candidate {score:.3f}",
+    ):
         return None
     stable = _stable_candidate(log, judge, box, {path: value for path, value in candidates.items() if value > noop})
     if stable is None:
         return None
-    shown = "deterministic" if stable == best else f"deterministic ({_short(stable)} graded twice; {_short(best)} varies)"
+    shown = (
+        "deterministic" if stable == best else f"deterministic ({_short(stable)} graded twice; {_short(best)} varies)"
+    )
     return f"no-op {noop:.3f}, best of {tried} {score:.3f} ({_short(best)}), {shown}"
 
 
@@ -481,10 +592,18 @@ def _stable_candidate(log: GateLog, judge: Judge, box, above: dict[str, float]) 
         solution = next(s for s in judge.spec.solutions if s.path == path)
         again = _grade(judge, solution, checker_box=box).held_out_score
         if again == above[path]:
-            log.check("deterministic", True, f"{_short(path)} graded twice: {again:.3f} both times" + (f" ({', '.join(varied)} varied)" if varied else ""))
+            log.check(
+                "deterministic",
+                True,
+                f"{_short(path)} graded twice: {again:.3f} both times"
+                + (f" ({', '.join(varied)} varied)" if varied else ""),
+            )
             return path
         varied.append(f"{_short(path)} {above[path]:.6f} then {again:.6f}")
-    detail = f"every candidate above the no-op scored differently when graded again ({', '.join(varied)}): randomised or time-bound candidates, or a grader that is not deterministic"
+    detail = (
+        f"every candidate above the no-op scored differently when graded again ({', '.join(varied)}): "
+        "randomised or time-bound candidates, or a grader that is not deterministic"
+    )
     log.check("deterministic", False, detail)
     return None
 
@@ -538,7 +657,8 @@ def build_one(problem: Problem, source: Path, digest: str, out: Path, sandbox: S
             report.status, report.reason = "error", f"{type(exc).__name__}: {exc}"
             report.seconds = time.monotonic() - started
             return report
-        finish(report, log, work, final, spec, digest, BUILDER_VERSION, skills_from=source)  # a folder's arex-skills/, if any
+        # the skills: the source folder's arex-skills/, if any
+        finish(report, log, work, final, spec, digest, BUILDER_VERSION, skills_from=source)
     remember_rejection(out, env_id, digest, report)
     report.seconds = time.monotonic() - started
     return report

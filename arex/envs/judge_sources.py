@@ -18,6 +18,17 @@ from arex.envs.sources import (
 )
 
 __all__ = [
-    "PROVISIONAL_TIME_LIMIT_S", "TESTLIB_HEADER", "Problem", "SourceError", "content_hash", "detect", "load", "load_arex",
-    "load_codecontests", "load_frontier", "load_kattis", "slug", "source_files",
-]  # fmt: skip
+    "PROVISIONAL_TIME_LIMIT_S",
+    "TESTLIB_HEADER",
+    "Problem",
+    "SourceError",
+    "content_hash",
+    "detect",
+    "load",
+    "load_arex",
+    "load_codecontests",
+    "load_frontier",
+    "load_kattis",
+    "slug",
+    "source_files",
+]

@@ -104,7 +104,15 @@ def build_probe(data: DataSpec, columns: list[str], train: list[dict], held_out:
     rows = []
     for r, row_keys_ in zip(probed, keys):
         ident = norm(r[data.id_column])
-        rows.append(ProbeRow(label=norm(r[data.target]), features=values(r), keys=row_keys_, id=ident if ident and ident not in taken else None, pos=int(r[data.id_column]) if positional else None))
+        rows.append(
+            ProbeRow(
+                label=norm(r[data.target]),
+                features=values(r),
+                keys=row_keys_,
+                id=ident if ident and ident not in taken else None,
+                pos=int(r[data.id_column]) if positional else None,
+            )
+        )
     labels = Counter(row.label for row in rows)
     chance = max(labels.values()) / len(rows) if rows else 0.0
     return LeakProbe(rows=rows, chance=chance, held_out=len(held_out), table_rows=len(table), duplicates=duplicates)
@@ -148,9 +156,15 @@ def run_scan(box: Sandbox, probe: LeakProbe) -> LeakReport:
     a folder it skips."""
     box.write_file(f"{SCAN_DIR}/leak_scan.py", Path(leak_scan.__file__).read_bytes())
     box.write_file(f"{SCAN_DIR}/probe.json", probe.model_dump_json())
-    result = box.exec(["python3", f"{SCAN_DIR}/leak_scan.py", f"{SCAN_DIR}/probe.json", f"{SCAN_DIR}/report.json", "/"], timeout=SCAN_TIMEOUT)
+    result = box.exec(
+        ["python3", f"{SCAN_DIR}/leak_scan.py", f"{SCAN_DIR}/probe.json", f"{SCAN_DIR}/report.json", "/"],
+        timeout=SCAN_TIMEOUT,
+    )
     if not result.ok:
-        raise LeakScanFailed(f"the leak scan did not finish ({result.status}, exit {result.exit_code}): {(result.stderr or result.stdout)[-600:]}")
+        raise LeakScanFailed(
+            f"the leak scan did not finish ({result.status}, exit {result.exit_code}): "
+            f"{(result.stderr or result.stdout)[-600:]}"
+        )
     try:
         return LeakReport.model_validate_json(box.read_file(f"{SCAN_DIR}/report.json"))
     except (FileNotFoundError, ValidationError) as exc:
@@ -159,15 +173,20 @@ def run_scan(box: Sandbox, probe: LeakProbe) -> LeakReport:
 
 def describe(report: LeakReport, probe: LeakProbe) -> tuple[list[str], str]:
     """The gate's problems (leaking and unreadable files) and what was scanned, in words."""
-    problems = [f"{leak.path} recovers {leak.recovered} of {leak.of} held-out labels ({leak.column}; {leak.how})" for leak in report.leaks[:10]]
+    problems = [
+        f"{leak.path} recovers {leak.recovered} of {leak.of} held-out labels ({leak.column}; {leak.how})"
+        for leak in report.leaks[:10]
+    ]
     if len(report.leaks) > 10:
         problems.append(f"and {len(report.leaks) - 10} more leaking tables")
     problems += [
-        f"{u.path} cannot be read in the env image: {u.reason}; remove it with the source YAML's `remove:` list, or add a reader such as pyarrow to the requirements"
+        f"{u.path} cannot be read in the env image: {u.reason}; remove it with the source YAML's `remove:` list, "
+        "or add a reader such as pyarrow to the requirements"
         for u in report.unreadable
     ]
     scanned = (
-        f"scanned {report.files} files ({report.records} records, {report.bytes / 1e6:.0f} MB) in {report.seconds:.0f}s "
-        f"for {len(probe.rows)} held-out rows ({probe.duplicates} duplicates of training rows not probed)"
+        f"scanned {report.files} files ({report.records} records, {report.bytes / 1e6:.0f} MB) "
+        f"in {report.seconds:.0f}s for {len(probe.rows)} held-out rows "
+        f"({probe.duplicates} duplicates of training rows not probed)"
     )
     return problems, scanned

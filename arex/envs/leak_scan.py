@@ -142,7 +142,9 @@ class Probe:
         self.anchors: dict[str, set[int]] = {}
         for key, holders in self.keys1.items():
             self.anchors.setdefault(max(_TOKEN.findall(key) or [key], key=len), set()).update(holders)
-        self.words = _NUMBER if all(_NUMBER.fullmatch(v) for v in self.anchors.keys() | self.known | self.ids.keys()) else _TOKEN
+        self.words = (
+            _NUMBER if all(_NUMBER.fullmatch(v) for v in self.anchors.keys() | self.known | self.ids.keys()) else _TOKEN
+        )
         self._by_value: dict[int, dict[str, list[int]]] = {}
 
     def by_value(self, row: int) -> dict[str, list[int]]:
@@ -184,12 +186,16 @@ class Probe:
             return True  # a list of ids with a few values each: an id → label map
         if not self.sizes or known < self.sizes[0] or known * 2 < sum(counts.values()):
             return False
-        return self.words is _TOKEN or sum(len(w) * n for w, n in counts.items()) * 4 >= len(text)  # numbers make up the text
+        # the values are not all numbers, or numbers make up the text
+        return self.words is _TOKEN or sum(len(w) * n for w, n in counts.items()) * 4 >= len(text)
 
     def many_lines(self, text: str) -> bool:
         """Whether a text could list most of the table's rows in order (ids are then positions); one
         far longer is something else (its lines past the table's would not line up anyway)."""
-        return bool(self.positions) and self.table_rows // 2 <= max(text.count("\n"), text.count(",")) <= 4 * self.table_rows + 10
+        return (
+            bool(self.positions)
+            and self.table_rows // 2 <= max(text.count("\n"), text.count(",")) <= 4 * self.table_rows + 10
+        )
 
     def match_keys(self, record: list[str]) -> list[int]:
         """Held-out rows this record holds a key of. One is enough: a key is unique in the whole table,
@@ -215,7 +221,10 @@ def binomial_tail(hits: int, n: int, p: float) -> float:
         return 0.0
     if p >= 1:
         return 1.0
-    logs = [math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * math.log(p) + (n - k) * math.log1p(-p) for k in range(hits, n + 1)]
+    logs = [
+        math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * math.log(p) + (n - k) * math.log1p(-p)
+        for k in range(hits, n + 1)
+    ]
     top = max(logs)
     return min(1.0, math.exp(top) * sum(math.exp(x - top) for x in logs))
 
@@ -293,7 +302,14 @@ class TableStats:
             if explained >= EXPLAINED:
                 continue  # the column is a copy of a feature that happens to equal the label
             if len(rows) > best.get(key[-1], {}).get("recovered", 0):
-                best[key[-1]] = {"path": self.name, "recovered": len(rows), "matched": len(self.matched[key[:-1]]), "of": self.probe.total, "column": self._column(key[-1]), "how": _how(key[:-1])}
+                best[key[-1]] = {
+                    "path": self.name,
+                    "recovered": len(rows),
+                    "matched": len(self.matched[key[:-1]]),
+                    "of": self.probe.total,
+                    "column": self._column(key[-1]),
+                    "how": _how(key[:-1]),
+                }
         return sorted(best.values(), key=lambda leak: -leak["recovered"])
 
     def _null_rate(self, key: tuple) -> float:
@@ -372,7 +388,13 @@ _TEXT_BYTES = bytes([7, 8, 9, 10, 12, 13, 27, *range(32, 256)])
 
 def decode(data: bytes) -> str:
     """Text as the agent would read it: a byte-order mark, UTF-16 by its NULs, UTF-8, else latin-1."""
-    for mark, codec in ((b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"), (b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16")):
+    for mark, codec in (
+        (b"\xff\xfe\x00\x00", "utf-32"),
+        (b"\x00\x00\xfe\xff", "utf-32"),
+        (b"\xef\xbb\xbf", "utf-8-sig"),
+        (b"\xff\xfe", "utf-16"),
+        (b"\xfe\xff", "utf-16"),
+    ):
         if data.startswith(mark):
             return data.decode(codec, errors="replace")
     head = data[:4096]
@@ -388,7 +410,12 @@ def _decompress(kind: str, data: bytes) -> bytes:
     try:
         if kind == "zlib":
             return zlib.decompressobj().decompress(data, FILE_CAP)
-        opener = {"gzip": gzip.open, "bz2": bz2.open, "xz": lzma.open, "lzma": partial(lzma.open, format=lzma.FORMAT_ALONE)}[kind]
+        opener = {
+            "gzip": gzip.open,
+            "bz2": bz2.open,
+            "xz": lzma.open,
+            "lzma": partial(lzma.open, format=lzma.FORMAT_ALONE),
+        }[kind]
         with opener(io.BytesIO(data)) as f:
             return f.read(FILE_CAP)
     except (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError) as exc:
@@ -471,7 +498,19 @@ def _read_npy(data: bytes):
         raise Unreadable(f"an npy array numpy cannot load ({type(exc).__name__}: {str(exc)[:200]})") from None
 
 
-_NPY_CODES = {"f8": "d", "f4": "f", "i8": "q", "i4": "i", "i2": "h", "i1": "b", "u8": "Q", "u4": "I", "u2": "H", "u1": "B", "b1": "?"}
+_NPY_CODES = {
+    "f8": "d",
+    "f4": "f",
+    "i8": "q",
+    "i4": "i",
+    "i2": "h",
+    "i1": "b",
+    "u8": "Q",
+    "u4": "I",
+    "u2": "H",
+    "u1": "B",
+    "b1": "?",
+}
 
 
 def _npy_stdlib(data: bytes) -> list:
@@ -519,7 +558,10 @@ def _unpickle(data: bytes):
             first = first or exc
     missing = _missing_classes(data)
     if missing:
-        raise Unreadable(f"a pickle of classes this image cannot import ({', '.join(sorted(missing)[:3])}; {type(first).__name__}: {str(first)[:150]})")
+        raise Unreadable(
+            "a pickle of classes this image cannot import "
+            f"({', '.join(sorted(missing)[:3])}; {type(first).__name__}: {str(first)[:150]})"
+        )
     try:
         return _StubUnpickler(io.BytesIO(data)).load()
     except Exception:  # noqa: BLE001 - a stream even stubs cannot read is reported
@@ -533,7 +575,11 @@ def _joblib_latin1(data: bytes):
     from joblib.numpy_pickle import NumpyUnpickler
 
     params = inspect.signature(NumpyUnpickler.__init__).parameters
-    unpickler = NumpyUnpickler("", io.BytesIO(data), **{k: v for k, v in (("ensure_native_byte_order", True), ("mmap_mode", None)) if k in params})
+    unpickler = NumpyUnpickler(
+        "",
+        io.BytesIO(data),
+        **{k: v for k, v in (("ensure_native_byte_order", True), ("mmap_mode", None)) if k in params},
+    )
     pickle._Unpickler.__init__(unpickler, unpickler.file_handle, encoding="latin1")
     return unpickler.load()
 
@@ -581,7 +627,9 @@ def _missing_classes(data: bytes) -> set[str]:
                 _check_class(*arg.split(" ", 1), missing)
             elif op.name == "STACK_GLOBAL" and all(isinstance(x, str) for x in recent):
                 _check_class(recent[0], recent[1], missing)
-            value = arg if "UNICODE" in op.name else memo.get(arg) if op.name in ("GET", "BINGET", "LONG_BINGET") else None
+            value = (
+                arg if "UNICODE" in op.name else memo.get(arg) if op.name in ("GET", "BINGET", "LONG_BINGET") else None
+            )
             recent = [recent[-1], value]
     except Exception:  # noqa: BLE001 - a stream pickletools cannot walk has no class list to give
         pass
@@ -599,7 +647,9 @@ def _check_class(module: str, name: str, missing: set[str]) -> None:
         missing.add(f"{module}.{name}")
 
 
-def _xlsx_tables(name: str, archive: zipfile.ZipFile, names: set[str]) -> Iterator[tuple[str, Iterable[list], list | None]]:
+def _xlsx_tables(
+    name: str, archive: zipfile.ZipFile, names: set[str]
+) -> Iterator[tuple[str, Iterable[list], list | None]]:
     """Sheets of an xlsx workbook, read with the standard library (no openpyxl needed: nor does the agent)."""
 
     def local(tag: str) -> str:
@@ -615,7 +665,9 @@ def _xlsx_tables(name: str, archive: zipfile.ZipFile, names: set[str]) -> Iterat
             cells: dict[int, str | None] = {}
             for cell in (c for c in row if local(c.tag) == "c"):
                 ref = re.match(r"[A-Z]+", cell.get("r") or "")
-                col = sum((ord(ch) - 64) * 26**i for i, ch in enumerate(reversed(ref.group()))) - 1 if ref else len(cells)
+                col = (
+                    sum((ord(ch) - 64) * 26**i for i, ch in enumerate(reversed(ref.group()))) - 1 if ref else len(cells)
+                )
                 kind = cell.get("t")
                 value = next((v.text for v in cell if local(v.tag) == "v"), None)
                 if kind == "s" and value is not None:
@@ -692,7 +744,9 @@ def _csv_rows(text: str, delimiter: str) -> Iterator[list]:
 
 # -- objects (unpickled, parsed JSON, arrays, arrow tables) ----------------------------------------
 def _scalar(v: Any) -> bool:
-    return v is None or isinstance(v, (str, int, float, bytes)) or (hasattr(v, "item") and getattr(v, "ndim", None) == 0)
+    return (
+        v is None or isinstance(v, (str, int, float, bytes)) or (hasattr(v, "item") and getattr(v, "ndim", None) == 0)
+    )
 
 
 def _is_frame(v: Any) -> bool:
@@ -700,7 +754,13 @@ def _is_frame(v: Any) -> bool:
 
 
 def _is_array(v: Any) -> bool:
-    return not isinstance(v, type) and hasattr(v, "dtype") and hasattr(v, "tolist") and hasattr(v, "shape") and not hasattr(v, "index")
+    return (
+        not isinstance(v, type)
+        and hasattr(v, "dtype")
+        and hasattr(v, "tolist")
+        and hasattr(v, "shape")
+        and not hasattr(v, "index")
+    )
 
 
 def _rows_of(v: Any) -> list[list] | None:
@@ -752,18 +812,36 @@ def object_tables(name: str, obj: Any, depth: int = 0) -> Iterator[tuple[str, It
         header = [str(obj.index.name or "index")] + [str(c) for c in obj.columns]
         yield name, ([i, *row] for i, row in zip(obj.index.tolist(), obj.to_numpy(dtype=object).tolist())), header
         return
-    if not isinstance(obj, type) and hasattr(obj, "to_numpy") and hasattr(obj, "index") and getattr(obj, "ndim", 0) == 1:
-        yield name, ([i, v] for i, v in zip(obj.index.tolist(), obj.to_numpy(dtype=object).tolist())), ["index", str(getattr(obj, "name", "") or "")]
+    if (
+        not isinstance(obj, type)
+        and hasattr(obj, "to_numpy")
+        and hasattr(obj, "index")
+        and getattr(obj, "ndim", 0) == 1
+    ):
+        yield (
+            name,
+            ([i, v] for i, v in zip(obj.index.tolist(), obj.to_numpy(dtype=object).tolist())),
+            ["index", str(getattr(obj, "name", "") or "")],
+        )
         return
-    if isinstance(obj, dict) or (isinstance(obj, (list, tuple)) and obj and not all(_scalar(x) or isinstance(x, (list, tuple, dict)) for x in obj)):
+    if isinstance(obj, dict) or (
+        isinstance(obj, (list, tuple))
+        and obj
+        and not all(_scalar(x) or isinstance(x, (list, tuple, dict)) for x in obj)
+    ):
         items = list(obj.items()) if isinstance(obj, dict) else list(enumerate(obj))
         combined = _columnar(items)
         used: set = set()
         if combined is not None:
             yield name, combined[0], combined[1]
             used = combined[2]
-        if isinstance(obj, dict) and len(obj) >= 2 and all(isinstance(v, dict) and all(_scalar(x) for x in v.values()) for v in obj.values()):
-            yield f"{name}(by row)", [[k, *v.values()] for k, v in obj.items()], None  # a JSON {"row": {"column": value}}
+        if (
+            isinstance(obj, dict)
+            and len(obj) >= 2
+            and all(isinstance(v, dict) and all(_scalar(x) for x in v.values()) for v in obj.values())
+        ):
+            # a JSON {"row": {"column": value}}
+            yield f"{name}(by row)", [[k, *v.values()] for k, v in obj.items()], None
         if depth < MAX_DEPTH:
             for key, child in items[:1000]:
                 if key not in used and not _scalar(child):
@@ -795,7 +873,11 @@ class Scan:
         seen: set[tuple[int, int]] = set()
         for root in roots:
             for folder, dirs, files in os.walk(root):
-                dirs[:] = sorted(d for d in dirs if os.path.join(folder, d) not in PSEUDO and os.path.join(folder, d) not in self.skip)
+                dirs[:] = sorted(
+                    d
+                    for d in dirs
+                    if os.path.join(folder, d) not in PSEUDO and os.path.join(folder, d) not in self.skip
+                )
                 for f in sorted(files):
                     path = os.path.join(folder, f)
                     try:
@@ -831,7 +913,9 @@ class Scan:
         except _NotData:
             self.kinds["not-data"] += 1
         except Exception as exc:  # noqa: BLE001 - a file the scanner fails on is reported, never skipped
-            self.unreadable.append({"path": path, "reason": f"the scanner could not read it ({type(exc).__name__}: {str(exc)[:200]})"})
+            self.unreadable.append(
+                {"path": path, "reason": f"the scanner could not read it ({type(exc).__name__}: {str(exc)[:200]})"}
+            )
 
     def table(self, name: str, rows: Iterable[list], header: list | None) -> None:
         stats = TableStats(self.probe, name)
@@ -851,8 +935,15 @@ class Scan:
 
     def report(self, seconds: float) -> dict:
         return {
-            "files": self.files, "records": self.records, "bytes": self.bytes, "denied": self.denied, "truncated": self.truncated,
-            "kinds": dict(self.kinds), "seconds": round(seconds, 2), "leaks": self.leaks, "unreadable": self.unreadable,
+            "files": self.files,
+            "records": self.records,
+            "bytes": self.bytes,
+            "denied": self.denied,
+            "truncated": self.truncated,
+            "kinds": dict(self.kinds),
+            "seconds": round(seconds, 2),
+            "leaks": self.leaks,
+            "unreadable": self.unreadable,
         }
 
 
@@ -874,7 +965,11 @@ def main(argv: list[str]) -> int:
     here = os.path.dirname(os.path.abspath(__file__))
     with open(probe_path, encoding="utf-8") as f:
         probe = json.load(f)
-    report = scan(probe, roots or ["/"], skip=[here, os.path.dirname(os.path.abspath(probe_path)), os.path.dirname(os.path.abspath(report_path))])
+    report = scan(
+        probe,
+        roots or ["/"],
+        skip=[here, os.path.dirname(os.path.abspath(probe_path)), os.path.dirname(os.path.abspath(report_path))],
+    )
     with open(report_path, "w", encoding="utf-8") as f:
         json.dump(report, f)
     return 0

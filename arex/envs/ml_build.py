@@ -22,7 +22,17 @@ from arex.envs.leak_probe import build_probe
 from arex.envs.ml_data import csv_bytes, decode_table, decode_text, prepare_table, split_table
 from arex.envs.ml_gates import run_ml_gates
 from arex.envs.ml_images import deps_image, env_image, relaxed_pins
-from arex.envs.ml_source import BUILDER_VERSION, Checkout, MLSource, content_digest, fetch, is_ml_source, load_ml_spec, open_source, parse_source
+from arex.envs.ml_source import (
+    BUILDER_VERSION,
+    Checkout,
+    MLSource,
+    content_digest,
+    fetch,
+    is_ml_source,
+    load_ml_spec,
+    open_source,
+    parse_source,
+)
 from arex.envs.report import EnvReport, finish, skipped_report, write_task
 from arex.envs.skills import SOURCE_SKILLS
 from arex.hashing import bytes_sha256, text_sha256
@@ -30,9 +40,17 @@ from arex.record.canary import CANARY_FILE, make_canary
 from arex.sandbox import SandboxConfig, SandboxError
 
 __all__ = [
-    "MLSource", "build_ml", "crash_reason", "env_id", "fetch", "is_ml_source", "load_ml_spec", "open_source", "parse_source",
+    "MLSource",
+    "build_ml",
+    "crash_reason",
+    "env_id",
+    "fetch",
+    "is_ml_source",
+    "load_ml_spec",
+    "open_source",
+    "parse_source",
     "split_table",
-]  # fmt: skip
+]
 
 
 def build_ml(path: Path, out: Path, sandbox: SandboxConfig, package_sources: bool = False) -> EnvReport:
@@ -73,11 +91,20 @@ def crash_reason(exc: BaseException) -> str:
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/arex/" in f.filename.replace("\\", "/")]
     where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name})" if frames else ""
     message = " ".join(str(exc).split()) or "no message"
-    return f"unexpected {type(exc).__name__}: {message}{where}; this is an arex bug or an input it does not handle yet, please report it."
+    return (
+        f"unexpected {type(exc).__name__}: {message}{where}; "
+        "this is an arex bug or an input it does not handle yet, please report it."
+    )
 
 
-def _build_and_gate(report: EnvReport, checkout: Checkout, content: str, out: Path, sandbox: SandboxConfig,
-                    package_sources: bool = False) -> None:
+def _build_and_gate(
+    report: EnvReport,
+    checkout: Checkout,
+    content: str,
+    out: Path,
+    sandbox: SandboxConfig,
+    package_sources: bool = False,
+) -> None:
     """Images, data split and env folder; the gates; into place under `out` if they all pass."""
     spec = checkout.spec
     deps = deps_image(spec, checkout.folder, sandbox.image, package_sources)
@@ -88,22 +115,37 @@ def _build_and_gate(report: EnvReport, checkout: Checkout, content: str, out: Pa
         work = Path(tmp) / spec.id
         checksums = _write_data(work, checkout, columns, train, public, private)
         (work / CANARY_FILE).write_text(make_canary(f"{spec.id}\0{content}") + "\n")
-        (work / "statement.md").write_text(decode_text((checkout.folder / spec.statement).read_bytes()), encoding="utf-8")
+        (work / "statement.md").write_text(
+            decode_text((checkout.folder / spec.statement).read_bytes()), encoding="utf-8"
+        )
         image = env_image(spec, deps, work / "workspace", content)
         relaxed = relaxed_pins(spec, checkout.folder, sandbox.image, package_sources)
-        spec = spec.model_copy(update={"image": image, "source_url": checkout.source.url, "source_commit": checkout.commit, "source_hash": content, "checksums": checksums,
-                                       "requirements_relaxed": relaxed})  # fmt: skip
+        spec = spec.model_copy(
+            update={
+                "image": image,
+                "source_url": checkout.source.url,
+                "source_commit": checkout.commit,
+                "source_hash": content,
+                "checksums": checksums,
+                "requirements_relaxed": relaxed,
+            }
+        )
         write_task(work, spec)
         log = run_ml_gates(work, spec, train, sandbox, build_probe(spec.data, columns, train, public + private))
         log.notes += [f"requirements relaxed: {name} {change}" for name, change in spec.requirements_relaxed.items()]
         if encoding not in ("utf-8", "ascii"):
-            log.notes.append(f"data.table read as {encoding}{'' if spec.data.encoding == 'auto' else ' (data.encoding)'}, written as UTF-8")
+            log.notes.append(
+                f"data.table read as {encoding}{'' if spec.data.encoding == 'auto' else ' (data.encoding)'}, "
+                "written as UTF-8"
+            )
         # The spec is written only if every gate passed, and then the baseline score is known.
         accepted = spec.model_copy(update={"baseline_score": log.scores.get("baseline")})
         finish(report, log, work, out / spec.id, accepted, content, BUILDER_VERSION, skills_from=checkout.folder)
 
 
-def _write_data(work: Path, checkout: Checkout, columns: list[str], train: list[dict], public: list[dict], private: list[dict]) -> dict[str, str]:
+def _write_data(
+    work: Path, checkout: Checkout, columns: list[str], train: list[dict], public: list[dict], private: list[dict]
+) -> dict[str, str]:
     """The workspace (the repository without its labelled table, plus the train and test files)
     and private/labels.csv; returns their checksums."""
     data, workspace = checkout.spec.data, work / "workspace"
@@ -116,8 +158,13 @@ def _write_data(work: Path, checkout: Checkout, columns: list[str], train: list[
         (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(p, workspace / rel)
     train_csv = csv_bytes(columns, train)
-    test_csv = csv_bytes([c for c in columns if c != data.target], sorted(public + private, key=lambda r: text_sha256(r[data.id_column])))
-    labels_csv = csv_bytes([data.id_column, data.target, "split"], [{**r, "split": "public"} for r in public] + [{**r, "split": "private"} for r in private])
+    test_csv = csv_bytes(
+        [c for c in columns if c != data.target], sorted(public + private, key=lambda r: text_sha256(r[data.id_column]))
+    )
+    labels_csv = csv_bytes(
+        [data.id_column, data.target, "split"],
+        [{**r, "split": "public"} for r in public] + [{**r, "split": "private"} for r in private],
+    )
     for rel, blob in ((data.train_file, train_csv), (data.test_file, test_csv)):
         (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
         (workspace / rel).write_bytes(blob)

@@ -24,14 +24,25 @@ def prepare_table(spec: MLSpec, checkout: Path, deps: str, sandbox: SandboxConfi
         box.copy_in(checkout, ".")
         result = box.exec(spec.data.prepare, timeout=spec.time_limit_s)
         if not result.ok:
-            raise SourceError(f"data.prepare '{spec.data.prepare}' failed ({result.status}, exit {result.exit_code}): {(result.stderr or result.stdout)[-800:]}")
+            raise SourceError(
+                f"data.prepare '{spec.data.prepare}' failed ({result.status}, exit {result.exit_code}): "
+                f"{(result.stderr or result.stdout)[-800:]}"
+            )
         try:
             return box.read_file(spec.data.table, max_bytes=TABLE_CAP)
         except FileNotFoundError:
-            raise SourceError(f"data.prepare '{spec.data.prepare}' did not write data.table '{spec.data.table}'") from None
+            raise SourceError(
+                f"data.prepare '{spec.data.prepare}' did not write data.table '{spec.data.table}'"
+            ) from None
 
 
-_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
 
 
 def detect_encoding(table: bytes) -> str:
@@ -61,12 +72,17 @@ def decode_table(data: DataSpec, table: bytes) -> tuple[str, str]:
     try:
         text = table.decode(encoding)
     except LookupError:
-        raise SourceError(f"data.encoding '{encoding}' is not a known text encoding: set it to 'auto' or a codec name such as utf-8, cp1252 or latin-1") from None
+        raise SourceError(
+            f"data.encoding '{encoding}' is not a known text encoding: "
+            "set it to 'auto' or a codec name such as utf-8, cp1252 or latin-1"
+        ) from None
     except UnicodeDecodeError as exc:
         line = table.count(b"\n", 0, exc.start) + 1
         raise SourceError(
-            f"data.table '{data.table}' cannot be decoded as {encoding} (byte 0x{table[exc.start]:02x} on line {line}): "
-            "set data.encoding in the spec to the table's real encoding (e.g. cp1252 or latin-1), or to 'auto' to let arex detect it"
+            f"data.table '{data.table}' cannot be decoded as {encoding} "
+            f"(byte 0x{table[exc.start]:02x} on line {line}): "
+            "set data.encoding in the spec to the table's real encoding (e.g. cp1252 or latin-1), "
+            "or to 'auto' to let arex detect it"
         ) from None
     return text.removeprefix("\ufeff"), encoding
 
@@ -86,7 +102,9 @@ def split_table(spec: MLSpec, table: bytes | str) -> tuple[list[str], list[dict]
         raise SourceError(f"data.table '{data.table}' has no rows")
     columns = list(rows[0].keys())
     if data.target not in columns:
-        raise SourceError(f"data.table '{data.table}' has no target column '{data.target}' (columns: {', '.join(columns[:10])})")
+        raise SourceError(
+            f"data.table '{data.table}' has no target column '{data.target}' (columns: {', '.join(columns[:10])})"
+        )
     if data.id_column not in columns:
         for i, row in enumerate(rows):
             row[data.id_column] = str(i)
@@ -99,7 +117,11 @@ def split_table(spec: MLSpec, table: bytes | str) -> tuple[list[str], list[dict]
     for key in sorted(strata):
         group = strata[key]
         rng.shuffle(group)
-        n_test = max(2, round(len(group) * data.split.test_fraction)) if len(group) > 3 else round(len(group) * data.split.test_fraction)
+        n_test = (
+            max(2, round(len(group) * data.split.test_fraction))
+            if len(group) > 3
+            else round(len(group) * data.split.test_fraction)
+        )
         n_public = round(n_test * data.split.public_fraction)
         public += group[:n_public]
         private += group[n_public:n_test]
@@ -139,7 +161,10 @@ def _rows(data: DataSpec, text: str) -> list[dict]:
             continue  # a blank line, as csv.DictReader skips it
         if len(cells) != len(names):
             what = "more" if len(cells) > len(names) else "fewer"
-            raise SourceError(f"data.table '{data.table}' line {reader.line_num} has {what} fields than its header ({len(names)}): fix that row (quote a field that holds a comma)")
+            raise SourceError(
+                f"data.table '{data.table}' line {reader.line_num} has {what} fields than its header ({len(names)}): "
+                "fix that row (quote a field that holds a comma)"
+            )
         rows.append(dict(zip(names, cells)))
     return rows
 
@@ -154,4 +179,3 @@ def csv_bytes(columns: list[str], rows: list[dict]) -> bytes:
     writer.writeheader()
     writer.writerows(rows)
     return out.getvalue().encode()
-

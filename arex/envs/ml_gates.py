@@ -34,15 +34,23 @@ def run_ml_gates(env_dir: Path, spec: MLSpec, train: list[dict], sandbox: Sandbo
     labels no file the agent can read may give away."""
     log = GateLog()
     grader = MLGrader(env_dir, spec)
-    config = sandbox.model_copy(update={"image": spec.image, "seed": IMAGE_WORKSPACE, "mounts": (), "memory": max(sandbox.memory, 2 << 30)})
+    config = sandbox.model_copy(
+        update={"image": spec.image, "seed": IMAGE_WORKSPACE, "mounts": (), "memory": max(sandbox.memory, 2 << 30)}
+    )
     run = partial(_graded_run, config, grader)
     baseline = _baseline_gates(log, spec, run)
-    if baseline is not None and _noop_gate(log, grader, train, baseline) and _mutation_gate(log, spec, train, run, baseline):
+    if (
+        baseline is not None
+        and _noop_gate(log, grader, train, baseline)
+        and _mutation_gate(log, spec, train, run, baseline)
+    ):
         _leak_gate(log, spec, config, probe)
     return log
 
 
-def _graded_run(config: SandboxConfig, grader: MLGrader, prepare: Callable[[Sandbox], None] | None = None) -> tuple[GradeResult, float]:
+def _graded_run(
+    config: SandboxConfig, grader: MLGrader, prepare: Callable[[Sandbox], None] | None = None
+) -> tuple[GradeResult, float]:
     """The env's own run and grading in a fresh sandbox, after `prepare(box)`; with its seconds."""
     with make_sandbox(config, f"gate-{grader.spec.id}") as box:
         if prepare:
@@ -56,14 +64,22 @@ def _baseline_gates(log: GateLog, spec: MLSpec, run: Callable[..., tuple[GradeRe
     """The repository's own solution runs within the limit and scores the same twice."""
     baseline, seconds = run()
     invalid = baseline.details.get("invalid")
-    detail = f"{spec.run} in {seconds:.1f}s (limit {spec.time_limit_s:g}s)" if invalid is None else f"{invalid}; {baseline.details.get('log_tail', '')[-300:]}"
+    detail = (
+        f"{spec.run} in {seconds:.1f}s (limit {spec.time_limit_s:g}s)"
+        if invalid is None
+        else f"{invalid}; {baseline.details.get('log_tail', '')[-300:]}"
+    )
     if not log.check("baseline runs", invalid is None, detail):
         return None
     log.scores["baseline"] = baseline.held_out_raw
     log.scores["baseline_public"] = baseline.details["public"]
     again, _ = run()
     gap = abs(again.held_out_raw - baseline.held_out_raw)
-    if not log.check("baseline deterministic", gap <= spec.tolerance, f"two runs: {baseline.held_out_raw:.6f} and {again.held_out_raw:.6f} (tolerance {spec.tolerance:g})"):
+    if not log.check(
+        "baseline deterministic",
+        gap <= spec.tolerance,
+        f"two runs: {baseline.held_out_raw:.6f} and {again.held_out_raw:.6f} (tolerance {spec.tolerance:g})",
+    ):
         return None
     return baseline
 
@@ -73,11 +89,18 @@ def _noop_gate(log: GateLog, grader: MLGrader, train: list[dict], baseline: Grad
     spec = grader.spec
     ids = [r[spec.data.id_column] for r in grader.labels]
     constant = constant_prediction(spec, train)
-    noop_csv = csv_bytes([spec.submission.id_column, spec.submission.prediction_column], [{spec.submission.id_column: i, spec.submission.prediction_column: constant} for i in ids])
+    noop_csv = csv_bytes(
+        [spec.submission.id_column, spec.submission.prediction_column],
+        [{spec.submission.id_column: i, spec.submission.prediction_column: constant} for i in ids],
+    )
     noop = grader.score(noop_csv)
     log.scores["noop"] = noop.held_out_raw
     margin = max(1e-3, 0.02 * abs(baseline.held_out_score))
-    return log.check("no-op clearly worse", noop.held_out_score < baseline.held_out_score - margin, f"constant {constant[:12]} scores {noop.held_out_raw:.6f} vs baseline {baseline.held_out_raw:.6f}")
+    return log.check(
+        "no-op clearly worse",
+        noop.held_out_score < baseline.held_out_score - margin,
+        f"constant {constant[:12]} scores {noop.held_out_raw:.6f} vs baseline {baseline.held_out_raw:.6f}",
+    )
 
 
 def _mutator(spec: MLSpec, train: list[dict]) -> tuple[Callable[[Sandbox], None], str]:
@@ -104,11 +127,17 @@ def _mutator(spec: MLSpec, train: list[dict]) -> tuple[Callable[[Sandbox], None]
     return shuffle_labels, "training labels shuffled"
 
 
-def _mutation_gate(log: GateLog, spec: MLSpec, train: list[dict], run: Callable[..., tuple[GradeResult, float]], baseline: GradeResult) -> bool:
+def _mutation_gate(
+    log: GateLog, spec: MLSpec, train: list[dict], run: Callable[..., tuple[GradeResult, float]], baseline: GradeResult
+) -> bool:
     mutate, what = _mutator(spec, train)
     mutated, _ = run(mutate)
     log.scores["mutated"] = mutated.held_out_raw
-    return log.check("mutation changes the score", abs(mutated.held_out_raw - baseline.held_out_raw) > spec.tolerance, f"{what}: {mutated.held_out_raw:.6f} vs baseline {baseline.held_out_raw:.6f}")
+    return log.check(
+        "mutation changes the score",
+        abs(mutated.held_out_raw - baseline.held_out_raw) > spec.tolerance,
+        f"{what}: {mutated.held_out_raw:.6f} vs baseline {baseline.held_out_raw:.6f}",
+    )
 
 
 def _leak_gate(log: GateLog, spec: MLSpec, config: SandboxConfig, probe: LeakProbe) -> None:
@@ -124,5 +153,9 @@ def _leak_gate(log: GateLog, spec: MLSpec, config: SandboxConfig, probe: LeakPro
     problems, scanned = describe(report, probe)
     if probe_failures:
         problems.append(f"probes that should fail succeeded: {probe_failures}")
-    detail = "; ".join(problems) + f" ({scanned})" if problems else f"{scanned}: no file recovers their labels; {len(spec.leak_probes)} probe(s) fail as they should"
+    detail = (
+        "; ".join(problems) + f" ({scanned})"
+        if problems
+        else f"{scanned}: no file recovers their labels; {len(spec.leak_probes)} probe(s) fail as they should"
+    )
     log.check("private labels unreachable", not problems, detail)

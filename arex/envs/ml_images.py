@@ -42,11 +42,18 @@ def host_ca_bundle() -> Path | None:
     """The CA bundle this host's pip trusts (auto-detected), to pass into image builds."""
     if os.environ.get("AREX_BUILD_CA", "").lower() == "none":
         return None
-    for value in (os.environ.get("AREX_BUILD_CA"), os.environ.get("PIP_CERT"), os.environ.get("REQUESTS_CA_BUNDLE"), os.environ.get("SSL_CERT_FILE")):
+    for value in (
+        os.environ.get("AREX_BUILD_CA"),
+        os.environ.get("PIP_CERT"),
+        os.environ.get("REQUESTS_CA_BUNDLE"),
+        os.environ.get("SSL_CERT_FILE"),
+    ):
         if value and Path(value).is_file():
             return Path(value)
     try:
-        out = subprocess.run(["python3", "-m", "pip", "config", "get", "global.cert"], capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            ["python3", "-m", "pip", "config", "get", "global.cert"], capture_output=True, text=True, timeout=30
+        )
         if out.returncode == 0 and Path(out.stdout.strip()).is_file():
             return Path(out.stdout.strip())
     except (OSError, subprocess.TimeoutExpired):
@@ -57,7 +64,16 @@ def host_ca_bundle() -> Path | None:
 def _pip_build_args() -> dict[str, str]:
     """Index and proxy settings the build may need; file:// indexes cannot be seen from a build."""
     args = {}
-    for key in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"):
+    for key in (
+        "PIP_INDEX_URL",
+        "PIP_EXTRA_INDEX_URL",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+    ):
         value = os.environ.get(key)
         if value:
             kept = " ".join(v for v in value.split() if not v.startswith("file:"))
@@ -83,7 +99,9 @@ def _image_id(name: str) -> str:
     return found
 
 
-def _build(context: Path, tag: str, network: bool, labels: dict[str, str], buildargs: dict[str, str] | None = None) -> None:
+def _build(
+    context: Path, tag: str, network: bool, labels: dict[str, str], buildargs: dict[str, str] | None = None
+) -> None:
     try:
         images().build(context, tag, network=network, labels=labels, buildargs=buildargs)
     except ImageBuildFailed as exc:
@@ -108,8 +126,9 @@ def requirement_lines(spec: MLSpec, checkout: Path, package_sources: bool = Fals
     return _canonical_list(raw, package_sources)
 
 
-def normalise_requirements(requirements: list[str] | tuple[str, ...], where: str = "requirement",
-                           package_sources: bool = False) -> list[str]:
+def normalise_requirements(
+    requirements: list[str] | tuple[str, ...], where: str = "requirement", package_sources: bool = False
+) -> list[str]:
     """Plain requirement strings (no file) in the same canonical, sorted form."""
     items = [_COMMENT.sub("", r).strip() for r in requirements]
     return _canonical_list([(r, f"{where} {r!r}") for r in items if r], package_sources)
@@ -176,7 +195,10 @@ def _read_requirements_file(checkout: Path, path: Path, seen: set[Path]) -> list
         if option in ("-r", "--requirement") and "://" not in value:
             target = (path.parent / value).resolve()
             if not target.is_relative_to(checkout.resolve()) or not target.is_file():
-                raise SourceError(f"{where}: '{text}' names a requirements file that is not in the repository; add it to the repository or copy its lines in.")
+                raise SourceError(
+                    f"{where}: '{text}' names a requirements file that is not in the repository; "
+                    "add it to the repository or copy its lines in."
+                )
             out += _read_requirements_file(checkout, checkout / target.relative_to(checkout.resolve()), seen)
         else:
             out.append((text, where))
@@ -225,21 +247,31 @@ def _canonical_line(text: str, where: str) -> str:
     (editable installs, local paths, constraints files) are refused, naming the line."""
     option, value = _split_option(text)
     if option in ("-c", "--constraint"):
-        raise SourceError(f"{where}: '{text}' is a constraints file, which arex does not install from; copy its pins into the requirements.")
+        raise SourceError(
+            f"{where}: '{text}' is a constraints file, which arex does not install from; "
+            "copy its pins into the requirements."
+        )
     if option in ("-e", "--editable"):
         if value.startswith(_VCS):
             return f"-e {value}"
         raise SourceError(
-            f"{where}: '{text}' installs a folder of the repository in editable mode, which pip cannot do before the repository is in the image; "
+            f"{where}: '{text}' installs a folder of the repository in editable mode, "
+            "which pip cannot do before the repository is in the image; "
             "remove the line (the repository is the agent's working folder)."
         )
     if option in ("-f", "--find-links") and ("://" not in value or value.startswith("file:")):
-        raise SourceError(f"{where}: '{text}' points pip at a local folder, which the image build cannot see; remove the line or use an index URL.")
+        raise SourceError(
+            f"{where}: '{text}' points pip at a local folder, which the image build cannot see; "
+            "remove the line or use an index URL."
+        )
     if option is not None:
         return f"{option} {value}" if value else option
     requirement, sep, options = text.partition(" --")  # per-requirement options such as --hash=...
     if _is_local(requirement):
-        raise SourceError(f"{where}: '{text}' is a local path, which pip cannot install before the repository is in the image; remove the line or name the package.")
+        raise SourceError(
+            f"{where}: '{text}' is a local path, which pip cannot install before the repository is in the image; "
+            "remove the line or name the package."
+        )
     try:
         req = Requirement(requirement)
     except InvalidRequirement as exc:
@@ -247,7 +279,10 @@ def _canonical_line(text: str, where: str) -> str:
             return text  # a bare URL: pip reads it itself
         raise SourceError(f"{where}: '{text}' is not a requirement pip can read ({exc}); fix the line.") from None
     if req.url and req.url.startswith("file:"):
-        raise SourceError(f"{where}: '{text}' is a local path, which pip cannot install before the repository is in the image; remove the line or name the package.")
+        raise SourceError(
+            f"{where}: '{text}' is a local path, which pip cannot install before the repository is in the image; "
+            "remove the line or name the package."
+        )
     return _format_requirement(req) + (f" --{options.strip()}" if sep else "")
 
 
@@ -283,11 +318,22 @@ PREFLIGHT_TIMEOUT_S = 300
 _PREFLIGHT_DIR = "/tmp/arex-preflight"
 _PREFLIGHT_SCRIPT = (
     "python3 -c 'import platform; print(\"arex-python\", platform.python_version())' >&2; "
-    f'python3 -m pip install --dry-run --ignore-installed --report {_PREFLIGHT_DIR}/report.json --only-binary=:all: "$@" >&2; '
-    f'code=$?; cat {_PREFLIGHT_DIR}/report.json 2>/dev/null; exit $code'
+    f"python3 -m pip install --dry-run --ignore-installed --report {_PREFLIGHT_DIR}/report.json "
+    '--only-binary=:all: "$@" >&2; '
+    f"code=$?; cat {_PREFLIGHT_DIR}/report.json 2>/dev/null; exit $code"
 )
-_NO_VERSION = re.compile(r"Could not find a version that satisfies the requirement (?P<req>.+?) \(from versions: (?P<versions>[^)]*)\)")
-_NETWORK = ("NewConnectionError", "Failed to establish a new connection", "Temporary failure in name resolution", "SSLError", "ProxyError", "ConnectTimeoutError", "ReadTimeoutError")
+_NO_VERSION = re.compile(
+    r"Could not find a version that satisfies the requirement (?P<req>.+?) \(from versions: (?P<versions>[^)]*)\)"
+)
+_NETWORK = (
+    "NewConnectionError",
+    "Failed to establish a new connection",
+    "Temporary failure in name resolution",
+    "SSLError",
+    "ProxyError",
+    "ConnectTimeoutError",
+    "ReadTimeoutError",
+)
 
 
 class Unresolvable(BaseModel):
@@ -335,7 +381,8 @@ def preflight(lines: list[str], base: str, no_binary: list[str] | tuple[str, ...
     code, out, err = _run_preflight(base, lines, no_binary, args)
     result = _read_preflight(code, out, err, lines)
     cached.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=cached.parent, suffix=".tmp", delete=False) as tmp:  # builds run in threads
+    # builds run in threads
+    with tempfile.NamedTemporaryFile("w", dir=cached.parent, suffix=".tmp", delete=False) as tmp:
         tmp.write(result.model_dump_json(indent=2))
     Path(tmp.name).replace(cached)
     return result
@@ -366,12 +413,21 @@ def _read_preflight(code: int, out: str, err: str, lines: list[str]) -> Prefligh
         try:
             report = json.loads(out[out.index("{") :])
         except ValueError:
-            return Preflight(python=python, error=f"pip resolved the requirements but wrote no report ({_pip_error(err, lines) or 'no error shown'})")
-        installs = {canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"] for i in report.get("install", [])}
+            return Preflight(
+                python=python,
+                error=(
+                    f"pip resolved the requirements but wrote no report ({_pip_error(err, lines) or 'no error shown'})"
+                ),
+            )
+        installs = {
+            canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"] for i in report.get("install", [])
+        }
         return Preflight(python=python, installs=dict(sorted(installs.items())))
     match = _NO_VERSION.search(err)
     if match and match["versions"].strip() == "none" and any(marker in err for marker in _NETWORK):
-        raise SandboxError(f"the requirements preflight could not reach the package index from the base image: {_pip_error(err)}")
+        raise SandboxError(
+            f"the requirements preflight could not reach the package index from the base image: {_pip_error(err)}"
+        )
     if match:
         requirement, parent = match["req"], ""
         inner = re.match(r"^(.+?) \(from (.+)\)$", requirement)
@@ -379,9 +435,13 @@ def _read_preflight(code: int, out: str, err: str, lines: list[str]) -> Prefligh
             requirement, parent = inner[1], inner[2]
         name = _requirement_name(requirement) or canonicalize_name(re.split(r"[^A-Za-z0-9._-]", requirement)[0])
         versions = [v.strip() for v in match["versions"].split(",") if v.strip() and v.strip() != "none"]
-        return Preflight(python=python, failure=Unresolvable(requirement=requirement, name=name, parent=parent, versions=versions))
+        return Preflight(
+            python=python, failure=Unresolvable(requirement=requirement, name=name, parent=parent, versions=versions)
+        )
     if any(marker in err for marker in _NETWORK):
-        raise SandboxError(f"the requirements preflight could not reach the package index from the base image: {_pip_error(err)}")
+        raise SandboxError(
+            f"the requirements preflight could not reach the package index from the base image: {_pip_error(err)}"
+        )
     return Preflight(python=python, error=_pip_error(err, lines) or f"pip exited with code {code}")
 
 
@@ -418,7 +478,13 @@ class Settled:
     preflight: Preflight | None = None
 
 
-def settle(lines: list[str], base: str, build_from_source: tuple[str, ...] | list[str] = (), relax: bool = False, where: str = "the requirements") -> Settled:
+def settle(
+    lines: list[str],
+    base: str,
+    build_from_source: tuple[str, ...] | list[str] = (),
+    relax: bool = False,
+    where: str = "the requirements",
+) -> Settled:
     """Preflight `lines` until they resolve: a failing package listed in `build_from_source` may
     then build from its sdist; with `relax`, a failing exact pin moves to the nearest version that
     installs. Raises SourceError with one sentence saying which package, why, and what to do."""
@@ -441,7 +507,10 @@ def settle(lines: list[str], base: str, build_from_source: tuple[str, ...] | lis
         first = settled.relaxed.get(failure.name, f"{old} -> ").split(" -> ")[0]
         settled.relaxed[failure.name] = f"{first} -> {new}"
     changes = ", ".join(f"{k} {v}" for k, v in settled.relaxed.items())
-    raise SourceError(f"Requirements preflight on {base}: {where} still did not resolve after {RELAX_ROUNDS} relaxed pins ({changes}); pin the remaining packages by hand.")
+    raise SourceError(
+        f"Requirements preflight on {base}: {where} still did not resolve after {RELAX_ROUNDS} relaxed pins "
+        f"({changes}); pin the remaining packages by hand."
+    )
 
 
 def _exact_pin(line: str) -> tuple[Requirement, Version] | None:
@@ -501,19 +570,28 @@ def unresolvable_sentence(result: Preflight, base: str, where: str, relax: bool,
     if failure is None:
         return f"{head}: {where} cannot be installed together ({result.error}); change the conflicting pins."
     asked = f"{failure.requirement}" + (f" (required by {failure.parent})" if failure.parent else "")
-    how = "from its source distribution either" if failure.name in no_binary else f"from a wheel for Python {result.python}"
+    how = (
+        "from its source distribution either"
+        if failure.name in no_binary
+        else f"from a wheel for Python {result.python}"
+    )
     pinned = _exact_pin(failure.requirement)
     above, below = nearest_versions(pinned[1], failure.versions) if pinned else (None, None)
     if pinned:
         near = f"the nearest versions that install are {above or 'none'} above and {below or 'none'} below the pin"
     else:
         finals = [v for v in failure.versions if not re.search(r"[a-z]", v)] or failure.versions
-        near = f"versions that install: {', '.join(finals[-6:]) or 'none'}" + (" ('requirements_relax' moves exact '==' pins only)" if relax else "")
+        near = f"versions that install: {', '.join(finals[-6:]) or 'none'}" + (
+            " ('requirements_relax' moves exact '==' pins only)" if relax else ""
+        )
     todo = []
     if pinned and (above or below) and not failure.parent:
         todo.append(f"set 'requirements_relax: true' to use {above or below} instead" if not relax else "")
     if failure.name not in no_binary:
-        todo.append(f"list {failure.name} in 'build_from_source' to compile it from its source distribution (pure-Python packages without a wheel need this too)")
+        todo.append(
+            f"list {failure.name} in 'build_from_source' to compile it from its source distribution "
+            "(pure-Python packages without a wheel need this too)"
+        )
     if failure.parent:
         todo.append(f"or pin {failure.name} or {failure.parent.split('==')[0]} to a version that installs")
     todo = [t for t in todo if t]
@@ -562,16 +640,25 @@ def deps_image(spec: MLSpec, checkout: Path, base: str, package_sources: bool = 
         ca = host_ca_bundle()
         if ca is not None:
             shutil.copyfile(ca, ctx_path / "host-ca.crt")
-            lines += ["COPY host-ca.crt /usr/local/share/arex/host-ca.crt", "ARG PIP_CERT=/usr/local/share/arex/host-ca.crt", "ARG SSL_CERT_FILE=/usr/local/share/arex/host-ca.crt"]
+            lines += [
+                "COPY host-ca.crt /usr/local/share/arex/host-ca.crt",
+                "ARG PIP_CERT=/usr/local/share/arex/host-ca.crt",
+                "ARG SSL_CERT_FILE=/usr/local/share/arex/host-ca.crt",
+            ]
         args = _pip_build_args()
         lines += [f"ARG {key}" for key in args]
         if spec.apt:
-            lines.append("RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q " + " ".join(spec.apt) + " && rm -rf /var/lib/apt/lists/*")
+            lines.append(
+                "RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
+                + " ".join(spec.apt)
+                + " && rm -rf /var/lib/apt/lists/*"
+            )
         if settled.lines:
             no_binary = f" --no-binary={','.join(settled.no_binary)}" if settled.no_binary else ""
             lines += [
                 "COPY requirements.txt /tmp/arex-requirements.txt",
-                "RUN PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q --no-cache-dir --only-binary=:all:"
+                "RUN PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q "
+                "--no-cache-dir --only-binary=:all:"
                 f"{no_binary} -r /tmp/arex-requirements.txt && rm /tmp/arex-requirements.txt",
             ]
         (ctx_path / "Dockerfile").write_text("\n".join(lines) + "\n")
@@ -579,7 +666,9 @@ def deps_image(spec: MLSpec, checkout: Path, base: str, package_sources: bool = 
     return tag
 
 
-def resolve_pins(requirements: list[str], base_image: str, build_from_source: tuple[str, ...] | list[str] = ()) -> dict[str, str]:
+def resolve_pins(
+    requirements: list[str], base_image: str, build_from_source: tuple[str, ...] | list[str] = ()
+) -> dict[str, str]:
     """The version pip resolves for each of `requirements` (names, maybe with ranges) on
     `base_image`'s Python, wheels only: {requirement as given: version}, for writing reproducible
     pins. Raises SourceError (one sentence) if they cannot be installed there."""
@@ -590,7 +679,10 @@ def resolve_pins(requirements: list[str], base_image: str, build_from_source: tu
     for text in given:
         name = _requirement_name(text)
         if name is None or name not in installs:
-            raise SourceError(f"resolve_pins: {text!r} is not a package name pip resolved on {base_image}; give a plain name such as 'numpy'.")
+            raise SourceError(
+                f"resolve_pins: {text!r} is not a package name pip resolved on {base_image}; "
+                "give a plain name such as 'numpy'."
+            )
         pins[text] = installs[name]
     return pins
 
@@ -619,7 +711,10 @@ def env_image(spec: MLSpec, deps: str, workspace: Path, content: str) -> str:
         (ctx_path / "scrub.py").write_text(_SCRUB)
         lines = [f"FROM {docs_image(deps, spec.scrub)}", "USER root"]  # the docs index layer (scrubbed files left out)
         if spec.scrub:
-            lines += ["COPY scrub.py /tmp/arex-scrub.py", "RUN python3 /tmp/arex-scrub.py " + " ".join(spec.scrub) + " && rm /tmp/arex-scrub.py"]
+            lines += [
+                "COPY scrub.py /tmp/arex-scrub.py",
+                "RUN python3 /tmp/arex-scrub.py " + " ".join(spec.scrub) + " && rm /tmp/arex-scrub.py",
+            ]
         lines += [f"COPY --chown=1000:1000 workspace/ {IMAGE_WORKSPACE}/", "USER 1000:1000", "WORKDIR /workspace"]
         (ctx_path / "Dockerfile").write_text("\n".join(lines) + "\n")
         _build(ctx_path, tag, False, {"arex.managed": "1", "arex.kind": "env", "arex.env": spec.id})

@@ -117,8 +117,18 @@ def _inside(yaml_path: Path, key: str, entry: str) -> str:
     """`entry` as a normalised repository-relative POSIX path; one that could reach outside the
     repository (absolute, `..`) or into its .git folder is refused."""
     rel = PurePosixPath(entry.strip().rstrip("/"))
-    if not entry.strip() or rel.is_absolute() or entry.startswith("~") or ".." in rel.parts or ".git" in rel.parts or rel.as_posix() == ".":
-        raise SourceError(f"{yaml_path}: key '{key}', entry '{entry}': give a path inside the repository, relative to its root, without '..' or .git")
+    if (
+        not entry.strip()
+        or rel.is_absolute()
+        or entry.startswith("~")
+        or ".." in rel.parts
+        or ".git" in rel.parts
+        or rel.as_posix() == "."
+    ):
+        raise SourceError(
+            f"{yaml_path}: key '{key}', entry '{entry}': give a path inside the repository, relative to its root, "
+            "without '..' or .git"
+        )
     return rel.as_posix()
 
 
@@ -126,7 +136,10 @@ def _added_file(yaml_path: Path, rel: str, file: str) -> Path:
     """The file an `add` entry puts into the tree: one beside the YAML (in its folder), never any host file."""
     host = resolve_inside(yaml_path.parent, file, yaml_path, f"add.{rel}", SourceError)
     if not host.is_file():
-        raise SourceError(f"{yaml_path}: key 'add', entry '{rel}': file {file} does not exist (paths on the right of 'add' are relative to {yaml_path.parent})")
+        raise SourceError(
+            f"{yaml_path}: key 'add', entry '{rel}': file {file} does not exist "
+            f"(paths on the right of 'add' are relative to {yaml_path.parent})"
+        )
     return host.resolve()
 
 
@@ -217,14 +230,24 @@ def apply_overlay(source: MLSource, tree: dict[str, Path]) -> dict[str, Path]:
         matches = _glob(entry)
         gone = [rel for rel in kept if matches(rel)]
         if not gone:
-            raise SourceError(f"{source.origin}: key 'remove', entry '{entry}' matches no file of the repository: correct the path or glob, or drop the entry")
+            raise SourceError(
+                f"{source.origin}: key 'remove', entry '{entry}' matches no file of the repository: "
+                "correct the path or glob, or drop the entry"
+            )
         for rel in gone:
             del kept[rel]
     parents = {p.as_posix() for rel in kept for p in PurePosixPath(rel).parents}
     for rel in source.add:
-        clash = rel if rel in parents else next((p.as_posix() for p in PurePosixPath(rel).parents if p.as_posix() in kept), None)
+        clash = (
+            rel
+            if rel in parents
+            else next((p.as_posix() for p in PurePosixPath(rel).parents if p.as_posix() in kept), None)
+        )
         if clash is not None:
-            raise SourceError(f"{source.origin}: key 'add', entry '{rel}' clashes with '{clash}' of the repository (a file cannot also be a folder): add it under another path, or remove '{clash}'")
+            raise SourceError(
+                f"{source.origin}: key 'add', entry '{rel}' clashes with '{clash}' of the repository "
+                f"(a file cannot also be a folder): add it under another path, or remove '{clash}'"
+            )
     return {**kept, **source.add}
 
 
@@ -313,7 +336,10 @@ def load_ml_spec(checkout: Path, source: MLSource) -> MLSpec:
     raw = source.spec
     if raw is None:
         if not (checkout / SPEC_FILE).is_file():
-            raise SourceError(f"{source.origin}: no {SPEC_FILE} in the repository and no spec given beside it (under 'spec', or as an 'add' entry '{SPEC_FILE}')")
+            raise SourceError(
+                f"{source.origin}: no {SPEC_FILE} in the repository and no spec given beside it "
+                f"(under 'spec', or as an 'add' entry '{SPEC_FILE}')"
+            )
         try:
             raw = read_spec_yaml(checkout / SPEC_FILE, SourceError)
         except SourceError as exc:  # name the file the user edits, not arex's copy of it
@@ -338,7 +364,10 @@ def load_ml_spec(checkout: Path, source: MLSource) -> MLSpec:
         try:
             codecs.lookup(spec.data.encoding)
         except LookupError:
-            raise SourceError(f"{where}: field 'data.encoding': '{spec.data.encoding}' is not a known text encoding; use 'auto' or a codec name such as utf-8, cp1252 or latin-1") from None
+            raise SourceError(
+                f"{where}: field 'data.encoding': '{spec.data.encoding}' is not a known text encoding; "
+                "use 'auto' or a codec name such as utf-8, cp1252 or latin-1"
+            ) from None
     return spec
 
 
@@ -394,7 +423,13 @@ def repo_files(folder: Path) -> list[Path]:
 def content_digest(checkout: Checkout, base_image: str) -> str:
     """What the env is built from: builder, image workspace, commit (a working tree: its content
     only, so committing unchanged files is no change), spec, base image, overlay, files."""
-    parts: list[Any] = [BUILDER_VERSION, IMAGE_WORKSPACE, WORKTREE if checkout.worktree else checkout.commit, checkout.spec.model_dump(mode="json"), base_image]
+    parts: list[Any] = [
+        BUILDER_VERSION,
+        IMAGE_WORKSPACE,
+        WORKTREE if checkout.worktree else checkout.commit,
+        checkout.spec.model_dump(mode="json"),
+        base_image,
+    ]
     if checkout.source.add or checkout.source.remove:
         parts.append({"add": sorted(checkout.source.add), "remove": list(checkout.source.remove)})
     return tree_sha256(checkout.folder, checkout.files, json.dumps(parts).encode())[:16]

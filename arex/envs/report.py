@@ -82,10 +82,28 @@ def skipped_report(final: Path, digest: str, source: Path, started: float) -> En
     if previous.get("source_hash") != digest:
         return None
     gates = [Gate(**g) for g in previous.get("gates", [])]
-    return EnvReport(str(source), final.name, "skipped", "unchanged since the last build", gates, previous.get("scores", {}), time.monotonic() - started, read_record(final))
+    return EnvReport(
+        str(source),
+        final.name,
+        "skipped",
+        "unchanged since the last build",
+        gates,
+        previous.get("scores", {}),
+        time.monotonic() - started,
+        read_record(final),
+    )
 
 
-def finish(report: EnvReport, log: GateLog, work: Path, final: Path, spec: BaseModel, source_hash: str, builder: str, skills_from: Path | None = None) -> None:
+def finish(
+    report: EnvReport,
+    log: GateLog,
+    work: Path,
+    final: Path,
+    spec: BaseModel,
+    source_hash: str,
+    builder: str,
+    skills_from: Path | None = None,
+) -> None:
     """Record the gates in `report`. If all passed: accept, write the final task.yaml (`spec`) and
     the stamp into `work`, and move it to `final`, replacing an earlier build. `skills_from`: the
     source folder, whose `arex-skills/` (the task's own skills) are checked and copied into the env."""
@@ -99,7 +117,12 @@ def finish(report: EnvReport, log: GateLog, work: Path, final: Path, spec: BaseM
     report.status = "accepted"
     report.reason = "; ".join(log.notes)
     write_task(work, spec)
-    stamp = {"source_hash": source_hash, "builder": builder, "gates": [g.__dict__ for g in log.gates], "scores": log.scores}
+    stamp = {
+        "source_hash": source_hash,
+        "builder": builder,
+        "gates": [g.__dict__ for g in log.gates],
+        "scores": log.scores,
+    }
     (work / STAMP).write_text(json.dumps(stamp, indent=2))
     if final.exists():
         shutil.rmtree(final)
@@ -113,7 +136,11 @@ def _ship_skills(report: EnvReport, log: GateLog, source: Path, work: Path) -> N
         return
     rejected = [n for n in report.skills if n.status != "kept"]
     kept = ", ".join(n.name for n in report.skills if n.status == "kept")
-    detail = f"{SOURCE_SKILLS}/{rejected[0].name}: {rejected[0].reason}" if rejected else f"{len(report.skills)} shipped, format and private data checked: {kept}"
+    detail = (
+        f"{SOURCE_SKILLS}/{rejected[0].name}: {rejected[0].reason}"
+        if rejected
+        else f"{len(report.skills)} shipped, format and private data checked: {kept}"
+    )
     log.check("task skills", not rejected, detail)
 
 
@@ -123,7 +150,9 @@ def code_fingerprint() -> str:
     """Of arex's own code: a rejection may be arex's limit (a format or language not supported yet),
     so one made by other code is not trusted; accepted envs are keyed by builder version instead."""
     root = Path(arex.__file__).parent
-    return tree_sha256(root, [p for p in root.rglob("*") if p.suffix in (".py", ".c") and "__pycache__" not in p.parts])[:20]
+    return tree_sha256(
+        root, [p for p in root.rglob("*") if p.suffix in (".py", ".c") and "__pycache__" not in p.parts]
+    )[:20]
 
 
 def rejection_key(source: Path) -> str:
@@ -147,7 +176,15 @@ def cached_rejection(out: Path, key: str, digest: str, source: Path, started: fl
         return None
     reason = str(previous.get("reason", ""))
     gates = [Gate(**g) for g in previous.get("gates", []) if isinstance(g, dict)]
-    return EnvReport(str(source), previous.get("env_id"), "rejected", UNCHANGED_REJECTION + reason, gates, previous.get("scores", {}), time.monotonic() - started)
+    return EnvReport(
+        str(source),
+        previous.get("env_id"),
+        "rejected",
+        UNCHANGED_REJECTION + reason,
+        gates,
+        previous.get("scores", {}),
+        time.monotonic() - started,
+    )
 
 
 def remember_rejection(out: Path, key: str, digest: str, report: EnvReport) -> None:
@@ -160,8 +197,14 @@ def remember_rejection(out: Path, key: str, digest: str, report: EnvReport) -> N
     if report.status != "rejected":
         return
     stamp.parent.mkdir(parents=True, exist_ok=True)
-    record = {"source_hash": f"{digest}:{code_fingerprint()}", "source": report.source, "env_id": report.env_id, "reason": report.reason,
-              "gates": [g.__dict__ for g in report.gates], "scores": report.scores}  # fmt: skip
+    record = {
+        "source_hash": f"{digest}:{code_fingerprint()}",
+        "source": report.source,
+        "env_id": report.env_id,
+        "reason": report.reason,
+        "gates": [g.__dict__ for g in report.gates],
+        "scores": report.scores,
+    }
     tmp = stamp.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=2))
     tmp.replace(stamp)
@@ -171,7 +214,9 @@ def remember_rejection(out: Path, key: str, digest: str, report: EnvReport) -> N
 def write_report(reports: list[EnvReport], out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "build-report.json"
-    summary = {status: sum(r.status == status for r in reports) for status in ("accepted", "skipped", "rejected", "error")}
+    summary = {
+        status: sum(r.status == status for r in reports) for status in ("accepted", "skipped", "rejected", "error")
+    }
     path.write_text(json.dumps({"summary": summary, "envs": [r.to_json() for r in reports]}, indent=2))
     (out / "build-report.md").write_text(report_table(reports, summary), encoding="utf-8")
     return path
@@ -188,7 +233,10 @@ def report_table(reports: list[EnvReport], summary: dict[str, int]) -> str:
     ]
     for r in reports:
         scores = ", ".join(f"{k.split(':')[0]} {v:.2f}" for k, v in r.scores.items())
-        lines.append(f"| {_cell(r.env_id or '-')} | {_cell(r.source)} | {r.status} | {_cell(scores)} | {_cell(r.reason, REASON_CELL_CHARS)} | {r.seconds:.1f} |")
+        lines.append(
+            f"| {_cell(r.env_id or '-')} | {_cell(r.source)} | {r.status} | {_cell(scores)} | "
+            f"{_cell(r.reason, REASON_CELL_CHARS)} | {r.seconds:.1f} |"
+        )
     return "\n".join(lines + _skill_lines(reports)) + "\n"
 
 
@@ -198,7 +246,10 @@ def _skill_lines(reports: list[EnvReport]) -> list[str]:
     if not notes:
         return []
     lines = ["", "## Task skills", "", "| env | skill | origin | status | reason |", "|---|---|---|---|---|"]
-    return lines + [f"| {_cell(env)} | {_cell(n.name)} | {n.origin} | {n.status} | {_cell(n.reason, REASON_CELL_CHARS)} |" for env, n in notes]
+    return lines + [
+        f"| {_cell(env)} | {_cell(n.name)} | {n.origin} | {n.status} | {_cell(n.reason, REASON_CELL_CHARS)} |"
+        for env, n in notes
+    ]
 
 
 def _cell(text: str, limit: int | None = None) -> str:

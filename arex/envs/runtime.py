@@ -69,7 +69,9 @@ class Env(ABC):
         try:
             self.statement = (self.dir / "statement.md").read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise SpecError(f"{self.dir / 'statement.md'} cannot be read ({exc}); rebuild the env with `arex build-envs`.") from None
+            raise SpecError(
+                f"{self.dir / 'statement.md'} cannot be read ({exc}); rebuild the env with `arex build-envs`."
+            ) from None
         self.spec_hash = _spec_hash(raw, self.dir / "skills")
 
     @property
@@ -96,8 +98,14 @@ class Env(ABC):
     @abstractmethod
     def _baseline(self, scores: dict) -> float | None: ...
 
-    def sandbox_config(self, base: SandboxConfig, skills_dir: Path | None = None, skills_target: str = "/skills", task_skills_dir: Path | None = None,
-                       task_skills_target: str = "/task-skills") -> SandboxConfig:  # fmt: skip
+    def sandbox_config(
+        self,
+        base: SandboxConfig,
+        skills_dir: Path | None = None,
+        skills_target: str = "/skills",
+        task_skills_dir: Path | None = None,
+        task_skills_target: str = "/task-skills",
+    ) -> SandboxConfig:
         """The agent's sandbox: `base`, the general skills and the env's own (task_skills_dir, its
         `skills/`) mounted read-only, and what the kind needs."""
         mounts = tuple(base.mounts)
@@ -116,7 +124,9 @@ class Env(ABC):
         """What grading keeps for one rollout; `pools`: the batch's shared grading containers."""
         return Grading()
 
-    def grade_round(self, sandbox: Sandbox, grading: Grading, store: SnapshotStore) -> tuple[GradeResult, str | None, str]:
+    def grade_round(
+        self, sandbox: Sandbox, grading: Grading, store: SnapshotStore
+    ) -> tuple[GradeResult, str | None, str]:
         """Grade what the agent left in `sandbox`: (grade, snapshot sha256 or None, submission text).
 
         The task's own step runs first (ML: its command). Then the workspace is archived once and
@@ -146,7 +156,11 @@ class Env(ABC):
         try:
             return store.save(lambda f: sandbox.archive(sandbox.config.workdir, f, SNAPSHOT_CAP)), None
         except ArchiveTooLarge:
-            return None, f"the workspace is over the {SNAPSHOT_CAP >> 20} MB snapshot cap, so this round cannot be kept; delete large files"
+            return (
+                None,
+                f"the workspace is over the {SNAPSHOT_CAP >> 20} MB snapshot cap, so this round cannot be kept; "
+                "delete large files",
+            )
 
     @abstractmethod
     def _grade(self, data: bytes, text: str, grading: Grading, log: str) -> GradeResult: ...

@@ -95,9 +95,14 @@ def check_task_skill(folder: Path) -> Skill:
     if not path.is_file():
         raise SkillError(f"{path}: missing; a skill is a folder holding SKILL.md")
     if path.stat().st_size > MAX_SKILL_BYTES:
-        raise SkillError(f"{path}: {path.stat().st_size} bytes, over the {MAX_SKILL_BYTES}-byte cap for a task skill; shorten it")
+        raise SkillError(
+            f"{path}: {path.stat().st_size} bytes, over the {MAX_SKILL_BYTES}-byte cap for a task skill; shorten it"
+        )
     if len(folder.name) > 64 or not _NAME.match(folder.name):
-        raise SkillError(f"{path}: the name {folder.name!r} must be lowercase letters and digits joined by single hyphens, at most 64 characters")
+        raise SkillError(
+            f"{path}: the name {folder.name!r} must be lowercase letters and digits joined by single hyphens, "
+            "at most 64 characters"
+        )
     try:
         skill = read_skill(folder)
     except UnicodeDecodeError:
@@ -140,7 +145,9 @@ class SkillSet:
         this task, with where they are."""
         lines = [f"- {s.name}: {s.description}" for s in self.general]
         if self.task:
-            lines.append(f"Written for this task, read-only at {self.task_target} (`cat {self.task_target}/<name>/SKILL.md`):")
+            lines.append(
+                f"Written for this task, read-only at {self.task_target} (`cat {self.task_target}/<name>/SKILL.md`):"
+            )
             lines += [f"- {s.name}: {s.description}" for s in self.task]
         return "\n".join(lines) or "(none: this run has no skills, and nothing is mounted for them)"
 
@@ -151,4 +158,11 @@ def skill_set(general_dir: Path | None, env_dir: Path | None, general_target: st
     general = tuple(load_skills(general_dir)) if general_dir is not None else ()
     task_dir = Path(env_dir) / ENV_SKILLS if env_dir is not None else None
     task = tuple(load_skills(task_dir)) if task_dir is not None else ()
-    return SkillSet(general, task, general_dir if general else None, task_dir if task else None, general_target, task_target(general_target))
+    return SkillSet(
+        general,
+        task,
+        general_dir if general else None,
+        task_dir if task else None,
+        general_target,
+        task_target(general_target),
+    )

@@ -42,8 +42,14 @@ def load_prompts(path: Path = PROMPTS) -> dict:
     except (OSError, yaml.YAMLError) as exc:
         raise UserInputError(f"skill prompts file {path} cannot be read ({exc}); reinstall arex") from None
     ok = isinstance(data, dict) and isinstance(data.get("system"), str) and isinstance(data.get("request"), str)
-    if not ok or not isinstance(data.get("skills"), list) or not all(isinstance(s, dict) and {"name", "focus"} <= set(s) for s in data["skills"]):
-        raise UserInputError(f"skill prompts file {path} must define system, request (texts) and skills (a list of name and focus)")
+    if (
+        not ok
+        or not isinstance(data.get("skills"), list)
+        or not all(isinstance(s, dict) and {"name", "focus"} <= set(s) for s in data["skills"])
+    ):
+        raise UserInputError(
+            f"skill prompts file {path} must define system, request (texts) and skills (a list of name and focus)"
+        )
     return data
 
 
@@ -54,14 +60,21 @@ def skill_name(pattern: str, env_id: str) -> str:
 
 
 def _files(workspace: Path) -> str:
-    files = sorted(p.relative_to(workspace).as_posix() for p in workspace.rglob("*") if p.is_file()) if workspace.is_dir() else []
+    files = (
+        sorted(p.relative_to(workspace).as_posix() for p in workspace.rglob("*") if p.is_file())
+        if workspace.is_dir()
+        else []
+    )
     more = f"\n... and {len(files) - FILES_SHOWN} more" if len(files) > FILES_SHOWN else ""
     return "\n".join(f"- {f}" for f in files[:FILES_SHOWN]) + more or "(empty)"
 
 
 def _gates(env_dir: Path) -> str:
     stamp = json.loads((env_dir / STAMP).read_text()) if (env_dir / STAMP).is_file() else {}
-    lines = [f"- {g['name']}: {'passed' if g.get('passed') else 'FAILED'} ({g.get('detail', '')})" for g in stamp.get("gates", [])]
+    lines = [
+        f"- {g['name']}: {'passed' if g.get('passed') else 'FAILED'} ({g.get('detail', '')})"
+        for g in stamp.get("gates", [])
+    ]
     scores = ", ".join(f"{name} {value:.4g}" for name, value in stamp.get("scores", {}).items())
     return "\n".join(lines) + (f"\nScores (held-out, higher is better): {scores}" if scores else "")
 
@@ -77,11 +90,16 @@ def request(prompts: dict, env_dir: Path, entry: dict, name: str, workdir: str) 
     raw = yaml.safe_load((env_dir / "task.yaml").read_text(encoding="utf-8")) or {}
     statement = (env_dir / "statement.md").read_text(encoding="utf-8")[:STATEMENT_CHARS]
     text = prompts["request"].format(
-        title=raw.get("title", env_dir.name), kind=raw.get("kind", DEFAULT_KIND), statement=statement.strip(),
+        title=raw.get("title", env_dir.name),
+        kind=raw.get("kind", DEFAULT_KIND),
+        statement=statement.strip(),
         workdir=workdir,
-        files=_files(env_dir / "workspace"), gates=_gates(env_dir), facts=_facts(raw, env_dir / "task.yaml"), name=name,
+        files=_files(env_dir / "workspace"),
+        gates=_gates(env_dir),
+        facts=_facts(raw, env_dir / "task.yaml"),
+        name=name,
         focus=str(entry["focus"]).strip(),
-    )  # fmt: skip
+    )
     return [{"role": "system", "content": prompts["system"]}, {"role": "user", "content": text}]
 
 
@@ -95,7 +113,9 @@ def skill_text(reply: str) -> str:
     return (text[start:] if start > 0 and text[start - 1] == "\n" else text).strip() + "\n"
 
 
-async def draft_env(env_dir: Path, client: TeacherClient, prompts: dict, workdir: str = "/workspace") -> list[SkillNote]:
+async def draft_env(
+    env_dir: Path, client: TeacherClient, prompts: dict, workdir: str = "/workspace"
+) -> list[SkillNote]:
     """Draft the env's skills, each checked before it is kept; their notes (also in the env's record)."""
     private, notes = PrivateData(env_dir), []
     for entry in prompts["skills"]:
@@ -117,7 +137,13 @@ def has_drafted(env_dir: Path) -> bool:
     return any(n.origin == "drafted" and n.status == "kept" for n in read_record(env_dir))
 
 
-async def draft_all(reports: list[EnvReport], out: Path, client: TeacherClient, workdir: str = "/workspace", notify: Callable[[str], None] = print) -> None:
+async def draft_all(
+    reports: list[EnvReport],
+    out: Path,
+    client: TeacherClient,
+    workdir: str = "/workspace",
+    notify: Callable[[str], None] = print,
+) -> None:
     """Draft skills for every accepted (or unchanged) env of the build; each report gets its notes."""
     prompts = load_prompts()
     for report in reports:
@@ -150,7 +176,9 @@ def teacher_endpoint(config: TeacherConfig, notify: Callable[[str], None] = prin
         local.stop()
 
 
-def draft_skills(reports: list[EnvReport], out: Path, config: TeacherConfig, workdir: str, notify: Callable[[str], None] = print) -> None:
+def draft_skills(
+    reports: list[EnvReport], out: Path, config: TeacherConfig, workdir: str, notify: Callable[[str], None] = print
+) -> None:
     """`--draft-skills`: draft with the configured teacher (or the local one); the build report is
     written again with every skill's outcome, even if the teacher fails part way."""
 

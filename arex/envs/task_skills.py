@@ -69,10 +69,16 @@ class PrivateData:
 
     def _tests(self, env_dir: Path, raw: dict) -> None:
         tests = [t for t in raw.get("tests") or [] if isinstance(t, dict)]
-        public = _collapse((env_dir / "statement.md").read_text(encoding="utf-8", errors="replace") if (env_dir / "statement.md").is_file() else "")
+        public = _collapse(
+            (env_dir / "statement.md").read_text(encoding="utf-8", errors="replace")
+            if (env_dir / "statement.md").is_file()
+            else ""
+        )
         for t in tests:
             if t.get("sample"):
-                public += " \n " + " \n ".join(_collapse(_read(env_dir / "private" / t[key])) for key in ("input", "answer"))
+                public += " \n " + " \n ".join(
+                    _collapse(_read(env_dir / "private" / t[key])) for key in ("input", "answer")
+                )
         public = public[:_PUBLIC_CAP]
         for t in tests:
             if t.get("sample"):
@@ -113,7 +119,10 @@ class PrivateData:
         for i in range(len(values) - LABEL_RUN + 1):
             run = tuple(values[i : i + LABEL_RUN])
             if len(set(run)) > 1 and run in windows:
-                return f"it contains {LABEL_RUN} private label values in the labels file's order (from the row of id {self.labels[i][0]!r})"
+                return (
+                    f"it contains {LABEL_RUN} private label values in the labels file's order "
+                    f"(from the row of id {self.labels[i][0]!r})"
+                )
         return None
 
 

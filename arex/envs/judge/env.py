@@ -62,8 +62,13 @@ class JudgeEnv(Env):
         return result.model_copy(update={"details": {**result.details, "cached": True}}) if cached else result
 
     def _not_graded(self, problem: str, log: str) -> GradeResult:
-        return GradeResult(public_score=0.0, held_out_score=0.0, held_out_raw=0.0,
-                           feedback=f"Submission not graded: {problem}", details={"kind": "judge", "invalid": problem})
+        return GradeResult(
+            public_score=0.0,
+            held_out_score=0.0,
+            held_out_raw=0.0,
+            feedback=f"Submission not graded: {problem}",
+            details={"kind": "judge", "invalid": problem},
+        )
 
     def regrade(self, archive: Path, end: RoundEnd, base: SandboxConfig) -> GradeResult:
         try:

@@ -18,15 +18,34 @@ from pathlib import Path
 
 from arex.envs.sources.arex_folder import load_arex
 from arex.envs.sources.codecontests import load_codecontests
-from arex.envs.sources.common import PROVISIONAL_TIME_LIMIT_S, TESTLIB_HEADER, Problem, SourceError, content_hash, drop_samples_equal_to_hidden, slug
+from arex.envs.sources.common import (
+    PROVISIONAL_TIME_LIMIT_S,
+    TESTLIB_HEADER,
+    Problem,
+    SourceError,
+    content_hash,
+    drop_samples_equal_to_hidden,
+    slug,
+)
 from arex.envs.sources.frontier import load_frontier
 from arex.envs.sources.kattis import load_kattis
 from arex.specs import is_inside, refuse_links_leaving
 
 __all__ = [
-    "PROVISIONAL_TIME_LIMIT_S", "TESTLIB_HEADER", "Problem", "SourceError", "content_hash", "detect", "load", "load_arex",
-    "load_codecontests", "load_frontier", "load_kattis", "slug", "source_files",
-]  # fmt: skip
+    "PROVISIONAL_TIME_LIMIT_S",
+    "TESTLIB_HEADER",
+    "Problem",
+    "SourceError",
+    "content_hash",
+    "detect",
+    "load",
+    "load_arex",
+    "load_codecontests",
+    "load_frontier",
+    "load_kattis",
+    "slug",
+    "source_files",
+]
 
 
 def detect(path: Path) -> str:
@@ -38,7 +57,10 @@ def detect(path: Path) -> str:
         return "kattis"
     if (path / "config.yaml").is_file() and (path / "statement.txt").is_file():
         return "frontier-cs"
-    raise SourceError(f"{path}: not a problem source arex knows (expected task.yaml, problem.yaml, config.yaml + statement.txt, or a .json/.jsonl file)")
+    raise SourceError(
+        f"{path}: not a problem source arex knows "
+        "(expected task.yaml, problem.yaml, config.yaml + statement.txt, or a .json/.jsonl file)"
+    )
 
 
 def load(path: Path) -> list[Problem]:
@@ -58,7 +80,9 @@ def load(path: Path) -> list[Problem]:
     except (TypeError, AttributeError, KeyError, IndexError, ValueError, OSError, RecursionError) as exc:
         # A value of another shape than the format's (a list where a mapping belongs, a word
         # where a number does) fails wherever the loader first touches it; name the source.
-        raise SourceError(f"{path}: a field does not have the shape the {fmt} format gives it ({type(exc).__name__}: {exc})") from exc
+        raise SourceError(
+            f"{path}: a field does not have the shape the {fmt} format gives it ({type(exc).__name__}: {exc})"
+        ) from exc
 
 
 def source_files(path: Path) -> list[Path]:

@@ -21,7 +21,9 @@ def load_arex(folder: Path) -> Problem:
     tests_dir = folder / "private" / "tests"
     if not tests_dir.is_dir():
         raise SourceError(f"{folder}: private/tests/ is missing (test files <group>-<n>.in and .ans)")
-    tests, files = tests_from_pairs(folder, pairs(tests_dir), group_of=lambda n: n.split("-")[0], sample_of=lambda n: n.startswith("sample"))
+    tests, files = tests_from_pairs(
+        folder, pairs(tests_dir), group_of=lambda n: n.split("-")[0], sample_of=lambda n: n.startswith("sample")
+    )
     solutions = []
     for i, entry in enumerate(task.get("solutions", [])):
         if not resolve_inside(folder, entry.get("path", ""), task_path, f"solutions.{i}.path", SourceError).is_file():

@@ -42,7 +42,11 @@ def _row_problem(path: Path, where: str, row: dict) -> Problem:
             raise SourceError(f"{where}: field '{key}' is missing or not text")
     files: dict[str, Path | bytes] = {}
     tests, answers = _tests(where, row, files)
-    samples = [Sample(download_input=files[f"private/{t.input}"], download_answer=files[f"private/{t.answer}"]) for t in tests if t.sample]
+    samples = [
+        Sample(download_input=files[f"private/{t.input}"], download_answer=files[f"private/{t.answer}"])
+        for t in tests
+        if t.sample
+    ]
     files.update(workspace_samples(samples))
     solutions, skipped = _solutions(where, row, files)
     spec = make_spec(
@@ -51,7 +55,9 @@ def _row_problem(path: Path, where: str, row: dict) -> Problem:
         title=row["name"][:120],
         time_limit_s=_seconds(where, row.get("time_limit")) or 2.0,
         memory_mb=_memory_mb(where, row.get("memory_limit_bytes")),
-        checker=CheckerSpec(kind="float", abs_tol=1e-6, rel_tol=1e-6) if _float_answers(answers) else CheckerSpec(kind="token"),
+        checker=CheckerSpec(kind="float", abs_tol=1e-6, rel_tol=1e-6)
+        if _float_answers(answers)
+        else CheckerSpec(kind="token"),
         scoring="fraction",
         tests=tests,
         solutions=solutions,
@@ -74,7 +80,15 @@ def _tests(where: str, row: dict, files: dict) -> tuple[list[TestCase], list[str
                 raise SourceError(f"{where}: field '{kind}.input.{i}' / '{kind}.output.{i}' must be text")
             name = f"{kind.split('_')[0]}-{i + 1:03d}"
             files[f"private/tests/{name}.in"], files[f"private/tests/{name}.ans"] = inp.encode(), out.encode()
-            tests.append(TestCase(name=name, input=f"tests/{name}.in", answer=f"tests/{name}.ans", group=kind.split("_")[0], sample=kind == "public_tests"))
+            tests.append(
+                TestCase(
+                    name=name,
+                    input=f"tests/{name}.in",
+                    answer=f"tests/{name}.ans",
+                    group=kind.split("_")[0],
+                    sample=kind == "public_tests",
+                )
+            )
             answers.append(out)
     if not any(not t.sample for t in tests):
         raise SourceError(f"{where}: no hidden tests (private_tests and generated_tests are empty)")

@@ -55,7 +55,9 @@ class Problem:
         if not reasons:
             return ""
         counts = Counter(reasons)
-        listed = ", ".join(reason if n == 1 or len(counts) == 1 else f"{reason} ×{n}" for reason, n in sorted(counts.items()))
+        listed = ", ".join(
+            reason if n == 1 or len(counts) == 1 else f"{reason} ×{n}" for reason, n in sorted(counts.items())
+        )
         noun = f"{len(reasons)} {expected} submission{'s' if len(reasons) > 1 else ''}"
         if any(s.expected == expected for s in self.spec.solutions):
             return f"{noun} skipped ({listed})"
@@ -105,7 +107,9 @@ def pairs(folder: Path, answer_suffixes=(".ans",)) -> list[tuple[str, Path, Path
     return found
 
 
-def tests_from_pairs(path: Path, found, group_of: Callable[[str], str], sample_of: Callable[[str], bool], prefix: str = "tests") -> tuple[list[TestCase], dict]:
+def tests_from_pairs(
+    path: Path, found, group_of: Callable[[str], str], sample_of: Callable[[str], bool], prefix: str = "tests"
+) -> tuple[list[TestCase], dict]:
     tests, files = [], {}
     for name, inp, ans in found:
         if ans is None:
@@ -113,7 +117,15 @@ def tests_from_pairs(path: Path, found, group_of: Callable[[str], str], sample_o
         safe = name.replace("/", "__")
         files[f"private/{prefix}/{safe}.in"] = inp
         files[f"private/{prefix}/{safe}.ans"] = ans
-        tests.append(TestCase(name=safe, input=f"{prefix}/{safe}.in", answer=f"{prefix}/{safe}.ans", group=group_of(name), sample=sample_of(name)))
+        tests.append(
+            TestCase(
+                name=safe,
+                input=f"{prefix}/{safe}.in",
+                answer=f"{prefix}/{safe}.ans",
+                group=group_of(name),
+                sample=sample_of(name),
+            )
+        )
     if not any(not t.sample for t in tests):
         raise SourceError(f"{path}: no hidden tests found")
     return tests, files
@@ -131,14 +143,29 @@ def drop_samples_equal_to_hidden(problem: Problem) -> Problem:
     if not problem.samples_published:
         return _drop_sample_twins(problem)
     tests = problem.spec.tests
-    sample_inputs = {_bytes_of(problem.files[f"private/{t.input}"]) for t in tests if t.sample and f"private/{t.input}" in problem.files}
-    twins = [t for t in tests if not t.sample and f"private/{t.input}" in problem.files and _bytes_of(problem.files[f"private/{t.input}"]) in sample_inputs]
+    sample_inputs = {
+        _bytes_of(problem.files[f"private/{t.input}"])
+        for t in tests
+        if t.sample and f"private/{t.input}" in problem.files
+    }
+    twins = [
+        t
+        for t in tests
+        if not t.sample
+        and f"private/{t.input}" in problem.files
+        and _bytes_of(problem.files[f"private/{t.input}"]) in sample_inputs
+    ]
     if not twins:
         return problem
     if len(twins) == sum(not t.sample for t in tests):
-        raise SourceError(f"{problem.spec.id}: every hidden test is a copy of a sample test, so nothing would be held out; add hidden tests")
+        raise SourceError(
+            f"{problem.spec.id}: every hidden test is a copy of a sample test, so nothing would be held out; "
+            "add hidden tests"
+        )
     names = {t.name for t in twins}
-    files = {k: v for k, v in problem.files.items() if k not in {f"private/{p}" for t in twins for p in (t.input, t.answer)}}
+    files = {
+        k: v for k, v in problem.files.items() if k not in {f"private/{p}" for t in twins for p in (t.input, t.answer)}
+    }
     spec = problem.spec.model_copy(update={"tests": tuple(t for t in tests if t.name not in names)})
     return dataclasses.replace(problem, spec=spec, files=files)
 
@@ -146,12 +173,26 @@ def drop_samples_equal_to_hidden(problem: Problem) -> Problem:
 def _drop_sample_twins(problem: Problem) -> Problem:
     """A sample arex picked that equals a hidden test stops being shown: hidden data stays hidden."""
     tests = problem.spec.tests
-    hidden_inputs = {_bytes_of(problem.files[f"private/{t.input}"]) for t in tests if not t.sample and f"private/{t.input}" in problem.files}
-    twins = {t.name for t in tests if t.sample and f"private/{t.input}" in problem.files and _bytes_of(problem.files[f"private/{t.input}"]) in hidden_inputs}
+    hidden_inputs = {
+        _bytes_of(problem.files[f"private/{t.input}"])
+        for t in tests
+        if not t.sample and f"private/{t.input}" in problem.files
+    }
+    twins = {
+        t.name
+        for t in tests
+        if t.sample
+        and f"private/{t.input}" in problem.files
+        and _bytes_of(problem.files[f"private/{t.input}"]) in hidden_inputs
+    }
     if not twins:
         return problem
     spec = problem.spec.model_copy(update={"tests": tuple(t for t in tests if t.name not in twins)})
-    files = {k: v for k, v in problem.files.items() if k not in {f"private/{p}" for t in tests if t.name in twins for p in (t.input, t.answer)}}
+    files = {
+        k: v
+        for k, v in problem.files.items()
+        if k not in {f"private/{p}" for t in tests if t.name in twins for p in (t.input, t.answer)}
+    }
     return dataclasses.replace(problem, spec=spec, files=files)
 
 
@@ -162,12 +203,18 @@ def testlib_header(source: Path, start: Path) -> Path | None:
     if TESTLIB_HEADER not in source.read_text(encoding="utf-8", errors="replace"):
         return None
     for folder in (source.parent, start, *start.parents):
-        for candidate in (folder / TESTLIB_HEADER, folder / "judge" / "include" / TESTLIB_HEADER, folder / "include" / TESTLIB_HEADER):
+        for candidate in (
+            folder / TESTLIB_HEADER,
+            folder / "judge" / "include" / TESTLIB_HEADER,
+            folder / "include" / TESTLIB_HEADER,
+        ):
             # Found by its fixed name, maybe above the problem: a link leading out of the folder
             # it is found in could name any host file, so such a link is not taken.
             if candidate.is_file() and is_inside(candidate, candidate.parent):
                 return candidate
-    raise SourceError(f"{source}: includes {TESTLIB_HEADER}, which is neither beside it nor in a parent folder; put a copy there")
+    raise SourceError(
+        f"{source}: includes {TESTLIB_HEADER}, which is neither beside it nor in a parent folder; put a copy there"
+    )
 
 
 def copy_program_folder(src: Path, files: dict) -> None:
@@ -187,7 +234,9 @@ def json_rows(path: Path) -> list[tuple[str, object]]:
     if path.suffix != ".jsonl":
         rows = _json(path, text, 0)
         return [(f"{path} row {r}", row) for r, row in enumerate(rows if isinstance(rows, list) else [rows])]
-    return [(f"{path} line {n}", _json(path, line, n)) for n, line in enumerate(text.split("\n"), start=1) if line.strip()]
+    return [
+        (f"{path} line {n}", _json(path, line, n)) for n, line in enumerate(text.split("\n"), start=1) if line.strip()
+    ]
 
 
 def _json(path: Path, text: str, line: int):

@@ -26,7 +26,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-from arex.envs.sources.common import TESTLIB_HEADER, Problem, SourceError, make_spec, read_text, read_yaml, slug, testlib_header
+from arex.envs.sources.common import (
+    TESTLIB_HEADER,
+    Problem,
+    SourceError,
+    make_spec,
+    read_text,
+    read_yaml,
+    slug,
+    testlib_header,
+)
 from arex.envs.sources.programs import classify
 from arex.specs import CheckerSpec, SolutionRef, TestCase, resolve_inside
 
@@ -61,7 +70,9 @@ def load_frontier(folder: Path, candidates: int = CANDIDATES_MAX) -> Problem:
     config = read_yaml(config_path)
     kind = str(config.get("type", "default"))
     if kind not in ("default", "interactive"):
-        raise SourceError(f"{config_path}: field 'type': only 'default' and 'interactive' problems are supported, got {kind!r}")
+        raise SourceError(
+            f"{config_path}: field 'type': only 'default' and 'interactive' problems are supported, got {kind!r}"
+        )
     statement = read_text(folder / "statement.txt")
     for key, alias in (("time", "time_limit"), ("memory", "memory_limit"), ("subtasks", "subtasks")):
         if key not in config and alias not in config:
@@ -111,7 +122,9 @@ def _case_files(config: dict, config_path: Path) -> list[tuple[int, str, str]]:
         elif isinstance(subtask, dict) and isinstance(subtask.get("cases"), list):
             cases += [(s, str(c["input"]), str(c["output"])) for c in subtask["cases"]]
         else:
-            raise SourceError(f"{config_path}: field 'subtasks.{s}' needs n_cases or a list of cases ({{input, output}})")
+            raise SourceError(
+                f"{config_path}: field 'subtasks.{s}' needs n_cases or a list of cases ({{input, output}})"
+            )
     return cases
 
 
@@ -132,7 +145,15 @@ def _tests(folder: Path, config: dict, config_path: Path, files: dict) -> list[T
                 raise SourceError(f"{config_path}: field 'subtasks.{s}': {what} file testdata/{path.name} is missing")
         files[f"private/tests/{index}.in"], files[f"private/tests/{index}.ans"] = inp, ans
         sample = index == 1 and len(cases) > 1  # one case: hidden only, never a sample too
-        tests.append(TestCase(name=str(index), input=f"tests/{index}.in", answer=f"tests/{index}.ans", group=f"subtask{s + 1}", sample=sample))
+        tests.append(
+            TestCase(
+                name=str(index),
+                input=f"tests/{index}.in",
+                answer=f"tests/{index}.ans",
+                group=f"subtask{s + 1}",
+                sample=sample,
+            )
+        )
     return tests
 
 
@@ -159,7 +180,9 @@ def _solutions(folder: Path, files: dict) -> tuple[list[SolutionRef], list[tuple
     for path in sorted(root.glob("*")) if root.is_dir() else []:
         if not path.is_file():
             continue
-        expected = "partially_accepted" if "partial" in path.stem else ("wrong_answer" if "wrong" in path.stem else "accepted")
+        expected = (
+            "partially_accepted" if "partial" in path.stem else ("wrong_answer" if "wrong" in path.stem else "accepted")
+        )
         language, reason = classify(path.name, path.read_text(encoding="utf-8", errors="replace"))
         if language is None:
             skipped.append((f"solutions/{path.name}", expected, reason))

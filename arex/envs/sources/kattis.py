@@ -12,7 +12,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from arex.envs.sources.common import PROVISIONAL_TIME_LIMIT_S, Problem, SourceError, copy_program_folder, make_spec, pairs, read_text, read_yaml, slug, tests_from_pairs
+from arex.envs.sources.common import (
+    PROVISIONAL_TIME_LIMIT_S,
+    Problem,
+    SourceError,
+    copy_program_folder,
+    make_spec,
+    pairs,
+    read_text,
+    read_yaml,
+    slug,
+    tests_from_pairs,
+)
 from arex.envs.sources.kattis_submissions import kattis_solutions
 from arex.envs.sources.latex import latex_to_markdown
 from arex.envs.sources.statement import Sample, with_samples, workspace_samples
@@ -57,7 +68,14 @@ def load_kattis(folder: Path) -> Problem:
         solutions=solutions,
         source_format="kattis",
     )
-    return Problem(spec=spec, statement=statement, files=files, time_multiplier=multiplier, time_resolution=resolution, skipped=skipped)
+    return Problem(
+        spec=spec,
+        statement=statement,
+        files=files,
+        time_multiplier=multiplier,
+        time_resolution=resolution,
+        skipped=skipped,
+    )
 
 
 def _mapping(value: Any, path: Path, key: str) -> dict:
@@ -74,9 +92,15 @@ def _kattis_type(meta: dict, meta_path: Path) -> tuple[bool, bool]:
     types = {str(t) for t in raw} if isinstance(raw, list) else set(str(raw).split())
     validation = str(meta.get("validation", "default")).split()
     if "multi-pass" in types:
-        raise SourceError(f"{meta_path}: field 'type': multi-pass problems are not supported (arex would run one pass only, so its gates could accept wrong answers)")
+        raise SourceError(
+            f"{meta_path}: field 'type': multi-pass problems are not supported "
+            "(arex would run one pass only, so its gates could accept wrong answers)"
+        )
     if "submit-answer" in types:
-        raise SourceError(f"{meta_path}: field 'type': submit-answer problems are not supported (a submission is a set of answers, not a program)")
+        raise SourceError(
+            f"{meta_path}: field 'type': submit-answer problems are not supported "
+            "(a submission is a set of answers, not a program)"
+        )
     interactive = "interactive" in types or (validation[:1] == ["custom"] and "interactive" in validation)
     scoring = "scoring" in types or "score" in validation
     return interactive, scoring
@@ -86,10 +110,17 @@ def _check_test_data(folder: Path, data: Path) -> None:
     has_inputs = (data / "secret").is_dir() and any(p.is_file() for p in (data / "secret").rglob("*.in"))
     if has_inputs:
         return
-    generators = [p for p in (folder / "generators" / "generators.yaml", data / "generators.yaml", folder / "generators") if p.exists()]
+    generators = [
+        p
+        for p in (folder / "generators" / "generators.yaml", data / "generators.yaml", folder / "generators")
+        if p.exists()
+    ]
     if generators:
         where = generators[0].relative_to(folder).as_posix()
-        raise SourceError(f"{folder}: tests are generated: run the package's generator first ({where}; for a BAPCtools package, `bt generate`), then build from the folder with data/secret/*.in")
+        raise SourceError(
+            f"{folder}: tests are generated: run the package's generator first "
+            f"({where}; for a BAPCtools package, `bt generate`), then build from the folder with data/secret/*.in"
+        )
     if not (data / "secret").is_dir():
         raise SourceError(f"{folder}: data/secret/ is missing")
 
@@ -104,12 +135,16 @@ def _statement(folder: Path, title: str, constants: Any) -> str:
     """The English statement if there is one (Markdown or LaTeX, 2023+ statement/ or legacy
     problem_statement/), else any language's; LaTeX converted; headed by the title."""
     candidates = [folder / d / n for d in _STATEMENT_DIRS for n in _STATEMENT_NAMES]
-    candidates += sorted(p for d in _STATEMENT_DIRS for p in (folder / d).glob("problem.*") if p.suffix in (".md", ".tex"))
+    candidates += sorted(
+        p for d in _STATEMENT_DIRS for p in (folder / d).glob("problem.*") if p.suffix in (".md", ".tex")
+    )
     path = next((p for p in candidates if p.is_file()), None)
     if path is None:
         pdf = next((p for d in _STATEMENT_DIRS for p in (folder / d).glob("problem*.pdf")), None)
         if pdf is not None:
-            raise SourceError(f"{pdf}: only a PDF statement; add statement/problem.en.md or .tex (arex shows the agent text)")
+            raise SourceError(
+                f"{pdf}: only a PDF statement; add statement/problem.en.md or .tex (arex shows the agent text)"
+            )
         raise SourceError(f"{folder}: no statement found (statement/problem.en.md or problem_statement/problem.en.tex)")
     text = read_text(path)
     values = constants if isinstance(constants, dict) else {}
@@ -141,7 +176,11 @@ def _samples(folder: Path, interactive: bool) -> list[Sample]:
         down_in = next(p for p in (Path(f"{stem}.in.download"), inp) if p.is_file())
         down_ans = next(p for p in (Path(f"{stem}.ans.download"), stem.with_suffix(".out"), ans) if p.is_file())
         interaction = stem.with_suffix(".interaction")
-        samples.append(Sample(interaction=read_text(interaction)) if interaction.is_file() else Sample(read_text(shown_in), read_text(shown_out), download_input=down_in, download_answer=down_ans))
+        samples.append(
+            Sample(interaction=read_text(interaction))
+            if interaction.is_file()
+            else Sample(read_text(shown_in), read_text(shown_out), download_input=down_in, download_answer=down_ans)
+        )
     return samples
 
 
@@ -162,7 +201,9 @@ def _group_spec(folder: Path, name: str) -> TestGroup:
     cfg = _group_config(folder)
     scoring = cfg.get("scoring") if isinstance(cfg.get("scoring"), dict) else {}
     points = cfg.get("max_score", cfg.get("accept_score", scoring.get("score", 1.0)))
-    return TestGroup(name=name, points=float(points) if isinstance(points, (int, float)) and not isinstance(points, bool) else 1.0)
+    return TestGroup(
+        name=name, points=float(points) if isinstance(points, (int, float)) and not isinstance(points, bool) else 1.0
+    )
 
 
 def _full_score(secret: Path) -> float:
@@ -184,19 +225,32 @@ def _validator_flags(meta: dict, data: Path) -> list[str]:
     return flags
 
 
-def _checker(folder: Path, meta_path: Path, flags: list[str], validation: list[str], interactive: bool, files: dict) -> CheckerSpec:
+def _checker(
+    folder: Path, meta_path: Path, flags: list[str], validation: list[str], interactive: bool, files: dict
+) -> CheckerSpec:
     """The output validator (its folder copied to private/checker/), the interactor if interactive,
     or the default validator's flags."""
     vdirs = [d for d in (folder / "output_validators", folder / "output_validator") if d.is_dir()]
     if "custom" not in validation and not vdirs and not interactive:
         return _default_validator(flags)
-    sources = sorted((p for d in vdirs for p in d.rglob("*") if p.suffix in _VALIDATOR_SUFFIXES and p.is_file()), key=lambda p: (p.suffix == ".py", p.as_posix()))
+    sources = sorted(
+        (p for d in vdirs for p in d.rglob("*") if p.suffix in _VALIDATOR_SUFFIXES and p.is_file()),
+        key=lambda p: (p.suffix == ".py", p.as_posix()),
+    )
     if not sources:
         what = "interactive problem" if interactive else "custom validation"
-        raise SourceError(f"{meta_path}: field '{'type' if interactive else 'validation'}': {what} but no validator source (.cpp/.cc/.py) in output_validator/ or output_validators/")
+        raise SourceError(
+            f"{meta_path}: field '{'type' if interactive else 'validation'}': "
+            f"{what} but no validator source (.cpp/.cc/.py) in output_validator/ or output_validators/"
+        )
     src = sources[0]
     copy_program_folder(src, files)
-    return CheckerSpec(kind="interactive" if interactive else "kattis", protocol="kattis", source=f"checker/{src.name}", flags=tuple(flags))
+    return CheckerSpec(
+        kind="interactive" if interactive else "kattis",
+        protocol="kattis",
+        source=f"checker/{src.name}",
+        flags=tuple(flags),
+    )
 
 
 def _default_validator(flags: list[str]) -> CheckerSpec:

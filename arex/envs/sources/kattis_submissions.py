@@ -35,7 +35,17 @@ DEFAULTS: dict[str, dict[str, frozenset[str]]] = {
 }
 LEGACY_PARTIAL = "partially_accepted"
 _ONE_REQUIRED = {"WA": "wrong_answer", "TLE": "time_limit_exceeded", "RTE": "run_time_error"}
-_ENTRY_KEYS = {"language", "entrypoint", "authors", "model_solution", "permitted", "required", "score", "message", "use_for_time_limit"}
+_ENTRY_KEYS = {
+    "language",
+    "entrypoint",
+    "authors",
+    "model_solution",
+    "permitted",
+    "required",
+    "score",
+    "message",
+    "use_for_time_limit",
+}
 
 
 @dataclass
@@ -58,8 +68,16 @@ def _glob_regex(pattern: str) -> list[re.Pattern]:
     """The pattern's brace expansions as regexes: `*` matches within one path part only."""
     m = re.search(r"\{([^{}]*)\}", pattern)
     if m:
-        return [r for option in m.group(1).split(",") for r in _glob_regex(pattern[: m.start()] + option + pattern[m.end() :])]
-    return [re.compile("".join("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in pattern.strip("/")) + r"\Z")]
+        return [
+            r
+            for option in m.group(1).split(",")
+            for r in _glob_regex(pattern[: m.start()] + option + pattern[m.end() :])
+        ]
+    return [
+        re.compile(
+            "".join("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in pattern.strip("/")) + r"\Z"
+        )
+    ]
 
 
 def _matches(pattern: str, path: str) -> bool:
@@ -117,7 +135,11 @@ def _score_range(score) -> tuple[float | None, float | None]:
     """A `score` (a number, or [low, high]) as its bounds; (None, None) if absent or malformed."""
     if isinstance(score, (int, float)) and not isinstance(score, bool):
         return float(score), float(score)
-    if isinstance(score, list) and len(score) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in score):
+    if (
+        isinstance(score, list)
+        and len(score) == 2
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in score)
+    ):
         return float(score[0]), float(score[1])
     return None, None
 
@@ -126,17 +148,31 @@ def program_file(program: Path) -> Path | None:
     """The one source file of a submission (a file, or a folder holding one file), else None."""
     if program.is_file():
         return program
-    inside = [p for p in program.rglob("*") if p.is_file() and not p.name.startswith(".") and "__pycache__" not in p.parts]
+    inside = [
+        p for p in program.rglob("*") if p.is_file() and not p.name.startswith(".") and "__pycache__" not in p.parts
+    ]
     return inside[0] if len(inside) == 1 else None
 
 
-def kattis_solutions(folder: Path, files: dict, full_score: float | None) -> tuple[list[SolutionRef], list[tuple[str, str, str]]]:
+def kattis_solutions(
+    folder: Path, files: dict, full_score: float | None
+) -> tuple[list[SolutionRef], list[tuple[str, str, str]]]:
     """The submissions in a language arex runs (added to `files`), and the skipped ones."""
     root = folder / "submissions"
     yaml_path = root / "submissions.yaml"
     entries = read_yaml(yaml_path) if yaml_path.is_file() else {}
     solutions, skipped = [], []
-    programs = sorted(p for d in root.iterdir() if d.is_dir() and not d.name.startswith(".") for p in d.iterdir() if not p.name.startswith(".")) if root.is_dir() else []
+    programs = (
+        sorted(
+            p
+            for d in root.iterdir()
+            if d.is_dir() and not d.name.startswith(".")
+            for p in d.iterdir()
+            if not p.name.startswith(".")
+        )
+        if root.is_dir()
+        else []
+    )
     for program in programs:
         rel = program.relative_to(root).as_posix()
         expected = expectation(rel, entries, str(yaml_path), full_score)

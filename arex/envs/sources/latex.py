@@ -26,16 +26,69 @@ _NAME = re.compile(r"[A-Za-z]+\*?|.", re.S)
 _INDENT = "\x02"  # one list level, turned into spaces after lines are stripped
 _KEEP = "\x00"  # brackets a protected piece's number
 
-_SYMBOLS = {"\\": "\n", "%": "%", "&": "&", "_": "_", "#": "#", "$": "$", "{": "{", "}": "}", " ": " ", ",": " ", ";": " ", "!": "", "-": "", "'": "", "`": "", '"': "", "~": "~", "^": "^"}
-_WORDS = {"ldots": "…", "dots": "…", "textellipsis": "…", "cdots": "⋯", "LaTeX": "LaTeX", "TeX": "TeX", "newline": "\n", "par": "\n\n", "item": "", "hline": "", "cline": ""}
-_FORMATS = {"textbf": "**{}**", "bf": "{}", "emph": "*{}*", "textit": "*{}*", "it": "{}", "texttt": "`{}`", "tt": "{}", "url": "<{}>", "textsc": "{}", "underline": "{}", "sout": "~~{}~~"}
-_HEADINGS = {"problemname": "#", "section": "##", "section*": "##", "subsection": "###", "subsection*": "###", "subsubsection": "####", "subsubsection*": "####", "paragraph": "####"}
+_SYMBOLS = {
+    "\\": "\n",
+    "%": "%",
+    "&": "&",
+    "_": "_",
+    "#": "#",
+    "$": "$",
+    "{": "{",
+    "}": "}",
+    " ": " ",
+    ",": " ",
+    ";": " ",
+    "!": "",
+    "-": "",
+    "'": "",
+    "`": "",
+    '"': "",
+    "~": "~",
+    "^": "^",
+}
+_WORDS = {
+    "ldots": "…",
+    "dots": "…",
+    "textellipsis": "…",
+    "cdots": "⋯",
+    "LaTeX": "LaTeX",
+    "TeX": "TeX",
+    "newline": "\n",
+    "par": "\n\n",
+    "item": "",
+    "hline": "",
+    "cline": "",
+}
+_FORMATS = {
+    "textbf": "**{}**",
+    "bf": "{}",
+    "emph": "*{}*",
+    "textit": "*{}*",
+    "it": "{}",
+    "texttt": "`{}`",
+    "tt": "{}",
+    "url": "<{}>",
+    "textsc": "{}",
+    "underline": "{}",
+    "sout": "~~{}~~",
+}
+_HEADINGS = {
+    "problemname": "#",
+    "section": "##",
+    "section*": "##",
+    "subsection": "###",
+    "subsection*": "###",
+    "subsubsection": "####",
+    "subsubsection*": "####",
+    "paragraph": "####",
+}
 _SECTION_ENVS = {"Input": "Input", "Output": "Output", "Interaction": "Interaction"}
 _DROPPED_ENVS = {"figure", "figure*", "wrapfigure"}
 _LISTS = {"itemize": "- ", "enumerate": "1. ", "description": "- "}
 _NO_ARGS = {
-    "noindent", "medskip", "bigskip", "smallskip", "centering", "raggedright", "clearpage", "newpage", "protect", "displaystyle",
-    "tiny", "scriptsize", "footnotesize", "small", "normalsize", "large", "Large", "LARGE", "huge", "Huge",
+    "noindent", "medskip", "bigskip", "smallskip", "centering", "raggedright", "clearpage", "newpage", "protect",
+    "displaystyle", "tiny", "scriptsize", "footnotesize", "small", "normalsize", "large", "Large", "LARGE", "huge",
+    "Huge",
 }  # fmt: skip
 _SPACING = {"vspace", "vspace*", "hspace", "hspace*", "label", "vskip", "def", "htmlPixelsInCm"}
 
@@ -112,7 +165,9 @@ class _Converter:
             while i < len(text) and text[i] in " \t\n":
                 i += 1
             marker = _LISTS.get(self.lists[-1], "- ") if self.lists else "- "
-            return "\n" + _INDENT * max(0, len(self.lists) - 1) + marker + (f"**{self.run(label)}** " if label else ""), i
+            return "\n" + _INDENT * max(0, len(self.lists) - 1) + marker + (
+                f"**{self.run(label)}** " if label else ""
+            ), i
         if name in _WORDS:
             return _WORDS[name], i
         if name in _NO_ARGS:
@@ -170,7 +225,10 @@ class _Converter:
 
     def table(self, start: int, body: str) -> str:
         rows = [r for r in re.split(r"\\\\", body[start:]) if r.replace("\\hline", "").strip()]
-        cells = [[self.run(c).replace("\n", " ").strip() for c in re.split(r"(?<!\\)&", row.replace("\\hline", ""))] for row in rows]
+        cells = [
+            [self.run(c).replace("\n", " ").strip() for c in re.split(r"(?<!\\)&", row.replace("\\hline", ""))]
+            for row in rows
+        ]
         if not cells:
             return ""
         width = max(len(r) for r in cells)

@@ -25,7 +25,11 @@ _PY2_LINE = re.compile(
     r"|<>"  # not-equal
     r"|\bur[\"']"  # ur"..." strings
 )
-_PY2_MESSAGES = ("Missing parentheses in call to 'print'", "Missing parentheses in call to 'exec'", "inconsistent use of tabs")
+_PY2_MESSAGES = (
+    "Missing parentheses in call to 'print'",
+    "Missing parentheses in call to 'exec'",
+    "inconsistent use of tabs",
+)
 # Builtins and methods that only Python 2 has: calling them under Python 3 is a NameError/AttributeError.
 _PY2_NAMES = {"raw_input", "xrange", "unicode", "basestring", "unichr", "long", "execfile"}
 _PY2_ATTRIBUTES = {"iteritems", "iterkeys", "itervalues", "has_key", "maxint"}
@@ -67,7 +71,9 @@ def _uses_python2_only_names(tree: ast.AST) -> bool:
             guarded = True  # try: input = raw_input / except NameError: 2-and-3 compatible code
     if guarded:
         return False
-    return bool((used & _PY2_NAMES) - bound) or any(name.startswith(".") and name[1:] not in bound and name not in bound for name in used)
+    return bool((used & _PY2_NAMES) - bound) or any(
+        name.startswith(".") and name[1:] not in bound and name not in bound for name in used
+    )
 
 
 def classify(name: str, code: str | None) -> tuple[str | None, str]:

@@ -34,7 +34,13 @@ def _block(title: str, text: str, download: str | None) -> str:
 def sample_markdown(n: int, sample: Sample) -> str:
     parts = [f"## Sample {n}\n"]
     if sample.interaction is not None:
-        parts.append(_block("Interaction (lines starting with `<` come from the judge, `>` from your program)", sample.interaction, None))
+        parts.append(
+            _block(
+                "Interaction (lines starting with `<` come from the judge, `>` from your program)",
+                sample.interaction,
+                None,
+            )
+        )
     else:
         has_files = sample.download_input is not None
         parts.append(_block("Input", sample.shown_input or "", f"samples/{n}.in" if has_files else None))
