@@ -754,12 +754,13 @@ def check_sandboxes_cannot_see_each_other(h: Harness) -> None:
     assert r.ok, r
     pid = h.shared.read_file("seen.pid").decode().strip()
     try:
-        mine = h.shared.exec(probe).stdout.split("\n")
+        # A walk of the whole root can outlast the suite's 3 s default on a loaded host: a generous backstop.
+        mine = h.shared.exec(probe, timeout=120).stdout.split("\n")
         assert "/tmp/secret-of-a.txt" in mine and mine[-2] == "1", (
             f"the probe does not find the sandbox's own file and process: {mine}"
         )
         with h.fresh("conformance-other") as other:
-            r = other.exec(probe)
+            r = other.exec(probe, timeout=120)
             assert r.stdout.strip() == "0", f"second sandbox sees the first: {r.stdout}"
             other.write_file("/tmp/secret-of-b.txt", "only b")
             assert h.shared.exec("ls /tmp/secret-of-b.txt").status == "error"
