@@ -17,7 +17,10 @@ INDEX = os.environ.get("AREX_DOCS_INDEX", "/opt/arex/docs/index.sqlite")
 PAGE_CHARS = 2800  # one page fits an observation
 LINE_CHARS = 150
 MEMBERS_SHOWN = 60
-KIND_ORDER = "CASE p.kind WHEN 'module' THEN 0 WHEN 'class' THEN 1 WHEN 'function' THEN 2 WHEN 'exception' THEN 3 WHEN 'method' THEN 4 ELSE 5 END"
+KIND_ORDER = (
+    "CASE p.kind WHEN 'module' THEN 0 WHEN 'class' THEN 1 WHEN 'function' THEN 2 WHEN 'exception' THEN 3 "
+    "WHEN 'method' THEN 4 ELSE 5 END"
+)
 
 STOPWORDS = {"a", "an", "the", "by", "of", "to", "in", "on", "for", "and", "or", "is", "how", "do", "i", "from", "into"}
 USAGE = """usage: docs search QUERY...      find pages: name, kind, first docstring line (-n N for more hits)
@@ -64,7 +67,12 @@ def search(db, query: str, limit: int) -> list[sqlite3.Row]:
     cols = "p.id, p.name, p.kind, p.summary"
     take(db.execute(f"SELECT {cols} FROM pages p WHERE p.name = ? COLLATE NOCASE", (q,)))
     tail = q.rsplit(".", 1)[-1].lower()
-    take(db.execute(f"SELECT {cols} FROM pages p WHERE p.tail = ? ORDER BY {KIND_ORDER}, length(p.name), p.name LIMIT ?", (tail, limit)))
+    take(
+        db.execute(
+            f"SELECT {cols} FROM pages p WHERE p.tail = ? ORDER BY {KIND_ORDER}, length(p.name), p.name LIMIT ?",
+            (tail, limit),
+        )
+    )
     words = [w for w in re.findall(r"[^\W_]+", q.lower()) if w]
     words = [w for w in words if w not in STOPWORDS] or words
     if not words:
@@ -73,10 +81,20 @@ def search(db, query: str, limit: int) -> list[sqlite3.Row]:
         fts = f"SELECT {cols} FROM pages_fts f JOIN pages p ON p.id = f.rowid WHERE pages_fts MATCH ?"
         exact = " ".join(f'"{w}"' for w in words)
         passes = [
-            (f"{fts} ORDER BY length(p.name) - length(replace(p.name, '.', '')), {KIND_ORDER}, length(p.name) LIMIT ?", f"words : ({exact})"),  # every word in the name
+            (
+                f"{fts} ORDER BY length(p.name) - length(replace(p.name, '.', '')), "
+                f"{KIND_ORDER}, length(p.name) LIMIT ?",
+                f"words : ({exact})",
+            ),  # every word in the name
             (f"{fts} ORDER BY bm25(pages_fts, 10.0, 3.0, 1.0) LIMIT ?", exact),  # every word somewhere
-            (f"{fts} ORDER BY bm25(pages_fts, 10.0, 3.0, 1.0) LIMIT ?", " ".join(f'"{w}"*' for w in words)),  # word prefixes
-            (f"{fts} ORDER BY bm25(pages_fts, 10.0, 3.0, 1.0) LIMIT ?", " OR ".join(f'"{w}"*' for w in words)),  # any word
+            (
+                f"{fts} ORDER BY bm25(pages_fts, 10.0, 3.0, 1.0) LIMIT ?",
+                " ".join(f'"{w}"*' for w in words),
+            ),  # word prefixes
+            (
+                f"{fts} ORDER BY bm25(pages_fts, 10.0, 3.0, 1.0) LIMIT ?",
+                " OR ".join(f'"{w}"*' for w in words),
+            ),  # any word
         ]
         for sql, match in passes:
             if len(hits) >= limit:
@@ -84,7 +102,10 @@ def search(db, query: str, limit: int) -> list[sqlite3.Row]:
             take(db.execute(sql, (match, limit)))
     else:
         marks = ",".join("?" * len(words))
-        sql = f"SELECT {cols} FROM terms t JOIN pages p ON p.id = t.id WHERE t.term IN ({marks}) GROUP BY p.id ORDER BY count(*) DESC, length(p.name) LIMIT ?"
+        sql = (
+            f"SELECT {cols} FROM terms t JOIN pages p ON p.id = t.id WHERE t.term IN ({marks}) "
+            "GROUP BY p.id ORDER BY count(*) DESC, length(p.name) LIMIT ?"
+        )
         take(db.execute(sql, (*words, limit)))
     return hits
 
@@ -121,7 +142,10 @@ def find(db, name: str) -> tuple[sqlite3.Row | None, list[str]]:
         row = db.execute(sql, (name,)).fetchone()
         if row:
             return row, []
-    rows = db.execute(f"SELECT * FROM pages p WHERE p.tail = ? ORDER BY {KIND_ORDER}, length(p.name) LIMIT 8", (name.rsplit(".", 1)[-1].lower(),)).fetchall()
+    rows = db.execute(
+        f"SELECT * FROM pages p WHERE p.tail = ? ORDER BY {KIND_ORDER}, length(p.name) LIMIT 8",
+        (name.rsplit(".", 1)[-1].lower(),),
+    ).fetchall()
     suffix = [r for r in rows if r["name"].lower().endswith("." + name.lower()) or r["name"].lower() == name.lower()]
     if len(suffix) == 1:
         return suffix[0], []
@@ -134,14 +158,19 @@ def render(db, row) -> str:
         parts.append(row["signature"])
     parts.append("")
     parts.append(row["body"] or "(no docstring)")
-    children = db.execute(f"SELECT p.name, p.kind, p.summary FROM pages p WHERE p.parent = ? ORDER BY {KIND_ORDER}, p.name", (row["name"],)).fetchall()
+    children = db.execute(
+        f"SELECT p.name, p.kind, p.summary FROM pages p WHERE p.parent = ? ORDER BY {KIND_ORDER}, p.name",
+        (row["name"],),
+    ).fetchall()
     if children:
         parts += ["", f"Members ({len(children)}):"]
         for child in children[:MEMBERS_SHOWN]:
             short = child["name"][len(row["name"]) + 1 :]
             parts.append(line(f"  {short}  [{child['kind']}]  {child['summary'] or ''}"))
         if len(children) > MEMBERS_SHOWN:
-            parts.append(f"  ... {len(children) - MEMBERS_SHOWN} more: `docs search {row['name']}.` lists them by relevance")
+            parts.append(
+                f"  ... {len(children) - MEMBERS_SHOWN} more: `docs search {row['name']}.` lists them by relevance"
+            )
     if row["kind"] in ("module",) and "." not in row["name"]:
         readme = db.execute("SELECT name FROM pages WHERE kind = 'readme' AND pkg = ?", (row["pkg"],)).fetchone()
         if readme:
@@ -185,7 +214,10 @@ def cmd_read(db, args: list[str]) -> int:
         if candidates:
             print(f"No page named {name!r}; pages ending that way: {', '.join(candidates)}.")
         else:
-            print(f"No page named {name!r} in the docs index; find the right name with `docs search {name.rsplit('.', 1)[-1]}`.")
+            print(
+                f"No page named {name!r} in the docs index; "
+                f"find the right name with `docs search {name.rsplit('.', 1)[-1]}`."
+            )
         return 1
     pieces = pages_of(render(db, row))
     if not 1 <= page <= len(pieces):
@@ -200,9 +232,15 @@ def cmd_read(db, args: list[str]) -> int:
 
 def cmd_list(db, args: list[str]) -> int:
     info = meta(db)
-    rows = db.execute("SELECT pkg, count(*) AS n FROM pages GROUP BY pkg ORDER BY pkg = 'python' DESC, lower(pkg)").fetchall()
+    rows = db.execute(
+        "SELECT pkg, count(*) AS n FROM pages GROUP BY pkg ORDER BY pkg = 'python' DESC, lower(pkg)"
+    ).fetchall()
     print(f"Docs index: {info.get('pages', '?')} pages, Python {info.get('python', '?')}. Packages (pages):")
-    print(line(", ".join(f"{r['pkg']} ({r['n']})" for r in rows)) if len(rows) < 12 else "\n".join(line(f"  {r['pkg']} ({r['n']})") for r in rows[:80]))
+    print(
+        line(", ".join(f"{r['pkg']} ({r['n']})" for r in rows))
+        if len(rows) < 12
+        else "\n".join(line(f"  {r['pkg']} ({r['n']})") for r in rows[:80])
+    )
     return 0
 
 
@@ -216,7 +254,10 @@ def main(argv: list[str]) -> int:
         return 2
     db = connect()
     if db is None:
-        print(f"docs: no documentation index at {INDEX} in this sandbox; read the package sources or `python3 -m pydoc NAME` instead.")
+        print(
+            f"docs: no documentation index at {INDEX} in this sandbox; "
+            "read the package sources or `python3 -m pydoc NAME` instead."
+        )
         return 1
     try:
         return commands[argv[0]](db, argv[1:])

@@ -43,13 +43,17 @@ MODULE_SECONDS = 20  # one import and its extraction
 GROUP_SECONDS = 300  # one worker
 BUDGET_SECONDS = float(os.environ.get("AREX_DOCS_BUDGET_S", "900"))  # the whole docstring pass
 SKIP_TOP = {
-    "antigravity", "this", "idlelib", "turtledemo", "turtle", "tkinter", "test", "lib2to3", "ensurepip", "venv", "pydoc_data",
-    "__hello__", "__phello__", "xxlimited", "xxsubtype", "pip", "setuptools", "wheel", "pkg_resources", "_distutils_hack",
+    "antigravity", "this", "idlelib", "turtledemo", "turtle", "tkinter", "test", "lib2to3", "ensurepip", "venv",
+    "pydoc_data", "__hello__", "__phello__", "xxlimited", "xxsubtype", "pip", "setuptools", "wheel", "pkg_resources",
+    "_distutils_hack",
 }  # fmt: skip
 SKIP_PART = {"tests", "test", "testing_utils", "conftest", "setup", "__main__", "_vendor", "vendor", "externals"}
 DOC_SUFFIXES = (".md", ".rst", ".markdown")
 DOC_TXT = re.compile(r"^(readme|changes|changelog|history|news|usage|guide|tutorial|faq|docs?)([._-].*)?\.txt$", re.I)
-NOT_DOCS = re.compile(r"^(license|licence|copying|authors|notice|record|top_level|entry_points|sources|requires|dependency_links|requirements)", re.I)
+NOT_DOCS = re.compile(
+    r"^(license|licence|copying|authors|notice|record|top_level|entry_points|sources|requires|dependency_links|requirements)",
+    re.I,
+)
 
 
 # -- worker: one group of top-level packages, imported here --------------------------------------
@@ -65,7 +69,9 @@ def summary_of(doc: str) -> str:
     """The first sentence-ish line of a docstring, short."""
     for para in doc.strip().split("\n\n"):
         line = " ".join(para.split())
-        if line and not line.startswith(("..", "|", "[![", "<", "=", "-", "*")):  # not markup: directives, badges, rules
+        if line and not line.startswith(
+            ("..", "|", "[![", "<", "=", "-", "*")
+        ):  # not markup: directives, badges, rules
             return line if len(line) <= 160 else line[:157] + "..."
     return ""
 
@@ -156,14 +162,27 @@ class Worker:
             sig = _signature(obj)
         if kind in ("class", "exception"):
             bases = ", ".join(b.__name__ for b in getattr(obj, "__bases__", ()) if b is not object)
-            sig = f"class {name.rsplit('.', 1)[-1]}{sig or ('(' + bases + ')' if bases else '')}" + (f"  [bases: {bases}]" if bases and sig else "")
+            sig = f"class {name.rsplit('.', 1)[-1]}{sig or ('(' + bases + ')' if bases else '')}" + (
+                f"  [bases: {bases}]" if bases and sig else ""
+            )
         elif sig:
             sig = f"{name.rsplit('.', 1)[-1]}{sig}"
-        self.emit(name=name, kind=kind, parent=parent, pkg=self.group, signature=sig[:1000], summary=summary_of(doc), body=doc, source=source)
+        self.emit(
+            name=name,
+            kind=kind,
+            parent=parent,
+            pkg=self.group,
+            signature=sig[:1000],
+            summary=summary_of(doc),
+            body=doc,
+            source=source,
+        )
 
     def members(self, modname: str, mod, source: str) -> None:
         exported = getattr(mod, "__all__", None)
-        names = [n for n in exported if isinstance(n, str)] if isinstance(exported, (list, tuple)) else sorted(vars(mod))
+        names = (
+            [n for n in exported if isinstance(n, str)] if isinstance(exported, (list, tuple)) else sorted(vars(mod))
+        )
         real = getattr(mod, "__name__", modname)
         count = 0
         for attr in names:
@@ -213,7 +232,9 @@ def worker_main(group: str, tops: list[str], skip: set[str], excluded: set[str])
 # -- parent: targets, workers, files, the database ------------------------------------------------
 def stdlib_tops() -> list[str]:
     names = sorted(n for n in sys.stdlib_module_names if not n.startswith("_") and n not in SKIP_TOP)
-    return [m for n in names for m in ([n, "os.path"] if n == "os" else [n])]  # os.path before posixpath: the name people use
+    return [
+        m for n in names for m in ([n, "os.path"] if n == "os" else [n])
+    ]  # os.path before posixpath: the name people use
 
 
 def dist_tops(dist) -> list[str]:
@@ -254,9 +275,19 @@ def run_group(group: str, tops: list[str], excluded: set[str], deadline: float, 
         if seconds <= 1:
             break
         args = [sys.executable, os.path.abspath(__file__), "--worker", group, *tops]
-        args += [a for s in sorted(skip) for a in ("--skip", s)] + [a for e in sorted(excluded) for a in ("--exclude-path", e)]
+        args += [a for s in sorted(skip) for a in ("--skip", s)] + [
+            a for e in sorted(excluded) for a in ("--exclude-path", e)
+        ]
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg", "PYTHONWARNINGS": "ignore"}
-        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True, encoding="utf-8")
+        proc = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            text=True,
+            encoding="utf-8",
+        )
         current, started = None, time.monotonic()
         for line in proc.stdout:
             try:
@@ -286,9 +317,15 @@ def files_of(dist, excluded: set[str]) -> list[tuple[str, str, str]]:
         rel = str(f).replace("\\", "/")
         base = rel.rsplit("/", 1)[-1]
         parts = rel.split("/")
-        if ".." in parts or any(p.endswith((".dist-info", ".egg-info")) for p in parts) or any(p in SKIP_PART for p in parts[:-1]):
+        if (
+            ".." in parts
+            or any(p.endswith((".dist-info", ".egg-info")) for p in parts)
+            or any(p in SKIP_PART for p in parts[:-1])
+        ):
             continue
-        if NOT_DOCS.match(base) or not (base.lower().endswith(DOC_SUFFIXES) or DOC_TXT.match(base) or base.lower().startswith("readme")):
+        if NOT_DOCS.match(base) or not (
+            base.lower().endswith(DOC_SUFFIXES) or DOC_TXT.match(base) or base.lower().startswith("readme")
+        ):
             continue
         found.append((rel, f))
     pages = []
@@ -313,7 +350,15 @@ def static_pages(excluded: set[str]) -> list[dict]:
         from pydoc_data.topics import topics
 
         for key, text in sorted(topics.items()):
-            pages.append({"name": f"topic:{key}", "kind": "topic", "pkg": "python", "summary": summary_of(text), "body": text[:BODY_CAP]})
+            pages.append(
+                {
+                    "name": f"topic:{key}",
+                    "kind": "topic",
+                    "pkg": "python",
+                    "summary": summary_of(text),
+                    "body": text[:BODY_CAP],
+                }
+            )
     except ImportError:
         pass
     for dist in importlib.metadata.distributions():
@@ -324,9 +369,26 @@ def static_pages(excluded: set[str]) -> list[dict]:
         description = meta.get_payload() or meta["Description"] or ""
         if isinstance(description, str) and description.strip():
             head = f"{name} {meta['Version']}: {meta['Summary'] or ''}".strip()
-            pages.append({"name": f"readme:{name}", "kind": "readme", "pkg": name, "summary": head[:160], "body": description[:BODY_CAP]})
+            pages.append(
+                {
+                    "name": f"readme:{name}",
+                    "kind": "readme",
+                    "pkg": name,
+                    "summary": head[:160],
+                    "body": description[:BODY_CAP],
+                }
+            )
         for page_name, text, path in files_of(dist, excluded):
-            pages.append({"name": page_name, "kind": "file", "pkg": name, "summary": summary_of(text), "body": text, "source": path})
+            pages.append(
+                {
+                    "name": page_name,
+                    "kind": "file",
+                    "pkg": name,
+                    "summary": summary_of(text),
+                    "body": text,
+                    "source": path,
+                }
+            )
     return pages
 
 
@@ -344,7 +406,8 @@ class Index:
         self.db.executescript(
             "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;"
             "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);"
-            "CREATE TABLE pages(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, kind TEXT, pkg TEXT, parent TEXT, tail TEXT,"
+            "CREATE TABLE pages(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, kind TEXT, pkg TEXT, parent TEXT, "
+            "tail TEXT,"
             " signature TEXT, summary TEXT, body TEXT, words TEXT);"
         )
         self.count = 0
@@ -359,9 +422,27 @@ class Index:
 
     def add(self, page: dict) -> int:
         name = page["name"]
-        tail = name.rsplit(".", 1)[-1] if page["kind"] not in ("file", "readme", "topic") else name.split(":", 1)[-1].rsplit("/", 1)[-1]
-        row = (name, page["kind"], page.get("pkg", ""), page.get("parent", ""), tail.lower(), page.get("signature", ""), page.get("summary", ""), page.get("body", ""), words_of(name))
-        cur = self.db.execute("INSERT OR IGNORE INTO pages(name, kind, pkg, parent, tail, signature, summary, body, words) VALUES (?,?,?,?,?,?,?,?,?)", row)
+        tail = (
+            name.rsplit(".", 1)[-1]
+            if page["kind"] not in ("file", "readme", "topic")
+            else name.split(":", 1)[-1].rsplit("/", 1)[-1]
+        )
+        row = (
+            name,
+            page["kind"],
+            page.get("pkg", ""),
+            page.get("parent", ""),
+            tail.lower(),
+            page.get("signature", ""),
+            page.get("summary", ""),
+            page.get("body", ""),
+            words_of(name),
+        )
+        cur = self.db.execute(
+            "INSERT OR IGNORE INTO pages(name, kind, pkg, parent, tail, signature, summary, body, words) "
+            "VALUES (?,?,?,?,?,?,?,?,?)",
+            row,
+        )
         self.count += cur.rowcount
         return cur.rowcount
 
@@ -371,7 +452,9 @@ class Index:
         db.execute("CREATE INDEX pages_tail ON pages(tail)")
         db.execute("CREATE INDEX pages_lname ON pages(name COLLATE NOCASE)")
         if self.fts:
-            db.execute("CREATE VIRTUAL TABLE pages_fts USING fts5(words, summary, body, content='pages', content_rowid='id')")
+            db.execute(
+                "CREATE VIRTUAL TABLE pages_fts USING fts5(words, summary, body, content='pages', content_rowid='id')"
+            )
             db.execute("INSERT INTO pages_fts(pages_fts) VALUES('rebuild')")
             db.execute("INSERT INTO pages_fts(pages_fts) VALUES('optimize')")
         else:  # a plain inverted index of names and summaries
@@ -419,7 +502,13 @@ def build(out: str, exclude: list[str]) -> dict:
         timing[group] = round(time.monotonic() - begun, 1)
     for page in static_pages(excluded):
         packages[page["pkg"]] = packages.get(page["pkg"], 0) + index.add(page)
-    info = {"python": sys.version.split()[0], "packages": packages, "seconds": round(time.monotonic() - started, 1), "group_seconds": timing, "excluded": sorted(excluded)}
+    info = {
+        "python": sys.version.split()[0],
+        "packages": packages,
+        "seconds": round(time.monotonic() - started, 1),
+        "group_seconds": timing,
+        "excluded": sorted(excluded),
+    }
     index.finish(info)
     os.replace(tmp, out)
     return {**info, "pages": index.count}
@@ -428,7 +517,11 @@ def build(out: str, exclude: list[str]) -> dict:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--worker"]:
         group, rest = argv[1], argv[2:]
-        tops = [a for i, a in enumerate(rest) if not a.startswith("--") and (i == 0 or rest[i - 1] not in ("--skip", "--exclude-path"))]
+        tops = [
+            a
+            for i, a in enumerate(rest)
+            if not a.startswith("--") and (i == 0 or rest[i - 1] not in ("--skip", "--exclude-path"))
+        ]
         skip = {rest[i + 1] for i, a in enumerate(rest) if a == "--skip"}
         excluded = {rest[i + 1] for i, a in enumerate(rest) if a == "--exclude-path"}
         worker_main(group, tops, skip, excluded)
@@ -438,7 +531,9 @@ def main(argv: list[str]) -> int:
         return 2
     exclude = [argv[i + 1] for i, a in enumerate(argv) if a == "--exclude" and i + 1 < len(argv)]
     info = build(argv[0], exclude)
-    print(f"docs index: {info['pages']} pages from {len(info['packages'])} packages in {info['seconds']} s -> {argv[0]}")
+    print(
+        f"docs index: {info['pages']} pages from {len(info['packages'])} packages in {info['seconds']} s -> {argv[0]}"
+    )
     return 0
 
 
