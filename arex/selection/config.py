@@ -58,6 +58,8 @@ class SelectConfig(BaseModel):
     """Longest run of rounds submitting exactly the previous round's submission; null: off."""
     check_protected: bool = True
     """Drop a trajectory whose final or best workspace changed a protected file (or has no snapshot)."""
+    exploit_attempts: bool = True
+    """Drop a trajectory whose agent tried to game its evaluation (arex.selection.exploits), even if it failed."""
     drop_budget_overrun: bool = True
     """Drop a trajectory that ended because a token, dollar or time budget ran out."""
     regrade: bool = True

@@ -18,6 +18,7 @@ from arex.envs.runtime import Env
 from arex.record.snapshots import MemberError, SnapshotStore, read_member
 from arex.record.trajectory import RoundEnd, Trajectory
 from arex.selection.config import SelectConfig
+from arex.selection.exploits import KINDS, find_attempts, reason_of
 from arex.selection.leaks import HiddenContent, find_in
 
 
@@ -230,6 +231,18 @@ def hidden_content(t: Trajectory, env: Env, c: SelectConfig) -> Drop | None:
     return Drop("hidden_content", found) if found else None
 
 
+def exploit_attempts(t: Trajectory, env: Env, c: SelectConfig) -> Drop | None:
+    """An agent that tried to cheat (arex.selection.exploits): the sandbox blocked it, but the record
+    would teach the attempt. The reason names the first kind found; the detail every kind, with its
+    round, step and evidence."""
+    if not c.exploit_attempts:
+        return None
+    found = find_attempts(t, env)
+    if not found:
+        return None
+    return Drop(reason_of(found[0].kind), "; ".join(f.detail() for f in found))
+
+
 @functools.lru_cache(maxsize=64)
 def _hidden_of(env_dir: str, spec_hash: str) -> HiddenContent:
     """An env's private data, read once per selection process (the spec hash keys a rebuild)."""
@@ -271,6 +284,7 @@ RECORD_ONLY = frozenset(
         "unchanged_resubmits",
         "llm_judge",  # a paid rating: asking again draws another sample, not a truer verdict
     }
+    | {reason_of(kind) for kind in KINDS}  # read from the record (and the env its spec hash pins)
 )
 
 PRECONDITIONS: tuple[Criterion, ...] = (no_rounds, env_missing, env_changed)
@@ -284,6 +298,7 @@ CRITERIA: tuple[Criterion, ...] = (
     repeated_actions,
     unchanged_resubmits,
     hidden_content,
+    exploit_attempts,
     snapshots_present,
     protected_files,
 )

@@ -43,6 +43,7 @@ from arex.selection.criteria import (
     scores_of,
     targets_of,
 )
+from arex.selection.exploits import REASON as EXPLOIT_REASON
 from arex.teacher.client import TeacherClient, TeacherConfig
 
 __all__ = ["LLMJudgeConfig", "LeakError", "SelectConfig", "Selection", "Verdict", "select"]
@@ -377,5 +378,23 @@ def _write(selection: Selection, out: Path, store: Path, envs_dir: Path) -> None
         ids = ", ".join(row["ids"][:8]) + (" …" if len(row["ids"]) > 8 else "")
         lines.append(f"| {reason} | {row['count']} | {ids} |")
     (out / "drops.md").write_text(
-        f"kept {len(selection.kept)} of {len(selection.kept) + len(selection.dropped)}\n\n" + "\n".join(lines) + "\n"
+        f"kept {len(selection.kept)} of {len(selection.kept) + len(selection.dropped)}\n\n"
+        + "\n".join(lines)
+        + "\n"
+        + _exploit_section(selection)
     )
+
+
+def _exploit_section(selection: Selection) -> str:
+    """Each trajectory dropped for an exploit attempt with what it tried, where, and the evidence:
+    a person checks these by reading, so the table's ids alone are not enough. Empty if none."""
+    rows = []
+    for verdict in selection.dropped:
+        for reason in verdict.reasons:
+            if reason.startswith(EXPLOIT_REASON + ":"):
+                detail = " ".join(verdict.details[reason].split())[:600].replace("|", "\\|")
+                rows.append(f"| {verdict.key} | {verdict.env_id} | {reason.split(':', 1)[1]} | {detail} |")
+    if not rows:
+        return ""
+    head = "\n## Exploit attempts\n\n| id | env | kind | where and evidence |\n|---|---|---|---|\n"
+    return head + "\n".join(rows) + "\n"

@@ -26,19 +26,27 @@ def v1(tmp_path) -> Path:
 
 
 def golden(rel: str, root: Path) -> bytes:
-    return _judge_prompt_today((FIXTURE / "golden" / rel).read_bytes().replace(WRITTEN_AT.encode(), str(root).encode()))
+    return _criteria_today((FIXTURE / "golden" / rel).read_bytes().replace(WRITTEN_AT.encode(), str(root).encode()))
 
 
-def _judge_prompt_today(data: bytes) -> bytes:
-    """The golden selection with today's default LLM-judge prompt, and the criteria hash it makes: the
-    prompt changed on purpose (the trajectory fenced as untrusted data, the rubric before and after
-    it), so verdicts cached under the old one are not reused. Nothing else of the golden changes."""
-    config = json.loads((FIXTURE / "golden" / "selected" / "selection.json").read_text())["criteria"]
-    then = config["llm_judge"]["prompt"]
+def _criteria_today(data: bytes) -> bytes:
+    """The golden selection with today's criteria, and the criteria hash they make. Two changed on
+    purpose since the golden was made: the default LLM-judge prompt (the trajectory fenced as
+    untrusted data, the rubric before and after it; then a separate item for gaming the evaluation)
+    and the `exploit_attempts` switch (on by default), so verdicts cached under the old criteria are
+    not reused. Nothing else of the golden changes: the criteria block is swapped whole, and only
+    after checking that these are its only differences."""
+    then = json.loads((FIXTURE / "golden" / "selected" / "selection.json").read_text())["criteria"]
     now = SelectConfig(regrade=False)
-    assert then != now.llm_judge.prompt
-    quoted = (json.dumps(then)[1:-1].encode(), json.dumps(now.llm_judge.prompt)[1:-1].encode())
-    return data.replace(*quoted).replace(GOLDEN_CRITERIA_HASH.encode(), now.digest().encode())
+    today = now.model_dump()
+    assert {key for key in today if today[key] != then.get(key)} == {"llm_judge", "exploit_attempts"}
+    assert {key for key in today["llm_judge"] if today["llm_judge"][key] != then["llm_judge"][key]} == {"prompt"}
+    assert today["exploit_attempts"] is True and set(then) == set(today) - {"exploit_attempts"}
+
+    def block(criteria: dict) -> bytes:  # the criteria as selection.json lays them out
+        return json.dumps({"criteria": criteria}, indent=2)[2:-2].encode()
+
+    return data.replace(block(then), block(today)).replace(GOLDEN_CRITERIA_HASH.encode(), now.digest().encode())
 
 
 def test_every_v1_line_reads_back_unchanged():
