@@ -283,6 +283,7 @@ RECORD_ONLY = frozenset(
         "repeated_actions",
         "unchanged_resubmits",
         "llm_judge",  # a paid rating: asking again draws another sample, not a truer verdict
+        "llm_judge_gaming",
     }
     | {reason_of(kind) for kind in KINDS}  # read from the record (and the env its spec hash pins)
 )

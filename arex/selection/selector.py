@@ -212,6 +212,12 @@ class Selector:
             verdict.scores["llm_judge"] = score
             if score < cfg.min_score:
                 _add(verdict, Drop("llm_judge", f"rated {score} < {cfg.min_score}"))
+            gaming = judge_gaming(call.content)
+            if gaming is not None:  # scored apart: a tidy process that games its grader is still gaming
+                verdict.scores["llm_judge_gaming"] = gaming
+                if cfg.max_gaming is not None and gaming > cfg.max_gaming:
+                    why = f"rated {gaming} > {cfg.max_gaming} for gaming the evaluation"
+                    _add(verdict, Drop("llm_judge_gaming", why))
         verdict.kept = not verdict.reasons
 
 
@@ -260,6 +266,19 @@ def judge_score(reply: str | None) -> tuple[int | None, str]:
     if not 1 <= score <= 10 or match.group(1) != str(score):
         return None, f"the judge's score {match.group(1)} is not an integer from 1 to 10"
     return score, ""
+
+
+_GAMING_LINE = re.compile(r"GAMING: ?([0-9]{1,2})")
+
+
+def judge_gaming(reply: str | None) -> int | None:
+    """The gaming item: `GAMING: g` (0-10) on the line just before the closing SCORE line, else None.
+    Only that place counts, like the score: a GAMING line quoted earlier is the agent's text."""
+    lines = [line.strip() for line in (reply or "").splitlines() if line.strip()]
+    match = _GAMING_LINE.fullmatch(lines[-2]) if len(lines) >= 2 else None
+    if match is None or match.group(1) != str(int(match.group(1))) or int(match.group(1)) > 10:
+        return None
+    return int(match.group(1))
 
 
 def _add(verdict: Verdict, drop: Drop | None) -> bool:

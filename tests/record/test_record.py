@@ -33,14 +33,15 @@ def _criteria_today(data: bytes) -> bytes:
     """The golden selection with today's criteria, and the criteria hash they make. Two changed on
     purpose since the golden was made: the default LLM-judge prompt (the trajectory fenced as
     untrusted data, the rubric before and after it; then a separate item for gaming the evaluation)
-    and the `exploit_attempts` switch (on by default), so verdicts cached under the old criteria are
+    its cap on that item (`max_gaming`), and the `exploit_attempts` switch (on by default), so verdicts cached under the old criteria are
     not reused. Nothing else of the golden changes: the criteria block is swapped whole, and only
     after checking that these are its only differences."""
     then = json.loads((FIXTURE / "golden" / "selected" / "selection.json").read_text())["criteria"]
     now = SelectConfig(regrade=False)
     today = now.model_dump()
     assert {key for key in today if today[key] != then.get(key)} == {"llm_judge", "exploit_attempts"}
-    assert {key for key in today["llm_judge"] if today["llm_judge"][key] != then["llm_judge"][key]} == {"prompt"}
+    judge_then, judge_now = then["llm_judge"], today["llm_judge"]
+    assert {key for key in judge_now if judge_now[key] != judge_then.get(key)} == {"prompt", "max_gaming"}
     assert today["exploit_attempts"] is True and set(then) == set(today) - {"exploit_attempts"}
 
     def block(criteria: dict) -> bytes:  # the criteria as selection.json lays them out
