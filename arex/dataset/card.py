@@ -11,6 +11,7 @@ from arex import __version__
 from arex.dataset.config import ExportConfig, config_folder
 from arex.dataset.stats import ExportStats
 from arex.record.storage import naming
+from arex.selection.exploits import exploit_sentence
 
 CURVE = "score_curve.png"
 
@@ -217,6 +218,7 @@ def _selection(selection: dict | None) -> list[str]:
         "|---|---:|",
         *[f"| {reason} | {row['count']} |" for reason, row in selection["drops"].items()],
         "",
+        *([exploit_sentence(selection["drops"]), ""] if exploit_sentence(selection["drops"]) else []),
     ]
 
 

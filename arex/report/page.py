@@ -8,6 +8,7 @@ from urllib.parse import quote
 from arex.report.markup import esc, page, table
 from arex.report.stats import Report, Score, VariantStats
 from arex.report.svg import Series, line_chart, num, sparkline
+from arex.selection.exploits import exploit_sentence
 
 DEFINITIONS = (
     "Best so far: a rollout's highest held-out score up to that round; the line is the mean over the rollouts "
@@ -109,6 +110,9 @@ def _drops(report: Report) -> str:
     for s in report.selections:
         who = s.variant or "the whole store"
         out.append(f'<p>{esc(who)}: kept {s.kept} of {s.total} <span class="small muted">({esc(s.path)})</span></p>')
+        exploits = exploit_sentence({d.reason: {"count": d.count} for d in s.drops})
+        if exploits:
+            out.append(f"<p>{esc(who)}: {esc(exploits)}</p>")
     rows = [
         [
             esc(d.variant or "—"),
