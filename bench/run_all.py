@@ -50,6 +50,8 @@ FIGURES = {
     "draft_env": Figures("accepted", "drafted", "", "ratio >= 1"),
     "env_rebuild": Figures("second_s", "first_s", "ratio", "ratio <= 0.1"),
     "export": Figures("peak_mb", "baseline_peak_mb", "", "ratio <= 0.5 and peak_mb_at_2x <= 1.25 * peak_mb"),
+    # the baseline (criterion off) keeps every hostile trajectory: ratio = the fraction arex keeps (issue 27)
+    "hygiene": Figures("hostile_kept", "hostile", "", "hostile_kept <= 0 and honest_dropped <= 0"),
     "judge_overhead": Figures("arex_s", "native_s", "ratio", "ratio <= 1.5"),
 }
 _CONDITION = re.compile(r"^\s*(\w+)\s*(<=|>=|<|>)\s*(?:([\d.]+)\s*\*\s*(\w+)|([\d.]+))\s*$")
