@@ -121,7 +121,9 @@ def test_an_edited_protected_file_is_dropped(env, tmp_path):
     rollout(env, RoundScript(lambda n: climbing(n) + (["echo mine > rules.txt"] if n == 2 else [])), store, RolloutConfig(rounds=2))
     selection = select(store, env.dir.parent, tmp_path / "sel", SelectConfig(), process_sandbox())
     [verdict] = selection.dropped
-    assert verdict.reasons == ["protected_file_changed"] and "rules.txt" in verdict.details["protected_file_changed"]
+    # the edit shows twice: as an attempt in the commands, and in the final workspace
+    assert verdict.reasons == ["exploit_attempt:tamper", "protected_file_changed"]
+    assert "rules.txt" in verdict.details["protected_file_changed"] and "rules.txt" in verdict.details["exploit_attempt:tamper"]
 
 
 def test_full_history_rounds_rows_weigh_each_turn_once(env, tmp_path):
