@@ -70,7 +70,11 @@ def rollout(env: Env, commands, store: Path, rounds: int, script=None, **config)
     """A real rollout with the scripted teacher running `commands(round)`; (summary, record, path)."""
     script = script or RoundScript(commands)
     with ScriptedServer(script, model="scripted-teacher") as server:
-        summary = asyncio.run(run_batch([env], TEACHER, RolloutConfig(rounds=rounds, **config), SandboxConfig(), store, 1, 1, server.base_url))
+        summary = asyncio.run(
+            run_batch(
+                [env], TEACHER, RolloutConfig(rounds=rounds, **config), SandboxConfig(), store, 1, 1, server.base_url
+            )
+        )
     [path] = sorted((store / env.id).glob("*.jsonl"))
     return summary, load(path), path
 
@@ -130,14 +134,26 @@ def test_links_and_crafted_tars_in_the_workspace_write_nothing_on_the_host(env, 
         if n == 1:
             return [
                 # an absolute link to a host path, written through inside the sandbox
-                f"mkdir -p {host_dir} {missing_dir} {existing_dir} && ln -s {host_file} abs_link && echo pwned > abs_link && cat abs_link",
+                (
+                    f"mkdir -p {host_dir} {missing_dir} {existing_dir} && ln -s {host_file} abs_link"
+                    " && echo pwned > abs_link && cat abs_link"
+                ),
                 # links to host folders, with files beneath them
-                f"ln -s {missing_dir} dir_link && echo pwned > dir_link/under-link.txt && ln -s {existing_dir} existing_link && echo pwned > existing_link/under-existing.txt && ls -la",
+                (
+                    f"ln -s {missing_dir} dir_link && echo pwned > dir_link/under-link.txt"
+                    f" && ln -s {existing_dir} existing_link && echo pwned > existing_link/under-existing.txt && ls -la"
+                ),
                 # a crafted tar in the workspace (absolute, .., symlink-then-member, hard link)
                 write("craft.py", crafted_tar_py(str(host_file), str(existing_dir))) + "\npython3 craft.py",
                 # the serving processes: replace, forge a reply, kill, stop
-                "cp /bin/true /.arex/server.py; echo x > /.arex/arex-run; echo '{\"id\": \"x\", \"exit_code\": 0}' > /proc/1/fd/1; kill -9 1; echo attempts-done",
-                "for p in 'serve[r].py' 'ini[t].py' 'arex-ru[n]'; do pkill -9 -f \"$p\"; pkill -STOP -f \"$p\"; done; echo pkill-done",
+                (
+                    "cp /bin/true /.arex/server.py; echo x > /.arex/arex-run;"
+                    ' echo \'{"id": "x", "exit_code": 0}\' > /proc/1/fd/1; kill -9 1; echo attempts-done'
+                ),
+                (
+                    "for p in 'serve[r].py' 'ini[t].py' 'arex-ru[n]';"
+                    ' do pkill -9 -f "$p"; pkill -STOP -f "$p"; done; echo pkill-done'
+                ),
                 write("stop.py", STOP_EVERYTHING_PY) + "\npython3 stop.py",
                 "kill -9 -1",  # every process the user may signal (the kernel spares only the caller)
                 "echo still-served && readlink abs_link",
@@ -200,19 +216,31 @@ def test_cpu_burned_past_the_limit_is_tle_whatever_the_program_prints(env):
     assert honest.held_out_score == 1.0, honest.feedback  # the same program, without the burn, is right
 
     # The fan-out variant on a subset of the tests (the sample and 3 hidden ones), to save time.
-    subset = env.spec.model_copy(update={"tests": tuple([t for t in env.spec.tests if t.sample] + [t for t in env.spec.tests if not t.sample][:3])})
+    subset = env.spec.model_copy(
+        update={
+            "tests": tuple([t for t in env.spec.tests if t.sample] + [t for t in env.spec.tests if not t.sample][:3])
+        }
+    )
     results = {
         "single process, SIGXCPU ignored": env.judge().grade(forger_py(limit + 0.3), "python3"),
-        "three processes, each under the limit": Judge(env.dir, subset, env.judge().sandbox_config).grade(fanout_cpp(0.4 * limit), "cpp17"),
+        "three processes, each under the limit": Judge(env.dir, subset, env.judge().sandbox_config).grade(
+            fanout_cpp(0.4 * limit), "cpp17"
+        ),
     }
     for name, result in results.items():
         assert result.infra_error is None, (name, result.infra_error)
         hidden = [t for t in result.details["tests"] if not t["sample"]]
-        assert hidden and all(t["verdict"] == "TLE" for t in hidden), (name, [(t["verdict"], t["time_s"], t["message"]) for t in hidden])
+        assert hidden and all(t["verdict"] == "TLE" for t in hidden), (
+            name,
+            [(t["verdict"], t["time_s"], t["message"]) for t in hidden],
+        )
         # The time recorded is the kernel's CPU time of the whole tree, over the limit; only a host
         # too busy to give the program its CPU within the wall-clock backstop may stop it sooner.
         by_cpu = [t for t in result.details["tests"] if "wall-clock" not in t["message"]]
-        assert by_cpu and all(t["time_s"] >= limit for t in by_cpu), (name, [(t["time_s"], t["message"]) for t in result.details["tests"]])
+        assert by_cpu and all(t["time_s"] >= limit for t in by_cpu), (
+            name,
+            [(t["time_s"], t["message"]) for t in result.details["tests"]],
+        )
         assert result.held_out_score == 0.0 and result.public_score == 0.0, name
         assert "cpu_us=1" not in json.dumps(result.details)  # the forged line is neither evidence nor kept
         assert all(f"over the {limit:g}s limit" in t["message"] for t in by_cpu)
@@ -230,13 +258,15 @@ def test_nothing_of_one_grading_survives_into_the_next_in_the_same_container(env
         [sample] = first.details["tests"]
         assert sample["verdict"] == "RE" and "LEFTOVERS STARTED" in sample["message"], sample
         started = dict(re.findall(r"(processes|files)=(\d+)", sample["message"]))
-        assert int(started["processes"]) >= 4 and int(started["files"]) >= 10, sample["message"]  # the attack set up its state
+        # the attack set up its state
+        assert int(started["processes"]) >= 4 and int(started["files"]) >= 10, sample["message"]
 
         with pool.lease() as lease:
             assert lease.box is box  # the same container, reused after its check
             second = pool.judge.grade(STATE_PROBE_PY, "python3", samples_only=True, box=lease.box)
         [probe] = second.details["tests"]
-        assert probe["verdict"] == "AC" and second.public_score == 1.0, probe["message"]  # no process, file or IPC object of the first
+        # no process, file or IPC object of the first
+        assert probe["verdict"] == "AC" and second.public_score == 1.0, probe["message"]
         assert pool.replaced == 0, pool.failures  # cleaned, not thrown away
     finally:
         pool.close()
@@ -246,7 +276,7 @@ def test_a_binary_larger_than_the_memory_limit_is_mle_not_an_infrastructure_fail
     """The compiled program's files live in the grading container's memory: a 100 MB initialised
     array makes the kernel refuse the tighter run limit. Graded MLE; the container is reused."""
     small = Judge(env.dir, env.spec.model_copy(update={"memory_mb": 64}), env.judge().sandbox_config)
-    huge = "#include <cstdio>\nchar big[100 << 20] = {1};\nint main() { printf(\"%d\\n\", big[12345]); }\n"
+    huge = '#include <cstdio>\nchar big[100 << 20] = {1};\nint main() { printf("%d\\n", big[12345]); }\n'
     pool = GradingPool(small, cap=1)
     try:
         with pool.lease() as lease:
@@ -277,9 +307,16 @@ def test_hidden_inputs_reach_neither_the_grade_nor_the_record(env, tmp_path):
     # The agent hunts in its own sandbox, then submits a program that hunts in the grading container.
     def commands(n):
         return [
-            r"find / \( -path /proc -o -path /sys \) -prune -o \( -name '*.in' -o -name '*.ans' -o -name 'canary*' -o -name 'private' \) -print 2>/dev/null | head -50",
+            (
+                r"find / \( -path /proc -o -path /sys \) -prune"
+                r" -o \( -name '*.in' -o -name '*.ans' -o -name 'canary*' -o -name 'private' \)"
+                r" -print 2>/dev/null | head -50"
+            ),
             "ls -la / /judge /.arex /skills 2>&1 | head -60; env | sort",
-            r"grep -rIl -E '^[0-9]+ [0-9]+ [0-9]+ [0-9]+ [0-9]+ [0-9]+' /tmp /home /opt /srv /mnt /var /run /workspace /judge /data 2>/dev/null | head",
+            (
+                r"grep -rIl -E '^[0-9]+ [0-9]+ [0-9]+ [0-9]+ [0-9]+ [0-9]+'"
+                r" /tmp /home /opt /srv /mnt /var /run /workspace /judge /data 2>/dev/null | head"
+            ),
             write("solution.py", HUNTER_PY),
         ]
 
@@ -298,7 +335,9 @@ def test_hidden_inputs_reach_neither_the_grade_nor_the_record(env, tmp_path):
     read_count = int(re.search(r"read=(\d+)", sample["message"]).group(1))
     assert read_count > 20, sample["message"]
     hidden = [t for t in grade.details["tests"] if not t["sample"]]
-    assert {t["verdict"] for t in hidden} <= {"RE", "WA"} and all(t["message"] in ("", "exit code 1") for t in hidden), hidden
+    assert {t["verdict"] for t in hidden} <= {"RE", "WA"} and all(
+        t["message"] in ("", "exit code 1") for t in hidden
+    ), hidden
 
     text = path.read_text()
     assert leaked(text, markers) == [], leaked(text, markers)[:3]
@@ -335,7 +374,9 @@ def test_filling_the_disk_fails_in_the_sandbox_and_takes_nothing_from_the_host(e
     assert record.end.status == "done" and [r.number for r in record.rounds] == [1, 2], record.end
     steps = record.rounds[0].steps
     inode_flood = steps[0].observation
-    assert "No space left on device" in inode_flood and int(re.search(r"made (\d+)", inode_flood).group(1)) < 300_000, inode_flood
+    assert "No space left on device" in inode_flood and int(re.search(r"made (\d+)", inode_flood).group(1)) < 300_000, (
+        inode_flood
+    )
     listed = [line.split() for s in steps for line in (s.observation or "").splitlines() if re.search(r" big\d$", line)]
     assert all(int(fields[4]) < 1 << 30 for fields in listed), listed  # no file got its gigabyte
     assert before - lowest[0] < 700 << 20, f"the host's free disk dropped by {(before - lowest[0]) >> 20} MB"
@@ -344,7 +385,9 @@ def test_filling_the_disk_fails_in_the_sandbox_and_takes_nothing_from_the_host(e
         assert re.search(r"No space left on device|quota", step.observation), (step.exec, step.observation)
     # Round 1 was archived and graded, or refused with the reason; round 2 cleans up and is graded as usual.
     first = record.rounds[0].end
-    assert first.snapshot is not None or (first.grade.held_out_score == 0.0 and "not graded" in first.feedback), first.feedback
+    assert first.snapshot is not None or (first.grade.held_out_score == 0.0 and "not graded" in first.feedback), (
+        first.feedback
+    )
     assert "cleaned" in record.rounds[1].steps[0].observation, record.rounds[1].steps[0]
     assert record.rounds[1].held_out > 0.5, record.rounds[1].end.feedback
 
@@ -356,11 +399,15 @@ def test_ordinary_workspace_contents_never_end_a_rollout(env, tmp_path):
             return [
                 "python3 -m venv venv && readlink venv/bin/python3",
                 (
-                    "ln -s /usr/bin/python3 abs_py && ln -s /nonexistent/x dangling && mkfifo fifo && ln -s loop_a loop_b && ln -s loop_b loop_a && "
+                    "ln -s /usr/bin/python3 abs_py && ln -s /nonexistent/x dangling && mkfifo fifo"
+                    " && ln -s loop_a loop_b && ln -s loop_b loop_a && "
                     "python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('sock')\" && ls -la"
                 ),
                 write("deep.py", LONG_PATH_PY) + "\npython3 deep.py",
-                "mkdir data && head -c 5M /dev/urandom > data/blob && for i in $(seq 1 20); do ln -s data link$i; done && du -shL link1",
+                (
+                    "mkdir data && head -c 5M /dev/urandom > data/blob"
+                    " && for i in $(seq 1 20); do ln -s data link$i; done && du -shL link1"
+                ),
             ]
         if n == 2:
             return ["cp solution.py keep.py && rm solution.py && mkdir solution.py && cp keep.py solution.py/main.py"]
@@ -375,7 +422,9 @@ def test_ordinary_workspace_contents_never_end_a_rollout(env, tmp_path):
     scores = [e.grade.held_out_score for e in ends]
     assert scores[0] > 0.5 and scores[3] == scores[0], scores  # the starter, before and after
     assert scores[1] == 0.0 and "solution.py" in ends[1].feedback and "folder" in ends[1].feedback, ends[1].feedback
-    assert scores[2] == 0.0 and "solution.py" in ends[2].feedback and "symbolic link" in ends[2].feedback, ends[2].feedback
+    assert scores[2] == 0.0 and "solution.py" in ends[2].feedback and "symbolic link" in ends[2].feedback, ends[
+        2
+    ].feedback
     assert all(e.snapshot is not None for e in ends)
 
     entries = members(snapshot_of(path, ends[0]))
@@ -396,14 +445,15 @@ def test_ordinary_workspace_contents_never_end_a_rollout(env, tmp_path):
 # -- 7. the submission swapped while the round ends -------------------------------------------------
 def test_a_swapped_submission_is_graded_as_recorded_and_archived(env, tmp_path):
     swapper = (
-        "(setsid bash -c 'while :; do cp good.py s.tmp && mv -f s.tmp solution.py; cp bad.py s.tmp && mv -f s.tmp solution.py; done' "
+        "(setsid bash -c 'while :; do cp good.py s.tmp && mv -f s.tmp solution.py;"
+        " cp bad.py s.tmp && mv -f s.tmp solution.py; done' "
         "</dev/null >/dev/null 2>&1 &)"
     )
 
     # Samples the file until two different contents have been seen (polled, with a deadline of
     # 3000 samples): a busy machine may be slow to swap it, but the swap is seen; prints the count.
     seen_two = (
-        "s=; for i in $(seq 3000); do s=$(printf '%s\\n' \"$s\" \"$(md5sum < solution.py)\" | grep . | sort -u); "
+        's=; for i in $(seq 3000); do s=$(printf \'%s\\n\' "$s" "$(md5sum < solution.py)" | grep . | sort -u); '
         "[ $(printf '%s\\n' \"$s\" | wc -l) -ge 2 ] && break; sleep 0.01; done; printf '%s\\n' \"$s\" | wc -l"
     )
 
@@ -479,7 +529,6 @@ def test_select_drops_a_corrupt_archive_and_an_edited_first_score(env, tmp_path)
     assert report["kept"] == 1 and report["dropped"] == 2
 
 
-
 # -- 9. one grading's hidden runs stash what they read for a later run the agent sees -------------
 def test_hidden_inputs_stashed_in_one_grading_never_reach_a_sample_run(env, tmp_path):
     """Each run appends its input to files in every writable place and prints what they hold on
@@ -521,11 +570,14 @@ def test_a_record_holding_hidden_content_in_any_form_is_dropped_at_selection(env
 
     _, record, path = rollout(env, commands, tmp_path / "store", rounds=1, script=RoundScript(commands, reflection))
     assert record.end.status == "done" and record.rounds[0].held_out == 1.0
-    selection = select(tmp_path / "store", env.dir.parent, tmp_path / "sel", SelectConfig(min_improvement=None), SandboxConfig())
+    selection = select(
+        tmp_path / "store", env.dir.parent, tmp_path / "sel", SelectConfig(min_improvement=None), SandboxConfig()
+    )
     [verdict] = selection.dropped
     assert "hidden_content" in verdict.reasons, verdict.details
     detail = verdict.details["hidden_content"]
-    assert "round 1 step 0 reply" in detail and "reversed" in detail, detail  # the first place it is (steps count from 0), and how
+    # the first place it is (steps count from 0), and how
+    assert "round 1 step 0 reply" in detail and "reversed" in detail, detail
     assert "hidden_content" in (tmp_path / "sel" / "drops.md").read_text()
 
 
