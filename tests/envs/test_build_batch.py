@@ -30,7 +30,12 @@ CORPUS = TESTS / "corpus"
 
 
 def cc_row(name: str) -> dict:
-    return {"name": name, "description": "Print a + b.", "public_tests": {"input": ["1 2\n"], "output": ["3\n"]}, "private_tests": {"input": ["2 2\n"], "output": ["4\n"]}}
+    return {
+        "name": name,
+        "description": "Print a + b.",
+        "public_tests": {"input": ["1 2\n"], "output": ["3\n"]},
+        "private_tests": {"input": ["2 2\n"], "output": ["4\n"]},
+    }
 
 
 # -- batches ---------------------------------------------------------------------------------------
@@ -39,7 +44,10 @@ def test_a_missing_source_is_one_rejection_and_the_batch_goes_on(tmp_path):
     stray.mkdir()
     (stray / "README.txt").write_text("not a problem\n")
     reports = build_envs([tmp_path / "no-such-problem", stray], tmp_path / "envs")
-    assert [(Path(r.source).name, r.status) for r in reports] == [("no-such-problem", "rejected"), ("notes", "rejected")]
+    assert [(Path(r.source).name, r.status) for r in reports] == [
+        ("no-such-problem", "rejected"),
+        ("notes", "rejected"),
+    ]
     assert reports[0].reason == "no such file or folder"
     assert "not a problem source" in reports[1].reason
 
@@ -63,7 +71,9 @@ def test_an_unchanged_rejected_source_is_not_rebuilt_and_a_changed_one_is(tmp_pa
 def test_duplicate_ids_build_once_and_every_other_is_rejected_naming_the_first(tmp_path, monkeypatch):
     a, b = tmp_path / "a.json", tmp_path / "b.jsonl"
     a.write_text(json.dumps([cc_row("1 A. Sum")]))
-    b.write_text("\n".join(json.dumps(row) for row in (cc_row("1 A. Sum"), cc_row("2 B. Other"), cc_row("2 B. Other"))) + "\n")
+    b.write_text(
+        "\n".join(json.dumps(row) for row in (cc_row("1 A. Sum"), cc_row("2 B. Other"), cc_row("2 B. Other"))) + "\n"
+    )
     built = []
 
     def fake_build(problem, source, digest, out, sandbox):
@@ -73,7 +83,12 @@ def test_duplicate_ids_build_once_and_every_other_is_rejected_naming_the_first(t
     monkeypatch.setattr(build_module, "build_one", fake_build)
     reports = build_envs([a, b], tmp_path / "envs")
     assert sorted(built) == [("cc-1-a-sum", "a.json"), ("cc-2-b-other", "b.jsonl")]
-    assert [(r.env_id, r.status) for r in reports] == [("cc-1-a-sum", "accepted"), ("cc-1-a-sum", "rejected"), ("cc-2-b-other", "accepted"), ("cc-2-b-other", "rejected")]
+    assert [(r.env_id, r.status) for r in reports] == [
+        ("cc-1-a-sum", "accepted"),
+        ("cc-1-a-sum", "rejected"),
+        ("cc-2-b-other", "accepted"),
+        ("cc-2-b-other", "rejected"),
+    ]
     assert reports[1].reason == f"duplicate id 'cc-1-a-sum': also produced by {a}"
     assert reports[3].reason == f"duplicate id 'cc-2-b-other': also produced by {b} (an earlier row)"
 
@@ -92,16 +107,29 @@ def test_a_multi_line_reason_stays_on_its_row_and_in_full_in_the_json(tmp_path):
 
 
 def test_has_reference_says_when_every_accepted_submission_was_skipped():
-    problem = SimpleNamespace(skipped=[("submissions/accepted/a.py", "accepted", "python2")], skipped_summary=lambda expected: "3 accepted submissions, all in skipped languages: python2")
+    problem = SimpleNamespace(
+        skipped=[("submissions/accepted/a.py", "accepted", "python2")],
+        skipped_summary=lambda expected: "3 accepted submissions, all in skipped languages: python2",
+    )
     log = GateLog()
     assert not _has_reference(log, [], problem)
-    assert log.gates[0].detail == "no accepted submission arex can run: 3 accepted submissions, all in skipped languages: python2"
+    assert (
+        log.gates[0].detail
+        == "no accepted submission arex can run: 3 accepted submissions, all in skipped languages: python2"
+    )
 
 
 # -- legacy time limits ------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "slowest, multiplier, resolution, limit",
-    [(0.21, 5, 1.0, 2.0), (0.2, 5, 1.0, 1.0), (0.01, 5, 1.0, 1.0), (0.31, 5, 0.5, 2.0), (0.01, 5, 0.5, 0.5), (1.0, 2, 1.0, 2.0)],
+    [
+        (0.21, 5, 1.0, 2.0),
+        (0.2, 5, 1.0, 1.0),
+        (0.01, 5, 1.0, 1.0),
+        (0.31, 5, 0.5, 2.0),
+        (0.01, 5, 0.5, 0.5),
+        (1.0, 2, 1.0, 2.0),
+    ],
 )
 def test_legacy_time_limits_round_up_to_the_resolution(slowest, multiplier, resolution, limit):
     assert legacy_time_limit(slowest, multiplier, resolution) == limit
@@ -110,12 +138,21 @@ def test_legacy_time_limits_round_up_to_the_resolution(slowest, multiplier, reso
 # -- no sample tests -------------------------------------------------------------------------------
 def hidden_only_spec() -> JudgeSpec:
     tests = (Case(name="1", input="tests/1.in", answer="tests/1.ans", group="secret", sample=False),)
-    return JudgeSpec(id="gap", title="Gap", time_limit_s=1.0, memory_mb=64, checker=CheckerSpec(kind="testlib", source="checker/chk.cc"), tests=tests)
+    return JudgeSpec(
+        id="gap",
+        title="Gap",
+        time_limit_s=1.0,
+        memory_mb=64,
+        checker=CheckerSpec(kind="testlib", source="checker/chk.cc"),
+        tests=tests,
+    )
 
 
 def test_without_samples_the_public_score_is_undefined_and_the_feedback_says_why(tmp_path):
     judge = Judge(tmp_path, hidden_only_spec())
-    result = judge._finish([Outcome(name="1", group="secret", sample=False, verdict="AC", ratio=1.0, raw=1.0, time_s=0.01)])
+    result = judge._finish(
+        [Outcome(name="1", group="secret", sample=False, verdict="AC", ratio=1.0, raw=1.0, time_s=0.01)]
+    )
     assert result.public_score is None and result.held_out_score == 1.0
     assert "no sample tests" in result.feedback and "0/0" not in result.feedback
 
@@ -138,7 +175,9 @@ def test_a_checker_timeout_is_reported_as_a_timeout_naming_the_test(tmp_path):
     judge = Judge(tmp_path, hidden_only_spec())
     [check] = judge.check_outputs({"1": "5\n"}, FakeCheckerBox()).values()
     assert check.judge_error and "timeout" in check.message
-    result = judge._finish([Outcome(name="1", group="secret", sample=False, verdict="JE", ratio=0.0, raw=0.0, message=check.message)])
+    result = judge._finish(
+        [Outcome(name="1", group="secret", sample=False, verdict="JE", ratio=0.0, raw=0.0, message=check.message)]
+    )
     assert result.infra_error.startswith("checker failed on 1 test(s) (first: test 1): checker timeout")
 
 
@@ -177,9 +216,18 @@ def test_a_scored_problem_without_solutions_is_validated_reference_free(tmp_path
     out = tmp_path / "envs"
     [report] = build_envs([CORPUS / "frontier-scored-noref"], out)
     assert report.status == "accepted", report.reason
-    assert report.reason.startswith("reference-free: no accepted submission; gates: checker compiles, answers rated 1.000, no-op 0.000")
+    assert report.reason.startswith(
+        "reference-free: no accepted submission; gates: checker compiles, answers rated 1.000, no-op 0.000"
+    )
     names = [g.name for g in report.gates]
-    assert names == ["tests complete", "checker compiles", "answers rated high", "deterministic", "no-op scores clearly lower", "better answer scores higher"]
+    assert names == [
+        "tests complete",
+        "checker compiles",
+        "answers rated high",
+        "deterministic",
+        "no-op scores clearly lower",
+        "better answer scores higher",
+    ]
     assert report.scores["answers"] == 1.0 and report.scores["noop"] == 0.0
     assert "reference-free" in (out / "build-report.md").read_text()
 
@@ -189,7 +237,9 @@ def test_a_checker_that_rates_anything_high_is_rejected_and_the_rejection_is_cac
     source = tmp_path / "generous"
     shutil.copytree(CORPUS / "frontier-scored-noref", source)
     checker = (source / "chk.cc").read_text()
-    (source / "chk.cc").write_text(checker.replace("    long long got = total(out, w, cap, &why);", "    long long got = best; (void)out;"))
+    (source / "chk.cc").write_text(
+        checker.replace("    long long got = total(out, w, cap, &why);", "    long long got = best; (void)out;")
+    )
     out = tmp_path / "envs"
     [report] = build_envs([source], out)
     assert report.status == "rejected" and "gate 'no-op scores clearly lower' failed: no-op 1.000" in report.reason
@@ -212,8 +262,12 @@ def test_gates_grade_a_spread_sample_of_many_solutions():
     from arex.envs.judge_build import MAX_GATED, gated
     from arex.specs import SolutionRef
 
-    many = tuple(SolutionRef(path=f"solutions/accepted-{i:03d}.py", language="python3", expected="accepted") for i in range(40))
-    few = tuple(SolutionRef(path=f"solutions/wrong-{i}.py", language="python3", expected="wrong_answer") for i in range(2))
+    many = tuple(
+        SolutionRef(path=f"solutions/accepted-{i:03d}.py", language="python3", expected="accepted") for i in range(40)
+    )
+    few = tuple(
+        SolutionRef(path=f"solutions/wrong-{i}.py", language="python3", expected="wrong_answer") for i in range(2)
+    )
     picked = gated(many + few, "accepted")
     assert len(picked) == MAX_GATED and picked[0] == many[0] and picked[-1] == many[-1]
     assert len({s.path for s in picked}) == MAX_GATED

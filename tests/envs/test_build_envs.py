@@ -41,7 +41,13 @@ def kattis_package(root: Path) -> Path:
         "submissions/wrong_answer/sub.py": "a, b = map(int, input().split())\nprint(a - b)\n",
         "submissions/time_limit_exceeded/slow.py": "import time\ntime.sleep(30)\n",
     }
-    cases = {"sample/1": (1, 1), "secret/g1/1": (2, 3), "secret/g1/2": (0, 0), "secret/g2/1": (10**6, 7), "secret/g2/2": (-5, 2)}
+    cases = {
+        "sample/1": (1, 1),
+        "secret/g1/1": (2, 3),
+        "secret/g1/2": (0, 0),
+        "secret/g2/1": (10**6, 7),
+        "secret/g2/2": (-5, 2),
+    }
     for name, (a, b) in cases.items():
         files[f"data/{name}.in"] = f"{a} {b}\n"
         files[f"data/{name}.ans"] = f"{a + b}\n"
@@ -51,7 +57,10 @@ def kattis_package(root: Path) -> Path:
 def frontier_problem(root: Path) -> Path:
     files = {
         "statement.txt": "# Big Number\nPrint an integer x with 0 <= x <= N. Score: x / N.\n",
-        "config.yaml": "type: default\nchecker: chk.cc\nchecker_type: testlib\ntime: 1s\nmemory: 256m\nsubtasks:\n  - score: 100\n    n_cases: 3\n",
+        "config.yaml": (
+            "type: default\nchecker: chk.cc\nchecker_type: testlib\ntime: 1s\nmemory: 256m\n"
+            "subtasks:\n  - score: 100\n    n_cases: 3\n"
+        ),
         "chk.cc": """
             #include <cstdio>
             int main(int argc, char** argv) {  // chk input output answer
@@ -63,7 +72,7 @@ def frontier_problem(root: Path) -> Path:
                 fprintf(stderr, "points %.4f Value: %lld. Ratio: %.4f, RatioUnbounded: %.4f\\n", r, x, r, r);
                 return r >= 1.0 ? 0 : 7;
             }
-            """,
+            """,  # noqa: E501
         "solutions/best.py": "print(int(input()))\n",
         "solutions/partial_half.py": "print(int(input()) // 2)\n",
     }
@@ -80,7 +89,10 @@ def codecontests_rows(path: Path) -> Path:
         "public_tests": {"input": ["1 2\n"], "output": ["3\n"]},
         "private_tests": {"input": ["5 5\n", "100 -1\n"], "output": ["10\n", "99\n"]},
         "generated_tests": {"input": ["0 0\n"], "output": ["0\n"]},
-        "solutions": {"language": [3, 2], "solution": [ADD_PY, "#include <cstdio>\nint main(){int a,b;scanf(\"%d%d\",&a,&b);printf(\"%d\\n\",a+b);}"]},
+        "solutions": {
+            "language": [3, 2],
+            "solution": [ADD_PY, '#include <cstdio>\nint main(){int a,b;scanf("%d%d",&a,&b);printf("%d\\n",a+b);}'],
+        },
         "incorrect_solutions": {"language": [3], "solution": ["print(0)\n"]},
         "time_limit": {"seconds": 1, "nanos": 0},
         "memory_limit_bytes": 256 * 1024 * 1024,
@@ -91,7 +103,9 @@ def codecontests_rows(path: Path) -> Path:
 
 def own_problem(root: Path, wrong_reference: bool = False, drop_answer: bool = False) -> Path:
     files = {
-        "task.yaml": "id: {}\ntitle: Add\ntime_limit_s: 1.0\nsolutions:\n  - {{path: solutions/ref.py, expected: accepted}}\n".format(root.name),
+        "task.yaml": (
+            "id: {}\ntitle: Add\ntime_limit_s: 1.0\nsolutions:\n  - {{path: solutions/ref.py, expected: accepted}}\n"
+        ).format(root.name),
         "statement.md": "Add two integers.\n",
         "solutions/ref.py": "print(0)\n" if wrong_reference else ADD_PY,
     }
@@ -121,7 +135,9 @@ def test_unreadable_sources_name_file_and_field(tmp_path):
     (broken / "config.yaml").write_text("type: default\nmemory: 256m\nsubtasks: [{score: 100, n_cases: 3}]\n")
     with pytest.raises(SourceError, match=r"config\.yaml: field 'time' is missing"):
         load(broken)
-    (broken / "config.yaml").write_text("type: default\ntime: soon\nmemory: 256m\nsubtasks: [{score: 100, n_cases: 3}]\n")
+    (broken / "config.yaml").write_text(
+        "type: default\ntime: soon\nmemory: 256m\nsubtasks: [{score: 100, n_cases: 3}]\n"
+    )
     with pytest.raises(SourceError, match=r"field 'time': cannot read a time from 'soon'"):
         load(broken)
     bad_rows = tmp_path / "bad.jsonl"

@@ -56,17 +56,27 @@ def test_judge_agent_sandbox_reads_stdlib_docs_offline(agent_tag):
         code, out = run(box, "docs search bisect_left")
         assert code == 0 and out.splitlines()[1].startswith("bisect.bisect_left  [function]"), out
         code, out = run(box, "docs read bisect.bisect_left")
-        assert code == 0 and "bisect_left(a, x, lo=0, hi=None, *, key=None)" in out and "Return the index where to insert item x" in out, out
+        assert (
+            code == 0
+            and "bisect_left(a, x, lo=0, hi=None, *, key=None)" in out
+            and "Return the index where to insert item x" in out
+        ), out
         code, out = run(box, "docs read collections")
         assert code == 0 and "Members (" in out and "Counter  [class]" in out, out
         code, out = run(box, "docs read bisect.no_such_function")
-        assert code == 1 and out.count("\n") == 1 and out.startswith("No page named 'bisect.no_such_function'") and out.rstrip().endswith("."), out
+        assert (
+            code == 1
+            and out.count("\n") == 1
+            and out.startswith("No page named 'bisect.no_such_function'")
+            and out.rstrip().endswith(".")
+        ), out
         code, out = run(box, "docs")
         assert code == 0 and "docs search QUERY" in out and "docs read NAME" in out
         code, out = run(box, "docs read json")  # a long page is cut to fit an observation, with the way on
         assert len(out) < 3100 and "`docs read json --page 2`" in out, out
         code, out = run(box, "echo x >> /opt/arex/docs/index.sqlite")
-        assert code != 0 and ("Read-only" in out or "Permission denied" in out)  # the index cannot be changed from the sandbox
+        # the index cannot be changed from the sandbox
+        assert code != 0 and ("Read-only" in out or "Permission denied" in out)
     finally:
         box.stop()
 
@@ -83,7 +93,8 @@ def test_docs_layer_is_cached_by_content_hash(agent_tag, monkeypatch):
     monkeypatch.setattr(docs_index, "_build", no_build)
     assert agent_image(SandboxConfig()) == agent_tag and client.images.get(agent_tag).id == first
     assert docs_tag("arex-base:latest", repo="arex-agent-docs") == agent_tag
-    assert docs_tag("arex-base:latest", ("json/__init__.py",), repo="arex-agent-docs") != agent_tag  # what is excluded is part of the key
+    # what is excluded is part of the key
+    assert docs_tag("arex-base:latest", ("json/__init__.py",), repo="arex-agent-docs") != agent_tag
 
 
 @pytest.mark.docker
@@ -93,7 +104,13 @@ def test_excluded_files_never_reach_the_index(agent_tag):
     box.start()
     try:
         assert run(box, "docs read json.dumps")[0] == 1
-        code, out = run(box, "python3 -c \"import sqlite3; print(sqlite3.connect('/opt/arex/docs/index.sqlite').execute(\\\"select count(*) from pages where name like 'json.%'\\\").fetchone()[0])\"")
+        code, out = run(
+            box,
+            (
+                "python3 -c \"import sqlite3; print(sqlite3.connect('/opt/arex/docs/index.sqlite')"
+                '.execute(\\"select count(*) from pages where name like \'json.%\'\\").fetchone()[0])"'
+            ),
+        )
         assert code == 0 and out.strip() == "0", out
         assert run(box, "docs read bisect.bisect_left")[0] == 0
     finally:
@@ -102,7 +119,8 @@ def test_excluded_files_never_reach_the_index(agent_tag):
 
 @pytest.mark.docker
 def test_ml_env_image_documents_its_installed_packages(tmp_path):
-    raw = {"id": "docs-probe", "title": "t", "run": "python3 train.py", "metric": {"name": "rmse", "direction": "minimize"},
+    raw = {"id": "docs-probe", "title": "t", "run": "python3 train.py",
+           "metric": {"name": "rmse", "direction": "minimize"},
            "data": {"table": "t.csv", "target": "y"}, "requirements": ["tomli==2.0.1"]}  # fmt: skip
     spec = MLSpec.model_validate(raw)
     deps = deps_image(spec, tmp_path, SandboxConfig().image)
@@ -164,7 +182,18 @@ def _system_prompt(tmp_path: Path, monkeypatch, docs: bool) -> str:
     env = load_env(root)
     teacher = TeacherConfig(model="scripted-teacher", track_cost=False, backoff_base_s=0.01, max_attempts=2)
     with ScriptedServer(RoundScript(lambda n: ["echo hi > note.txt"]), model="scripted-teacher") as server:
-        asyncio.run(run_batch([env], teacher, RolloutConfig(rounds=1, docs=docs), SandboxConfig(backend="process"), tmp_path / f"store-{docs}", 1, 1, server.base_url))
+        asyncio.run(
+            run_batch(
+                [env],
+                teacher,
+                RolloutConfig(rounds=1, docs=docs),
+                SandboxConfig(backend="process"),
+                tmp_path / f"store-{docs}",
+                1,
+                1,
+                server.base_url,
+            )
+        )
         return server.requests[0]["messages"][0]["content"]
 
 
@@ -172,4 +201,5 @@ def test_system_prompt_mentions_docs_only_when_on(tmp_path, monkeypatch):
     on, off = _system_prompt(tmp_path, monkeypatch, True), _system_prompt(tmp_path, monkeypatch, False)
     assert "`docs search WORDS`" in on and "`docs read NAME`" in on
     assert "docs search" not in off and "docs read" not in off
-    assert on.replace("\n" + RolloutConfig().load_prompts()["docs"].strip() + "\n", "") == off  # the same prompt otherwise
+    # the same prompt otherwise
+    assert on.replace("\n" + RolloutConfig().load_prompts()["docs"].strip() + "\n", "") == off

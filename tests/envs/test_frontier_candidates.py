@@ -37,11 +37,25 @@ def frontier_tree(base: Path, pid: str, problem: dict[str, str], solutions: dict
 
 # -- which candidates a problem gets (no Docker) ---------------------------------------------------
 def test_candidates_are_few_diverse_and_the_packages_own(tmp_path):
-    shipped = ["claude4.1opus", "claude4.5sonnet", "claude4.5sonnet_1", "gemini2.5pro", "gemini3pro", "gpt5", "gpt5.2", "grok4"]
+    shipped = [
+        "claude4.1opus",
+        "claude4.5sonnet",
+        "claude4.5sonnet_1",
+        "gemini2.5pro",
+        "gemini3pro",
+        "gpt5",
+        "gpt5.2",
+        "grok4",
+    ]
     solutions = {f"{name}.cpp": "int main() {}\n" for name in shipped}
     solutions["gpt5.1.FAILED"] = '{"error": "Not generated"}\n'  # a failed generation: no program
     config = "time: 1s\nmemory: 64m\nchecker: chk.cc\nsubtasks: [{n_cases: 2}]\n"
-    problem = {"config.yaml": config, "statement.txt": "# Sum\n", "chk.cc": "int main() {}\n", "examples/reference.cpp": "int main() {}\n"}
+    problem = {
+        "config.yaml": config,
+        "statement.txt": "# Sum\n",
+        "chk.cc": "int main() {}\n",
+        "examples/reference.cpp": "int main() {}\n",
+    }
     problem |= {f"testdata/{i}.{ext}": f"{i}\n" for i in (1, 2) for ext in ("in", "ans")}
     folder = frontier_tree(tmp_path, "5", problem, solutions)
     (tmp_path / "outside.cpp").write_text("int main() { /* not the package's */ }\n")
@@ -52,12 +66,22 @@ def test_candidates_are_few_diverse_and_the_packages_own(tmp_path):
     # examples first, then one per model family (families in name order, newest version first)
     assert names == ["examples/reference.cpp", "claude4.5sonnet.cpp", "gemini3pro.cpp"]
     assert {s.expected for s in few.spec.solutions} == {"candidate"}
-    assert few.files["solutions/candidates/gemini3pro.cpp"] == tmp_path / "algorithmic" / "solutions" / "5" / "gemini3pro.cpp"
+    assert (
+        few.files["solutions/candidates/gemini3pro.cpp"]
+        == tmp_path / "algorithmic" / "solutions" / "5" / "gemini3pro.cpp"
+    )
 
     from arex.envs.sources.frontier import load_frontier
 
     every = [s.path.removeprefix("solutions/candidates/") for s in load_frontier(folder, candidates=20).spec.solutions]
-    assert every[3:] == ["gpt5.2.cpp", "grok4.cpp", "claude4.1opus.cpp", "gemini2.5pro.cpp", "gpt5.cpp", "claude4.5sonnet_1.cpp"]
+    assert every[3:] == [
+        "gpt5.2.cpp",
+        "grok4.cpp",
+        "claude4.1opus.cpp",
+        "gemini2.5pro.cpp",
+        "gpt5.cpp",
+        "claude4.5sonnet_1.cpp",
+    ]
     assert "aaa.cpp" not in every  # a link out of the solutions folder is never followed
 
 
@@ -75,7 +99,10 @@ def test_an_edited_candidate_outside_the_problem_folder_rebuilds_the_env(tmp_pat
 def test_a_candidate_whose_score_varies_does_not_decide_determinism(monkeypatch):
     """Frontier-CS candidates are often clock-seeded: the next candidate above the no-op shows the
     grader deterministic; only when every one varies is the gate failed."""
-    refs = [SolutionRef(path=f"solutions/candidates/{name}.cpp", language="cpp17", expected="candidate") for name in ("clock", "fixed", "zero")]
+    refs = [
+        SolutionRef(path=f"solutions/candidates/{name}.cpp", language="cpp17", expected="candidate")
+        for name in ("clock", "fixed", "zero")
+    ]
     judge = SimpleNamespace(spec=SimpleNamespace(solutions=refs))
     second = {"clock": [0.877], "fixed": [0.5], "zero": [0.0]}
     graded = []
@@ -95,11 +122,20 @@ def test_a_candidate_whose_score_varies_does_not_decide_determinism(monkeypatch)
     second["clock"], second["fixed"] = [0.88], [0.4]
     failed = GateLog()
     assert judge_build._stable_candidate(failed, judge, None, above) is None
-    assert not failed.gates[-1].passed and failed.gates[-1].detail.startswith("every candidate above the no-op scored differently")
+    assert not failed.gates[-1].passed and failed.gates[-1].detail.startswith(
+        "every candidate above the no-op scored differently"
+    )
 
 
 # -- the gates (Docker) ----------------------------------------------------------------------------
-LINEAR = 'n = int(input())\nfor y in range(1, n + 1):\n    print("?", y, flush=True)\n    if input() == "=":\n        break\nprint("!", y, flush=True)\n'
+LINEAR = (
+    "n = int(input())\n"
+    "for y in range(1, n + 1):\n"
+    '    print("?", y, flush=True)\n'
+    '    if input() == "=":\n'
+    "        break\n"
+    'print("!", y, flush=True)\n'
+)
 THIRDS = r"""#include <cstdio>
 int main() {
     long long n, low = 1, high, y = 1; char reply[4];
@@ -117,10 +153,24 @@ int main() {
 
 def interactive_problem(base: Path, solutions: dict[str, str]) -> Path:
     """Guess a hidden number (the corpus's interactor, scored by questions asked); 3 tests."""
-    config = "type: interactive\ninteractor: interactor.cc\ntime: 1s\nmemory: 64m\nsubtasks: [{score: 100, n_cases: 3}]\n"
+    config = (
+        "type: interactive\ninteractor: interactor.cc\ntime: 1s\nmemory: 64m\nsubtasks: [{score: 100, n_cases: 3}]\n"
+    )
     statement = "# Hidden Number\nGuess x in [1, n] with '? y' questions ('<', '>', '='), then '! x'.\n"
-    tests = {"1.in": "100 99\n", "1.ans": "7\n", "2.in": "200 199\n", "2.ans": "8\n", "3.in": "1000 999\n", "3.ans": "10\n"}
-    folder = frontier_tree(base, "21", {"config.yaml": config, "statement.txt": statement, **{f"testdata/{k}": v for k, v in tests.items()}}, solutions)
+    tests = {
+        "1.in": "100 99\n",
+        "1.ans": "7\n",
+        "2.in": "200 199\n",
+        "2.ans": "8\n",
+        "3.in": "1000 999\n",
+        "3.ans": "10\n",
+    }
+    folder = frontier_tree(
+        base,
+        "21",
+        {"config.yaml": config, "statement.txt": statement, **{f"testdata/{k}": v for k, v in tests.items()}},
+        solutions,
+    )
     for name in ("interactor.cc", "testlib.h"):
         shutil.copyfile(CORPUS / "frontier-interactive" / name, folder / name)
     return folder
@@ -131,11 +181,22 @@ def test_an_interactive_problem_is_accepted_on_its_best_candidate_and_rejected_w
     folder = interactive_problem(tmp_path / "with", {"alpha.py": LINEAR, "beta.cpp": THIRDS})
     [report] = build_envs([folder], tmp_path / "envs")
     assert report.status == "accepted", report.reason
-    linear, thirds = report.scores["candidate:solutions/candidates/alpha.py"], report.scores["candidate:solutions/candidates/beta.cpp"]
+    linear, thirds = (
+        report.scores["candidate:solutions/candidates/alpha.py"],
+        report.scores["candidate:solutions/candidates/beta.cpp"],
+    )
     assert 0.0 < linear < thirds < 1.0  # neither need score 1.0: the better one is the evidence
-    expected = rf"reference-free: no accepted submission; gates: interactor compiles, no-op 0\.000, best of 2 candidates {thirds:.3f} \(beta\.cpp\), deterministic"
+    expected = (
+        r"reference-free: no accepted submission; gates: interactor compiles, no-op 0\.000,"
+        rf" best of 2 candidates {thirds:.3f} \(beta\.cpp\), deterministic"
+    )
     assert re.fullmatch(expected, report.reason), report.reason
-    gates = ["tests complete", "interactor compiles", "interactor survives malformed output", "better answer scores higher"]
+    gates = [
+        "tests complete",
+        "interactor compiles",
+        "interactor survives malformed output",
+        "better answer scores higher",
+    ]
     gates += ["no-op scores clearly lower", "deterministic"]
     assert [g.name for g in report.gates] == gates
 
@@ -164,7 +225,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "points %.6f Ratio: %.6f, RatioUnbounded: %.6f\n", r, r, r);
     return r >= 1.0 ? 0 : 7;
 }
-"""
+"""  # noqa: E501
 # Takes parcels in input order while they fit: valid, rarely the best.
 FIRST_FIT = r"""#include <cstdio>
 #include <vector>
@@ -185,7 +246,12 @@ def placeholder_problem(base: Path, examples: dict[str, str]) -> Path:
     statement = "# Fill the Sack\nChoose parcels of total weight as close to C as you can without going over.\n"
     tests = {"1.in": "3 10\n6 5 4\n", "2.in": "4 17\n9 4 8 7\n", "3.in": "3 9\n7 3 2\n"}
     tests |= {f"{i}.ans": "zzz\n" for i in (1, 2, 3)}
-    problem = {"config.yaml": config, "statement.txt": statement, "chk.cc": CHECKER, **{f"testdata/{k}": v for k, v in tests.items()}}
+    problem = {
+        "config.yaml": config,
+        "statement.txt": statement,
+        "chk.cc": CHECKER,
+        **{f"testdata/{k}": v for k, v in tests.items()},
+    }
     return frontier_tree(base, "113", problem | {f"examples/{k}": v for k, v in examples.items()}, {})
 
 
@@ -195,8 +261,14 @@ def test_placeholder_answers_need_a_candidate_above_the_noop(tmp_path):
     assert report.status == "accepted", report.reason
     score = report.scores["candidate:solutions/candidates/examples/first_fit.cpp"]
     assert 0.0 < score < 1.0 and report.scores["answers"] == 0.0 and report.scores["noop"] == 0.0
-    assert report.reason == f"reference-free: no accepted submission; gates: checker compiles, no-op 0.000, best of 1 candidate {score:.3f} (examples/first_fit.cpp), deterministic"
+    assert (
+        report.reason == "reference-free: no accepted submission; gates: checker compiles, no-op 0.000,"
+        f" best of 1 candidate {score:.3f} (examples/first_fit.cpp), deterministic"
+    )
 
     [rejected] = build_envs([placeholder_problem(tmp_path / "without", {})], tmp_path / "envs2")
     assert rejected.status == "rejected", rejected.reason
-    assert rejected.reason.startswith(f"gate 'better answer scores higher' failed: {NO_EVIDENCE} (answers rated 0.000 at lowest; candidates: none; no-op 0.000)")
+    assert rejected.reason.startswith(
+        f"gate 'better answer scores higher' failed: {NO_EVIDENCE}"
+        " (answers rated 0.000 at lowest; candidates: none; no-op 0.000)"
+    )

@@ -59,8 +59,15 @@ class Split:
 
     def __init__(self, frame: pd.DataFrame):
         self.frame = frame
-        spec = MLSpec.model_validate({"id": "t", "title": "t", "run": "true", "metric": {"name": "accuracy", "direction": "maximize"},
-                                      "data": {"table": "data/full.csv", "target": "label", "split": {"seed": 4, "stratify": True}}})
+        spec = MLSpec.model_validate(
+            {
+                "id": "t",
+                "title": "t",
+                "run": "true",
+                "metric": {"name": "accuracy", "direction": "maximize"},
+                "data": {"table": "data/full.csv", "target": "label", "split": {"seed": 4, "stratify": True}},
+            }
+        )
         self.columns, self.train, public, private = split_table(spec, frame.to_csv(index=False))
         self.held_out = public + private
         self.probe = build_probe(spec.data, self.columns, self.train, self.held_out)
@@ -89,6 +96,7 @@ def split() -> Split:
 # -- every format, any name ------------------------------------------------------------------------
 def _xlsx(frame: pd.DataFrame) -> bytes:
     """A minimal workbook as Excel writes it (shared strings for the header, numbers inline)."""
+
     def col(i: int) -> str:
         return chr(65 + i) if i < 26 else chr(64 + i // 26) + chr(65 + i % 26)
 
@@ -96,7 +104,12 @@ def _xlsx(frame: pd.DataFrame) -> bytes:
     strings = "".join(f"<si><t>{h}</t></si>" for h in header)
     rows = ['<row r="1">' + "".join(f'<c r="{col(j)}1" t="s"><v>{j}</v></c>' for j in range(len(header))) + "</row>"]
     for i, values in enumerate(frame.itertuples(index=False), start=2):
-        cells = "".join(f'<c r="{col(j)}{i}" t="inlineStr"><is><t>{v}</t></is></c>' if isinstance(v, str) else f'<c r="{col(j)}{i}"><v>{v}</v></c>' for j, v in enumerate(values))
+        cells = "".join(
+            f'<c r="{col(j)}{i}" t="inlineStr"><is><t>{v}</t></is></c>'
+            if isinstance(v, str)
+            else f'<c r="{col(j)}{i}"><v>{v}</v></c>'
+            for j, v in enumerate(values)
+        )
         rows.append(f'<row r="{i}">{cells}</row>')
     ns = 'xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"'
     out = io.BytesIO()
@@ -130,15 +143,21 @@ WRITERS = {
     "sheet.xlsx": _xlsx,
     "frame.pkl": lambda f: pickle.dumps(f),
     "bundle.pickle": lambda f: pickle.dumps({"data": f[["f1", "f2", "n"]].to_numpy(), "target": f["label"].to_numpy()}),
-    "arr.npy": lambda f: (lambda b: (np.save(b, f[["f1", "f2", "n", "label"]].to_numpy(dtype=np.float32)), b.getvalue())[1])(io.BytesIO()),
-    "xy.npz": lambda f: (lambda b: (np.savez(b, X=f[["f1", "f2"]].to_numpy(), y=f["label"].to_numpy()), b.getvalue())[1])(io.BytesIO()),
+    "arr.npy": lambda f: (
+        lambda b: (np.save(b, f[["f1", "f2", "n", "label"]].to_numpy(dtype=np.float32)), b.getvalue())[1]
+    )(io.BytesIO()),
+    "xy.npz": lambda f: (
+        lambda b: (np.savez(b, X=f[["f1", "f2"]].to_numpy(), y=f["label"].to_numpy()), b.getvalue())[1]
+    )(io.BytesIO()),
     "t.csv.gz": lambda f: gzip.compress(f.to_csv(index=False).encode()),
     "t.bz2": lambda f: bz2.compress(f.to_csv(sep=";", index=False).encode()),
     "t.xz": lambda f: lzma.compress(pickle.dumps(f)),
     "archive.zip": lambda f: _zip("inner/table.txt", f.to_csv(index=False).encode()),
     "latin1.csv": lambda f: f[["txt", "label"]].to_csv(index=False).encode("latin-1"),
     "utf16.txt": lambda f: f[["txt", "label"]].to_csv(sep="\t", index=False).encode("utf-16"),
-    "notes.md": lambda f: ("# results\n\n" + "".join(f"- row {r.f1}: class {r.label}\n" for r in f.itertuples())).encode(),
+    "notes.md": lambda f: (
+        "# results\n\n" + "".join(f"- row {r.f1}: class {r.label}\n" for r in f.itertuples())
+    ).encode(),
 }
 
 
@@ -176,7 +195,9 @@ def test_arex_files_and_legitimate_data_are_not_flagged(tmp_path):
     assert split.probe.duplicates > 0 and len(split.probe.rows) == len(split.held_out) - split.probe.duplicates
     split.arex_files(tmp_path / "data")
     split.arex_files(tmp_path / "other", train_name="full.csv")
-    (tmp_path / "sample_submission.csv").write_text("id,prediction\n" + "".join(f"{r['id']},0\n" for r in split.held_out))
+    (tmp_path / "sample_submission.csv").write_text(
+        "id,prediction\n" + "".join(f"{r['id']},0\n" for r in split.held_out)
+    )
     train = pd.DataFrame(split.train)
     (tmp_path / "train.pkl").write_bytes(pickle.dumps(train))
     (tmp_path / "train.parquet").write_bytes(WRITERS["t.parquet"](train))
@@ -189,12 +210,21 @@ def lookup_table_text(seed: int) -> str:
     """A Python module holding a frequency table: rows of the numbers 0-5, mostly 0 and 3, some
     rows nearly all 0 (the shape of chardet's tables, vendored in pip in every image)."""
     rng = random.Random(seed)
-    lines = ["#" * 24 + " BEGIN LICENSE BLOCK " + "#" * 24, "# a character-frequency table, under its license", "#" * 25 + " END LICENSE BLOCK " + "#" * 25, "", "context = ("]
+    lines = [
+        "#" * 24 + " BEGIN LICENSE BLOCK " + "#" * 24,
+        "# a character-frequency table, under its license",
+        "#" * 25 + " END LICENSE BLOCK " + "#" * 25,
+        "",
+        "context = (",
+    ]
     for i in range(83):
         if i % 8 == 0:
             values = [rng.choice([0] * 40 + [1, 2]) for _ in range(83)]
         else:
-            values = [0 if (j < 10 and j % 2 == 0) else rng.choice([0] * 7 + [3] * 5 + [4] * 3 + [1] * 2 + [2] * 2 + [5]) for j in range(83)]
+            values = [
+                0 if (j < 10 and j % 2 == 0) else rng.choice([0] * 7 + [3] * 5 + [4] * 3 + [1] * 2 + [2] * 2 + [5])
+                for j in range(83)
+            ]
         lines.append("    (" + ", ".join(map(str, values)) + "),")
     return "\n".join(lines + [")"]) + "\n"
 
@@ -207,9 +237,22 @@ def test_small_numbers_in_unrelated_data_are_not_a_leak(tmp_path, seed):
     majority-label rate, that agreement read as 11 of 44 held-out labels recovered. The null rate
     is now each column's own (P(label) x P(column = label) over the matched records)."""
     rows = [((i * 37) % 11, (i * 53) % 13) for i in range(160)]
-    text = "x1,x2,label\n" + "".join(f"{a},{b},{int(a + b > 11) if i % 17 else int(a + b <= 11)}\n" for i, (a, b) in enumerate(rows))
-    spec = MLSpec.model_validate({"id": "t", "title": "t", "run": "true", "metric": {"name": "accuracy", "direction": "maximize"},
-                                  "data": {"table": "data/table.csv", "target": "label", "split": {"seed": 3, "test_fraction": 0.3, "stratify": True}}})
+    text = "x1,x2,label\n" + "".join(
+        f"{a},{b},{int(a + b > 11) if i % 17 else int(a + b <= 11)}\n" for i, (a, b) in enumerate(rows)
+    )
+    spec = MLSpec.model_validate(
+        {
+            "id": "t",
+            "title": "t",
+            "run": "true",
+            "metric": {"name": "accuracy", "direction": "maximize"},
+            "data": {
+                "table": "data/table.csv",
+                "target": "label",
+                "split": {"seed": 3, "test_fraction": 0.3, "stratify": True},
+            },
+        }
+    )
     columns, train, public, private = split_table(spec, text)
     probe = json.loads(build_probe(spec.data, columns, train, public + private).model_dump_json())
     (tmp_path / "freq.py").write_text(lookup_table_text(seed))
@@ -219,9 +262,12 @@ def test_small_numbers_in_unrelated_data_are_not_a_leak(tmp_path, seed):
 
 
 def test_the_probe_excludes_duplicates_and_keys_are_unique(split):
-    table = [[leak_scan.norm(r[c]) for c in split.columns if c not in ("id", "label")] for r in split.train + split.held_out]
+    table = [
+        [leak_scan.norm(r[c]) for c in split.columns if c not in ("id", "label")] for r in split.train + split.held_out
+    ]
     for row in split.probe.rows:
-        assert row.keys and row.pos is not None and row.id in (str(row.pos), None)  # arex made the ids: they are positions
+        # arex made the ids: they are positions
+        assert row.keys and row.pos is not None and row.id in (str(row.pos), None)
         for key in row.keys:
             holders = [t for t in table if any(t[j : j + len(key)] == key for j in range(len(t)))]
             assert holders == [row.features]
@@ -253,7 +299,10 @@ def test_a_file_this_image_cannot_read_is_reported(tmp_path, split, monkeypatch)
     assert set(reasons) == {"model.bin", "t.parquet"}, report
     assert "privmod.Holder" in reasons["model.bin"] and "pyarrow is not installed" in reasons["t.parquet"]
     problems, _ = describe(LeakReport.model_validate(report), split.probe)
-    assert all("remove it with the source YAML's `remove:` list, or add a reader such as pyarrow to the requirements" in p for p in problems)
+    assert all(
+        "remove it with the source YAML's `remove:` list, or add a reader such as pyarrow to the requirements" in p
+        for p in problems
+    )
 
 
 def test_the_scanner_skips_its_own_probe_and_describes_leaks(tmp_path, split):
@@ -267,7 +316,10 @@ def test_the_scanner_skips_its_own_probe_and_describes_leaks(tmp_path, split):
     assert [Path(leak.path).name for leak in report.leaks] == ["keep.tsv"]
     problems, scanned = describe(report, split.probe)
     m = len(split.probe.rows)
-    assert problems == [f"{root / 'keep.tsv'} recovers {m} of {m} held-out labels (column 5 ('label'); rows found by their feature values)"]
+    assert problems == [
+        f"{root / 'keep.tsv'} recovers {m} of {m} held-out labels"
+        " (column 5 ('label'); rows found by their feature values)"
+    ]
     assert f"for {m} held-out rows" in scanned
     assert FoundLeak.model_fields.keys() >= {"path", "recovered", "of"}
 
@@ -298,7 +350,9 @@ with open("submission.csv", "w") as f:
     for r in csv.DictReader(open("data/test.csv")):
         f.write(f"{{r['id']}},{{mean + slope * (float(r['x']) - 50) + float(r['w'])}}\\n")
 """
-TABLE = "x,w,y\n" + "".join(f"{x},{(x * 37) % 11 / 10},{3 * x + (x * 7919) % 13 + (x * 37) % 11 / 10}\n" for x in range(120))
+TABLE = "x,w,y\n" + "".join(
+    f"{x},{(x * 37) % 11 / 10},{3 * x + (x * 7919) % 13 + (x * 37) % 11 / 10}\n" for x in range(120)
+)
 
 
 def leak_repo(path: Path, files: dict[str, bytes], spec: dict | None = None) -> str:
@@ -309,10 +363,24 @@ def leak_repo(path: Path, files: dict[str, bytes], spec: dict | None = None) -> 
     path.mkdir(parents=True)
     repo = git.Repo.init(path, initial_branch="main")
     repo.config_writer().set_value("user", "name", "t").set_value("user", "email", "t@t").release()
-    spec = {"id": path.name, "title": "t", "run": "python3 train.py", "metric": {"name": "rmse", "direction": "minimize"}, "time_limit_s": 30,
-            "data": {"table": "data/full.csv", "target": "y"}, "mutation": {"file": "train.py", "find": "mean + slope", "replace": "0 * slope"}, **(spec or {})}
+    spec = {
+        "id": path.name,
+        "title": "t",
+        "run": "python3 train.py",
+        "metric": {"name": "rmse", "direction": "minimize"},
+        "time_limit_s": 30,
+        "data": {"table": "data/full.csv", "target": "y"},
+        "mutation": {"file": "train.py", "find": "mean + slope", "replace": "0 * slope"},
+        **(spec or {}),
+    }
     train_file = spec["data"].get("train_file", "data/train.csv")
-    contents = {"data/full.csv": TABLE.encode(), "README.md": b"Predict y.\n", "arex.yaml": yaml.safe_dump(spec).encode(), "train.py": TRAIN.format(train=train_file).encode(), **files}
+    contents = {
+        "data/full.csv": TABLE.encode(),
+        "README.md": b"Predict y.\n",
+        "arex.yaml": yaml.safe_dump(spec).encode(),
+        "train.py": TRAIN.format(train=train_file).encode(),
+        **files,
+    }
     for rel, blob in contents.items():
         (path / rel).parent.mkdir(parents=True, exist_ok=True)
         (path / rel).write_bytes(blob)
@@ -341,19 +409,34 @@ def test_repositories_keeping_labels_are_rejected_and_a_clean_one_accepted(tmp_p
 
     monkeypatch.setenv("AREX_CACHE", str(tmp_path / "cache"))
     requirements = yaml.safe_load((REPO / "envs" / "ml-digits" / "arex.yaml").read_text())["requirements"]
-    spec = MLSpec.model_validate({"id": "p", "title": "t", "run": "true", "metric": {"name": "rmse", "direction": "minimize"}, "data": {"table": "t", "target": "y"}, "requirements": requirements})
+    spec = MLSpec.model_validate(
+        {
+            "id": "p",
+            "title": "t",
+            "run": "true",
+            "metric": {"name": "rmse", "direction": "minimize"},
+            "data": {"table": "t", "target": "y"},
+            "requirements": requirements,
+        }
+    )
     deps = deps_image(spec, tmp_path, SandboxConfig().image)
-    pickled = _made_in_image(deps, textwrap.dedent(f"""
+    pickled = _made_in_image(
+        deps,
+        textwrap.dedent(f"""
         import io, joblib, pandas as pd
         frame = pd.read_csv(io.StringIO({TABLE!r}))
         frame.to_pickle("frame_cache")
         joblib.dump((frame[["x", "w"]].to_numpy(), frame["y"].to_numpy()), "xy.joblib")
         print("frame_cache xy.joblib")
-    """))
+    """),
+    )
     snapshot = gzip.compress(TABLE.replace(",", "\t").encode())
     repos = {
         "second-copy": ({"notes/snapshot": snapshot}, None),
-        "pickled": ({"models/frame_cache": pickled["frame_cache"], "models/xy.joblib": pickled["xy.joblib"]}, {"requirements": requirements}),
+        "pickled": (
+            {"models/frame_cache": pickled["frame_cache"], "models/xy.joblib": pickled["xy.joblib"]},
+            {"requirements": requirements},
+        ),
         "named-like-table": ({}, {"data": {"table": "data/full.csv", "target": "y", "train_file": "train/full.csv"}}),
     }
     sources = []
@@ -366,8 +449,16 @@ def test_repositories_keeping_labels_are_rejected_and_a_clean_one_accepted(tmp_p
     assert reports["named-like-table"].status == "accepted", status
     assert reports["second-copy"].status == reports["pickled"].status == "rejected", status
     copy_reason = reports["second-copy"].reason
-    assert "gate 'private labels unreachable' failed" in copy_reason and "/workspace/notes/snapshot recovers 36 of 36 held-out labels" in copy_reason, copy_reason
+    assert (
+        "gate 'private labels unreachable' failed" in copy_reason
+        and "/workspace/notes/snapshot recovers 36 of 36 held-out labels" in copy_reason
+    ), copy_reason
     pickle_reason = reports["pickled"].reason
-    assert "/workspace/models/frame_cache recovers 36 of 36 held-out labels" in pickle_reason and "/workspace/models/xy.joblib recovers 36 of 36" in pickle_reason, pickle_reason
+    assert (
+        "/workspace/models/frame_cache recovers 36 of 36 held-out labels" in pickle_reason
+        and "/workspace/models/xy.joblib recovers 36 of 36" in pickle_reason
+    ), pickle_reason
     gate = next(g for g in reports["named-like-table"].gates if g.name == "private labels unreachable")
-    assert gate.passed and "no file recovers their labels" in gate.detail and "36 held-out rows" in gate.detail, gate.detail
+    assert gate.passed and "no file recovers their labels" in gate.detail and "36 held-out rows" in gate.detail, (
+        gate.detail
+    )

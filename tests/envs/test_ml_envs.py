@@ -38,7 +38,11 @@ def test_metrics_on_hand_computed_values():
 
 
 SPEC = MLSpec(
-    id="t", title="t", run="python3 train.py", metric={"name": "rmse", "direction": "minimize"}, data={"table": "data/full.csv", "target": "y"}
+    id="t",
+    title="t",
+    run="python3 train.py",
+    metric={"name": "rmse", "direction": "minimize"},
+    data={"table": "data/full.csv", "target": "y"},
 )
 
 
@@ -61,8 +65,11 @@ def test_bad_submissions_are_explained(body, message):
 
 def test_split_is_seeded_stratified_and_disjoint():
     table = "id,x,y\n" + "".join(f"{i},{i * 2},{i % 2}\n" for i in range(200))
+
     def with_split(**split):
-        return MLSpec.model_validate({**SPEC.model_dump(), "data": {"table": "data/full.csv", "target": "y", "split": split}})
+        return MLSpec.model_validate(
+            {**SPEC.model_dump(), "data": {"table": "data/full.csv", "target": "y", "split": split}}
+        )
 
     spec = with_split(seed=5, test_fraction=0.3, public_fraction=0.5, stratify=True)
     first, second = split_table(spec, table.encode()), split_table(spec, table.encode())
@@ -90,7 +97,9 @@ with open("submission.csv", "w") as f:
 """
 
 
-def make_repo(path: Path, train: str = TRAIN_OK, spec_overrides: dict | None = None, extra: dict | None = None) -> git.Repo:
+def make_repo(
+    path: Path, train: str = TRAIN_OK, spec_overrides: dict | None = None, extra: dict | None = None
+) -> git.Repo:
     """A real repository: a labelled table, a training script, a spec; three commits and a branch."""
     path.mkdir(parents=True)
     repo = git.Repo.init(path, initial_branch="main")
@@ -130,7 +139,9 @@ def make_repo(path: Path, train: str = TRAIN_OK, spec_overrides: dict | None = N
 
 def source_file(tmp_path: Path, name: str, url: str, commit: str | None, spec: dict | None = None) -> Path:
     path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump({"repo": url, **({"commit": commit} if commit else {}), **({"spec": spec} if spec else {})}))
+    path.write_text(
+        yaml.safe_dump({"repo": url, **({"commit": commit} if commit else {}), **({"spec": spec} if spec else {})})
+    )
     return path
 
 
@@ -178,8 +189,12 @@ def test_failing_repositories_are_rejected_with_their_reason(tmp_path, monkeypat
     reports = {Path(r.source).stem: r for r in build_envs(sources, tmp_path / "out", SandboxConfig(), concurrency=2)}
     status = {name: r.status for name, r in reports.items()}
     rejected = ("crashes", "too-slow", "no-submission", "bad-metric", "leaky", "missing-file", "unreachable")
-    assert status == {"good": "accepted", **{name: "rejected" for name in rejected}}, {n: r.reason for n, r in reports.items()}
-    assert "failed (error, exit code 1)" in reports["crashes"].reason and "training blew up" in reports["crashes"].reason
+    assert status == {"good": "accepted", **{name: "rejected" for name in rejected}}, {
+        n: r.reason for n, r in reports.items()
+    }
+    assert (
+        "failed (error, exit code 1)" in reports["crashes"].reason and "training blew up" in reports["crashes"].reason
+    )
     assert "exceeded the 20s time limit" in reports["too-slow"].reason
     assert "no submission.csv was written" in reports["no-submission"].reason
     assert "metric.name" in reports["bad-metric"].reason and "spearman_of_doom" in reports["bad-metric"].reason
@@ -187,7 +202,13 @@ def test_failing_repositories_are_rejected_with_their_reason(tmp_path, monkeypat
     assert "cannot reach" in reports["unreachable"].reason
     assert "field 'statement' names 'NOPE.md', which is not in the repository" in reports["missing-file"].reason
     good = reports["good"]
-    assert {g.name for g in good.gates} == {"baseline runs", "baseline deterministic", "no-op clearly worse", "mutation changes the score", "private labels unreachable"}
+    assert {g.name for g in good.gates} == {
+        "baseline runs",
+        "baseline deterministic",
+        "no-op clearly worse",
+        "mutation changes the score",
+        "private labels unreachable",
+    }
     built = yaml.safe_load((tmp_path / "out" / "good" / "task.yaml").read_text())
     assert built["source_commit"] == git.Repo(tmp_path / "good").heads.main.commit.hexsha
     assert set(built["checksums"]) == {"train", "test", "labels"} and built["image"].startswith("arex-env-good:")
@@ -201,7 +222,13 @@ def test_spec_beside_the_repository_and_labels_stay_private(tmp_path, monkeypatc
     (tmp_path / "bare-repo" / "arex.yaml").unlink()
     repo.index.remove(["arex.yaml"])
     repo.index.commit("spec lives elsewhere")
-    spec = {"id": "beside", "title": "t", "run": "python3 train.py", "metric": {"name": "mae", "direction": "minimize"}, "data": {"table": "data/full.csv", "target": "y"}}
+    spec = {
+        "id": "beside",
+        "title": "t",
+        "run": "python3 train.py",
+        "metric": {"name": "mae", "direction": "minimize"},
+        "data": {"table": "data/full.csv", "target": "y"},
+    }
     spec = yaml.safe_load(yaml.safe_dump(spec))
     source = source_file(tmp_path, "beside", f"file://{tmp_path / 'bare-repo'}", None, spec)
     [report] = build_envs([source], tmp_path / "out")
@@ -227,7 +254,9 @@ def test_bundled_env_has_room_to_improve(tmp_path):
     with make_sandbox(SandboxConfig(image=spec.image, seed=IMAGE_WORKSPACE), "improve") as box:
         text = box.read_file("train.py").decode()
         text = text.replace("DecisionTreeClassifier(max_depth=5, random_state=0)", "SVC(gamma=0.001)")
-        box.write_file("train.py", text.replace("from sklearn.tree import DecisionTreeClassifier", "from sklearn.svm import SVC"))
+        box.write_file(
+            "train.py", text.replace("from sklearn.tree import DecisionTreeClassifier", "from sklearn.svm import SVC")
+        )
         improved = MLGrader(tmp_path / "ml-digits", spec).grade(box)
     assert improved.held_out_score > report.scores["baseline"] + 0.2, (improved.feedback, report.scores)
     scores = json.loads((tmp_path / "ml-digits" / ".build.json").read_text())["scores"]

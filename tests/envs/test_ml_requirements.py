@@ -25,24 +25,40 @@ BASE = SandboxConfig().image
 
 
 def _spec(**overrides) -> MLSpec:
-    raw = {"id": "reqs", "title": "t", "run": "python3 train.py", "metric": {"name": "rmse", "direction": "minimize"}, "data": {"table": "t.csv", "target": "y"}}
+    raw = {
+        "id": "reqs",
+        "title": "t",
+        "run": "python3 train.py",
+        "metric": {"name": "rmse", "direction": "minimize"},
+        "data": {"table": "t.csv", "target": "y"},
+    }
     return MLSpec.model_validate({**raw, **overrides})
 
 
 # -- normalisation (no engine) ------------------------------------------------------------------
 def test_order_comments_and_name_spelling_do_not_matter(tmp_path):
     (tmp_path / "one").mkdir()
-    (tmp_path / "one" / "requirements.txt").write_text("# pinned for the paper\nSix==1.16.0   # utilities\n\n-r extra/more.txt\n")
+    (tmp_path / "one" / "requirements.txt").write_text(
+        "# pinned for the paper\nSix==1.16.0   # utilities\n\n-r extra/more.txt\n"
+    )
     (tmp_path / "one" / "extra").mkdir()
     (tmp_path / "one" / "extra" / "more.txt").write_text("Tomli \\\n  == 2.0.1\nsix==1.16.0\n")
     (tmp_path / "two").mkdir()
     (tmp_path / "two" / "reqs.txt").write_text("tomli==2.0.1\n\n")
-    one = requirement_lines(_spec(requirements=["PyYAML>=6", "typing_extensions"], requirements_file="requirements.txt"), tmp_path / "one")
-    two = requirement_lines(_spec(requirements=["typing-extensions", "six == 1.16.0", "pyyaml >= 6"], requirements_file="reqs.txt"), tmp_path / "two")
+    one = requirement_lines(
+        _spec(requirements=["PyYAML>=6", "typing_extensions"], requirements_file="requirements.txt"), tmp_path / "one"
+    )
+    two = requirement_lines(
+        _spec(requirements=["typing-extensions", "six == 1.16.0", "pyyaml >= 6"], requirements_file="reqs.txt"),
+        tmp_path / "two",
+    )
     assert one == two == ["pyyaml>=6", "six==1.16.0", "tomli==2.0.1", "typing-extensions"]
     (tmp_path / "windows").mkdir()  # `pip freeze > requirements.txt` in Windows PowerShell writes UTF-16
     (tmp_path / "windows" / "requirements.txt").write_bytes("TOMLI==2.0.1\r\nsix==1.16.0\r\n".encode("utf-16"))
-    assert requirement_lines(_spec(requirements_file="requirements.txt"), tmp_path / "windows") == ["six==1.16.0", "tomli==2.0.1"]
+    assert requirement_lines(_spec(requirements_file="requirements.txt"), tmp_path / "windows") == [
+        "six==1.16.0",
+        "tomli==2.0.1",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -50,7 +66,10 @@ def test_order_comments_and_name_spelling_do_not_matter(tmp_path):
     [
         ("-e .", "requirements.txt line 2: '-e .' installs a folder of the repository in editable mode"),
         ("./vendor/pkg", "requirements.txt line 2: './vendor/pkg' is a local path"),
-        ("-r ../outside.txt", "requirements.txt line 2: '-r ../outside.txt' names a requirements file that is not in the repository"),
+        (
+            "-r ../outside.txt",
+            "requirements.txt line 2: '-r ../outside.txt' names a requirements file that is not in the repository",
+        ),
         ("-c constraints.txt", "requirements.txt line 2: '-c constraints.txt' is a constraints file"),
         ("numpy=1.2", "requirements.txt line 2: 'numpy=1.2' is not a requirement pip can read"),
     ],
@@ -72,7 +91,9 @@ def fresh_cache(tmp_path, monkeypatch):
 
 
 def image_python() -> str:
-    out = docker.from_env().containers.run(BASE, ["python3", "-c", "import platform; print(platform.python_version())"], remove=True, network_mode="none")
+    out = docker.from_env().containers.run(
+        BASE, ["python3", "-c", "import platform; print(platform.python_version())"], remove=True, network_mode="none"
+    )
     return out.decode().strip()
 
 
@@ -89,7 +110,9 @@ def test_requirement_order_does_not_change_the_deps_image(tmp_path, fresh_cache)
     assert tag_a == tag_b and settled.lines == ["six==1.16.0", "tomli==2.0.1"]
     assert settled.preflight is not None and settled.preflight.installs == {"six": "1.16.0", "tomli": "2.0.1"}
     assert deps_image(second, tmp_path / "b", BASE) == tag_a
-    shown = docker.from_env().containers.run(tag_a, ["python3", "-c", "import six, tomli; print(six.__version__)"], remove=True, network_mode="none")
+    shown = docker.from_env().containers.run(
+        tag_a, ["python3", "-c", "import six, tomli; print(six.__version__)"], remove=True, network_mode="none"
+    )
     assert shown.decode().strip() == "1.16.0"
     other, _ = deps_tag(_spec(requirements=["six==1.17.0", "tomli==2.0.1"]), tmp_path / "a", BASE)
     assert other != tag_a  # a different pin is a different image
@@ -140,7 +163,12 @@ def numpy_repo(path: Path, **spec_overrides) -> Path:
 
 def _our_containers(since: float) -> list[str]:
     """Names (arex.name label) of the containers this process created since `since` (engine events)."""
-    events = docker.from_env().events(since=int(since) - 1, until=int(time.time()) + 1, decode=True, filters={"type": "container", "event": "create", "label": f"arex.owner_pid={os.getpid()}"})
+    events = docker.from_env().events(
+        since=int(since) - 1,
+        until=int(time.time()) + 1,
+        decode=True,
+        filters={"type": "container", "event": "create", "label": f"arex.owner_pid={os.getpid()}"},
+    )
     return [e["Actor"]["Attributes"].get("arex.name", "") for e in events if e["timeNano"] >= since * 1e9]
 
 
@@ -178,7 +206,13 @@ def test_relaxed_pin_builds_and_is_recorded(tmp_path, fresh_cache):
     old, new = change.split(" -> ")
     assert old == "1.16.6" and tuple(map(int, new.split("."))) > (1, 16, 6)
     assert f"requirements relaxed: numpy 1.16.6 -> {new}" in report.reason
-    installed = docker.from_env().containers.run(task["image"], ["python3", "-c", "import numpy; print(numpy.__version__)"], remove=True, network_mode="none", user="1000")
+    installed = docker.from_env().containers.run(
+        task["image"],
+        ["python3", "-c", "import numpy; print(numpy.__version__)"],
+        remove=True,
+        network_mode="none",
+        user="1000",
+    )
     assert installed.decode().strip() == new
     assert report.scores["baseline"] < report.scores["noop"]  # numpy's fit really ran
 

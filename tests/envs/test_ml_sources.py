@@ -63,7 +63,7 @@ LINEAR_TRAIN = textwrap.dedent("""
         f.write("id,prediction\\n")
         for r in csv.DictReader(open("data/test.csv")):
             f.write(f"{r['id']},{mean + slope * (float(r['x']) - 50)}\\n")
-""")
+""")  # noqa: E501
 
 
 @pytest.fixture
@@ -106,14 +106,24 @@ SMS_TRAIN = textwrap.dedent("""
 
 
 def sms_repo(path: Path, env_id: str, **data) -> Path:
-    spec = spec_yaml(env_id, metric={"name": "accuracy", "direction": "maximize"}, data={"table": "data/sms.csv", "target": "label", "split": {"stratify": True}, **data},
+    spec = spec_yaml(env_id, metric={"name": "accuracy", "direction": "maximize"},
+                     data={"table": "data/sms.csv", "target": "label", "split": {"stratify": True}, **data},
                      mutation={"file": "train.py", "find": "> 0 else", "replace": "> 1e9 else"})  # fmt: skip
-    commit_repo(path, {"data/sms.csv": sms_table(), "train.py": SMS_TRAIN, "README.md": "Tell spam from ham.\n", "arex.yaml": spec})
+    commit_repo(
+        path,
+        {"data/sms.csv": sms_table(), "train.py": SMS_TRAIN, "README.md": "Tell spam from ham.\n", "arex.yaml": spec},
+    )
     return path
 
 
 def test_rows_that_do_not_fit_the_header_are_named():
-    spec = MLSpec(id="t", title="t", run="true", metric={"name": "accuracy", "direction": "maximize"}, data={"table": "data/sms.csv", "target": "label", "split": {"stratify": True}})
+    spec = MLSpec(
+        id="t",
+        title="t",
+        run="true",
+        metric={"name": "accuracy", "direction": "maximize"},
+        data={"table": "data/sms.csv", "target": "label", "split": {"stratify": True}},
+    )
     with pytest.raises(SourceError, match=r"data.table 'data/sms.csv' line 3 has fewer fields than its header \(2\)"):
         split_table(spec, "text,label\nhello,ham\ncut off\nbye,ham\n".encode("latin-1"))
     with pytest.raises(SourceError, match="line 2 has more fields than its header"):
@@ -126,12 +136,17 @@ def test_encodings_are_detected_and_forced_ones_explained():
     assert detect_encoding(text.encode("latin-1")) == "cp1252"  # latin-1's letters are cp1252's
     assert detect_encoding("€ euro".encode("cp1252")) == "cp1252"
     assert detect_encoding(b"a,\x81b\n") == "latin-1"  # a byte cp1252 leaves undefined
-    assert detect_encoding(text.encode("utf-16")) == "utf-16" and detect_encoding(text.encode("utf-16-le")) == "utf-16-le"
+    assert (
+        detect_encoding(text.encode("utf-16")) == "utf-16" and detect_encoding(text.encode("utf-16-le")) == "utf-16-le"
+    )
     assert detect_encoding(text.encode("utf-8-sig")) == "utf-8-sig"
     for codec in ("utf-8-sig", "utf-16", "utf-16-be", "latin-1", "utf-32"):
         assert decode_table(DataSpec(table="t.csv", target="y"), text.encode(codec))[0] == text, codec
     forced = DataSpec(table="data/sms.csv", target="y", encoding="utf-8")
-    with pytest.raises(SourceError, match=r"data.table 'data/sms.csv' cannot be decoded as utf-8 \(byte 0xe9 on line 2\): set data.encoding"):
+    with pytest.raises(
+        SourceError,
+        match=r"data.table 'data/sms.csv' cannot be decoded as utf-8 \(byte 0xe9 on line 2\): set data.encoding",
+    ):
         decode_table(forced, text.encode("latin-1"))
 
 
@@ -155,7 +170,15 @@ def encoding_batch(tmp_path_factory):
         mp.setattr(ml_build, "env_image", env_image)
         sms = sms_repo(root / "sms", "sms-latin1")
         forced = sms_repo(root / "forced", "sms-forced", encoding="utf-8")
-        broken = commit_repo(root / "broken", {"data/full.csv": LINEAR_TABLE, "train.py": LINEAR_TRAIN, "README.md": "x\n", "arex.yaml": spec_yaml("broken")})
+        broken = commit_repo(
+            root / "broken",
+            {
+                "data/full.csv": LINEAR_TABLE,
+                "train.py": LINEAR_TRAIN,
+                "README.md": "x\n",
+                "arex.yaml": spec_yaml("broken"),
+            },
+        )
         reports = build_envs([Path(broken.working_dir), sms, forced], root / "out", SandboxConfig(), concurrency=2)
     return root, {Path(r.source).name: r for r in reports}
 
@@ -190,10 +213,15 @@ def test_an_unforeseen_failure_is_that_sources_error_and_the_batch_goes_on(encod
     root, reports = encoding_batch
     report = reports["broken"]
     assert report.status == "error" and report.env_id == "broken"
-    assert report.reason.startswith("unexpected RuntimeError: image store is confused by broken (at ml_build.py:"), report.reason
+    assert report.reason.startswith("unexpected RuntimeError: image store is confused by broken (at ml_build.py:"), (
+        report.reason
+    )
     assert "Traceback" not in report.reason and "\n" not in report.reason
     assert reports["sms"].status == "accepted" and (root / "out" / "sms-latin1" / "task.yaml").is_file()
-    assert not (root / "out" / "broken").exists() and not [p for p in (root / "out").iterdir() if p.name.startswith(".broken-")]  # its temporary folder is gone
+    # its temporary folder is gone
+    assert not (root / "out" / "broken").exists() and not [
+        p for p in (root / "out").iterdir() if p.name.startswith(".broken-")
+    ]
     saved = yaml.safe_load((root / "out" / "build-report.json").read_text())
     assert saved["summary"] == {"accepted": 1, "skipped": 0, "rejected": 1, "error": 1}
 
@@ -203,8 +231,14 @@ def test_batch_survives_a_builder_that_raises(tmp_path, cache, monkeypatch):
     source, a real repository rejected for its own reason, is still built and reported."""
     import arex.envs.build as build
 
-    good = commit_repo(tmp_path / "other", {"data/full.csv": LINEAR_TABLE, "README.md": "x\n", "arex.yaml": spec_yaml("other", statement="NOPE.md")})
-    boom = commit_repo(tmp_path / "boom", {"data/full.csv": LINEAR_TABLE, "train.py": LINEAR_TRAIN, "README.md": "x\n", "arex.yaml": spec_yaml("boom")})
+    good = commit_repo(
+        tmp_path / "other",
+        {"data/full.csv": LINEAR_TABLE, "README.md": "x\n", "arex.yaml": spec_yaml("other", statement="NOPE.md")},
+    )
+    boom = commit_repo(
+        tmp_path / "boom",
+        {"data/full.csv": LINEAR_TABLE, "train.py": LINEAR_TRAIN, "README.md": "x\n", "arex.yaml": spec_yaml("boom")},
+    )
     real = build.build_ml
 
     def flaky(path, out, sandbox, *options):
@@ -215,7 +249,10 @@ def test_batch_survives_a_builder_that_raises(tmp_path, cache, monkeypatch):
     monkeypatch.setattr(build, "build_ml", flaky)
     reports = build_envs([Path(boom.working_dir), Path(good.working_dir)], tmp_path / "out")
     assert [r.status for r in reports] == ["error", "rejected"]
-    assert reports[0].reason.startswith("unexpected KeyError: 'no such column' (at build.py:") and reports[0].env_id == "boom"
+    assert (
+        reports[0].reason.startswith("unexpected KeyError: 'no such column' (at build.py:")
+        and reports[0].env_id == "boom"
+    )
     assert "field 'statement' names 'NOPE.md'" in reports[1].reason
 
 
@@ -223,12 +260,19 @@ def test_batch_survives_a_builder_that_raises(tmp_path, cache, monkeypatch):
 @pytest.mark.docker
 def test_working_tree_is_built_as_the_user_sees_it(tmp_path, cache):
     folder = tmp_path / "wt"
-    committed = {"data/full.csv": LINEAR_TABLE, "train.py": LINEAR_TRAIN, "old.txt": "deleted later\n", ".gitignore": "scratch/\n",
-                 "arex.yaml": spec_yaml("wt", statement="OLD.md")}  # fmt: skip
+    committed = {"data/full.csv": LINEAR_TABLE, "train.py": LINEAR_TRAIN, "old.txt": "deleted later\n",
+                 ".gitignore": "scratch/\n", "arex.yaml": spec_yaml("wt", statement="OLD.md")}  # fmt: skip
     repo = commit_repo(folder, committed)
     head = repo.head.commit.hexsha
     # Uncommitted work: the spec now names an untracked statement; a tracked file is deleted; an ignored folder.
-    write(folder, {"arex.yaml": spec_yaml("wt", statement="TASK.md"), "TASK.md": "Predict y (first draft).\n", "scratch/big.bin": b"\0" * 100})
+    write(
+        folder,
+        {
+            "arex.yaml": spec_yaml("wt", statement="TASK.md"),
+            "TASK.md": "Predict y (first draft).\n",
+            "scratch/big.bin": b"\0" * 100,
+        },
+    )
     (folder / "old.txt").unlink()
     pinned = tmp_path / "pinned.yaml"
     pinned.write_text(yaml.safe_dump({"repo": str(folder), "commit": head}))
@@ -236,13 +280,19 @@ def test_working_tree_is_built_as_the_user_sees_it(tmp_path, cache):
 
     first, at_commit = build_envs([folder, pinned], out)
     assert first.status == "accepted", first.reason
-    assert at_commit.status == "rejected" and "field 'statement' names 'OLD.md', which is not in the repository" in at_commit.reason
+    assert (
+        at_commit.status == "rejected"
+        and "field 'statement' names 'OLD.md', which is not in the repository" in at_commit.reason
+    )
     env = out / "wt"
     task = yaml.safe_load((env / "task.yaml").read_text())
     assert task["source_commit"] == f"{head}+worktree" and task["statement"] == "TASK.md"
     assert (env / "statement.md").read_text() == "Predict y (first draft).\n"
     workspace = {p.relative_to(env / "workspace").as_posix() for p in (env / "workspace").rglob("*") if p.is_file()}
-    assert {"TASK.md", "train.py", ".gitignore", "arex.yaml"} <= workspace and not workspace & {"old.txt", "scratch/big.bin"}
+    assert {"TASK.md", "train.py", ".gitignore", "arex.yaml"} <= workspace and not workspace & {
+        "old.txt",
+        "scratch/big.bin",
+    }
     assert not any(part == ".git" for p in workspace for part in p.split("/"))
     assert repo.git.status("--porcelain") != ""  # the user's folder is as they left it
 
@@ -261,21 +311,36 @@ def test_working_tree_is_built_as_the_user_sees_it(tmp_path, cache):
 
 
 # -- 4: YAML overlays -----------------------------------------------------------------------------
-DRAFT_SPEC = spec_yaml("overlaid", run="python3 arex_train.py", statement="STATEMENT.md", mutation={"file": "arex_train.py", "find": "mean + slope", "replace": "0 * slope"})
+DRAFT_SPEC = spec_yaml(
+    "overlaid",
+    run="python3 arex_train.py",
+    statement="STATEMENT.md",
+    mutation={"file": "arex_train.py", "find": "mean + slope", "replace": "0 * slope"},
+)
 
 
 def upstream(tmp_path: Path) -> git.Repo:
     """Someone else's repository: no arex.yaml, a copy of the labelled table (which would leak),
     pickled models; the user will not fork it."""
-    return commit_repo(tmp_path / "upstream", {"data/full.csv": LINEAR_TABLE, "data/raw.csv": LINEAR_TABLE, "models/a.pkl": b"\x80\x04N.",
-                                               "models/b.pkl": b"\x80\x04N.", "models/notes.txt": "kept\n", "README.md": "Upstream readme.\n"})  # fmt: skip
+    return commit_repo(tmp_path / "upstream", {"data/full.csv": LINEAR_TABLE, "data/raw.csv": LINEAR_TABLE,
+                                               "models/a.pkl": b"\x80\x04N.", "models/b.pkl": b"\x80\x04N.",
+                                               "models/notes.txt": "kept\n",
+                                               "README.md": "Upstream readme.\n"})  # fmt: skip
 
 
 def overlay_yaml(tmp_path: Path, name: str, **fields) -> Path:
     drafts = tmp_path / "drafts" / "t"
-    write(drafts, {"arex.yaml": DRAFT_SPEC, "arex_train.py": LINEAR_TRAIN, "STATEMENT.md": "Predict y from x; the table is data/train.csv.\n"})
+    write(
+        drafts,
+        {
+            "arex.yaml": DRAFT_SPEC,
+            "arex_train.py": LINEAR_TRAIN,
+            "STATEMENT.md": "Predict y from x; the table is data/train.csv.\n",
+        },
+    )
     body = {"repo": f"file://{tmp_path / 'upstream'}", "commit": "main",
-            "add": {"arex.yaml": "drafts/t/arex.yaml", "arex_train.py": "drafts/t/arex_train.py", "STATEMENT.md": "drafts/t/STATEMENT.md"},
+            "add": {"arex.yaml": "drafts/t/arex.yaml", "arex_train.py": "drafts/t/arex_train.py",
+                    "STATEMENT.md": "drafts/t/STATEMENT.md"},
             "remove": ["data/raw.csv", "models/*.pkl"], **fields}  # fmt: skip
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(body))
@@ -294,7 +359,8 @@ def test_overlay_adds_and_removes_files_without_a_fork(tmp_path, cache):
     assert not workspace & {"data/raw.csv", "models/a.pkl", "models/b.pkl", "data/full.csv"}
     assert (env / "statement.md").read_text() == "Predict y from x; the table is data/train.csv.\n"
     [checkout] = (cache / "repos").iterdir()
-    assert (checkout / "data" / "raw.csv").is_file() and not (checkout / "arex_train.py").exists()  # the cached checkout is untouched
+    # the cached checkout is untouched
+    assert (checkout / "data" / "raw.csv").is_file() and not (checkout / "arex_train.py").exists()
     [again] = build_envs([source], tmp_path / "out")
     assert again.status == "skipped"
 
@@ -305,7 +371,11 @@ def test_overlay_content_digest_covers_added_files_and_removals(tmp_path, cache)
     first = open_source(path)
     digest = content_digest(first, "base")
     assert content_digest(open_source(path), "base") == digest
-    assert first.spec.id == "overlaid" and first.commit == repo.head.commit.hexsha and (first.folder / "arex_train.py").is_file()
+    assert (
+        first.spec.id == "overlaid"
+        and first.commit == repo.head.commit.hexsha
+        and (first.folder / "arex_train.py").is_file()
+    )
     (tmp_path / "drafts" / "t" / "arex_train.py").write_text(LINEAR_TRAIN + "# tuned\n")
     tuned = content_digest(open_source(path), "base")
     assert tuned != digest
@@ -313,19 +383,41 @@ def test_overlay_content_digest_covers_added_files_and_removals(tmp_path, cache)
     assert content_digest(more, "base") not in (digest, tuned) and not (more.folder / "models" / "notes.txt").exists()
     assert not (more.folder / "models").exists() and not first.folder.exists()  # a source's older tree is pruned
     [checkout] = (cache / "repos").iterdir()
-    assert {p.relative_to(checkout).as_posix() for p in checkout.rglob("*.pkl")} == {"models/a.pkl", "models/b.pkl"}  # never overlaid in place
+    # never overlaid in place
+    assert {p.relative_to(checkout).as_posix() for p in checkout.rglob("*.pkl")} == {
+        "models/a.pkl",
+        "models/b.pkl",
+    }
 
 
 @pytest.mark.parametrize(
     "fields, message",
     [
-        ({"add": {"arex.yaml": "drafts/t/arex.yaml", "train.py": "drafts/t/missing.py"}}, "key 'add', entry 'train.py': file drafts/t/missing.py does not exist"),
-        ({"add": {"../outside.py": "drafts/t/arex_train.py"}}, "key 'add', entry '../outside.py': give a path inside the repository"),
-        ({"add": {"/etc/cron.d/x": "drafts/t/arex_train.py"}}, "key 'add', entry '/etc/cron.d/x': give a path inside the repository"),
-        ({"add": {".git/hooks/post-checkout": "drafts/t/arex_train.py"}}, "key 'add', entry '.git/hooks/post-checkout': give a path inside"),
-        ({"remove": ["data/raw.csv", "weights/*.bin"]}, "key 'remove', entry 'weights/*.bin' matches no file of the repository"),
+        (
+            {"add": {"arex.yaml": "drafts/t/arex.yaml", "train.py": "drafts/t/missing.py"}},
+            "key 'add', entry 'train.py': file drafts/t/missing.py does not exist",
+        ),
+        (
+            {"add": {"../outside.py": "drafts/t/arex_train.py"}},
+            "key 'add', entry '../outside.py': give a path inside the repository",
+        ),
+        (
+            {"add": {"/etc/cron.d/x": "drafts/t/arex_train.py"}},
+            "key 'add', entry '/etc/cron.d/x': give a path inside the repository",
+        ),
+        (
+            {"add": {".git/hooks/post-checkout": "drafts/t/arex_train.py"}},
+            "key 'add', entry '.git/hooks/post-checkout': give a path inside",
+        ),
+        (
+            {"remove": ["data/raw.csv", "weights/*.bin"]},
+            "key 'remove', entry 'weights/*.bin' matches no file of the repository",
+        ),
         ({"remove": ["../data"]}, "key 'remove', entry '../data': give a path inside the repository"),
-        ({"add": {"models": "drafts/t/arex_train.py", "arex.yaml": "drafts/t/arex.yaml"}, "remove": []}, "key 'add', entry 'models' clashes with 'models'"),
+        (
+            {"add": {"models": "drafts/t/arex_train.py", "arex.yaml": "drafts/t/arex.yaml"}, "remove": []},
+            "key 'add', entry 'models' clashes with 'models'",
+        ),
         ({"ad": {}}, "unknown key 'ad'"),
     ],
 )
@@ -343,7 +435,9 @@ def test_added_spec_errors_name_the_users_file(tmp_path, cache):
     (tmp_path / "drafts" / "t" / "arex.yaml").write_text(DRAFT_SPEC.replace("STATEMENT.md", "NOTES.md"))
     [report] = build_envs([source], tmp_path / "out")
     assert report.status == "rejected"
-    assert f"{(tmp_path / 'drafts' / 't' / 'arex.yaml').resolve()}: field 'statement' names 'NOTES.md'" in report.reason, report.reason
+    assert (
+        f"{(tmp_path / 'drafts' / 't' / 'arex.yaml').resolve()}: field 'statement' names 'NOTES.md'" in report.reason
+    ), report.reason
 
 
 # -- a metric is never repository code run on the host ---------------------------------------------
@@ -354,8 +448,16 @@ def test_metric_code_from_the_repository_never_runs_on_the_host(tmp_path, cache)
     marker = tmp_path / "pwned"
     evil = f"open({str(marker)!r}, 'w').write('ran on the host')\ndef score(y_true, y_pred):\n    return 0.0\n"
     repo = tmp_path / "repo"
-    commit_repo(repo, {"data/full.csv": LINEAR_TABLE, "train.py": LINEAR_TRAIN, "evil.py": evil, "README.md": "x\n",
-                       "arex.yaml": spec_yaml("evil-metric", metric={"name": "evil:score", "direction": "maximize"})})
+    commit_repo(
+        repo,
+        {
+            "data/full.csv": LINEAR_TABLE,
+            "train.py": LINEAR_TRAIN,
+            "evil.py": evil,
+            "README.md": "x\n",
+            "arex.yaml": spec_yaml("evil-metric", metric={"name": "evil:score", "direction": "maximize"}),
+        },
+    )
     [report] = build_envs([repo], tmp_path / "out", SandboxConfig())
     assert report.status == "rejected"
     assert "metric.name" in report.reason and "unknown metric 'evil:score'" in report.reason

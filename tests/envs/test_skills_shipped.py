@@ -44,8 +44,9 @@ def skill_files() -> list[str]:
 
 
 def run(cmd: list, cwd: Path, env: dict | None = None) -> str:
-    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
-                          check=False)
+    proc = subprocess.run(
+        [str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
     assert proc.returncode == 0, f"{cmd} exited {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
     return proc.stdout
 

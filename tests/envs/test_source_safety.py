@@ -400,9 +400,7 @@ def test_an_ml_spec_path_out_of_the_repository_is_refused(tmp_path, key, value):
     out, before = tmp_path / "out", files_under(tmp_path)
     result, [row] = build([source], out)
     shown = f"{key}.0" if isinstance(value, list) else key
-    assert_contained(
-        result, row, out, before, tmp_path, f"'{shown}' cannot be", "name a file inside the source folder"
-    )
+    assert_contained(result, row, out, before, tmp_path, f"'{shown}' cannot be", "name a file inside the source folder")
 
 
 def test_an_ml_repository_with_a_link_out_of_it_is_refused(tmp_path):
@@ -488,8 +486,7 @@ def test_build_envs_reports_the_line_and_the_opt_in_key(tmp_path):
     result, [row] = build([source], tmp_path / "out")
     assert row["status"] == "rejected", row
     assert (
-        "requirements.txt line 2: '--extra-index-url https://evil.example/simple' adds a package index"
-        in row["reason"]
+        "requirements.txt line 2: '--extra-index-url https://evil.example/simple' adds a package index" in row["reason"]
     )
     assert "-c build.package_sources=true" in row["reason"]
 

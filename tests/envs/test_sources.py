@@ -95,11 +95,18 @@ def test_english_statement_preferred_and_samples_put_into_statement_and_workspac
     root = kattis(
         tmp_path / "p",
         "name: {de: Addieren, en: Add Them}\n",
-        **{"statement/problem.de.md": "Addiere.\n", "problem_statement/problem.en.tex": "\\problemname{Old}\nOld statement.\n"},
+        **{
+            "statement/problem.de.md": "Addiere.\n",
+            "problem_statement/problem.en.tex": "\\problemname{Old}\nOld statement.\n",
+        },
     )
     problem = only(root)
     assert problem.statement.startswith("# Add Them\n\nAdd two integers.")  # 2023+ md first, titled
-    assert "## Sample 1\n" in problem.statement and "```\n1 2\n```" in problem.statement and "```\n3\n```" in problem.statement
+    assert (
+        "## Sample 1\n" in problem.statement
+        and "```\n1 2\n```" in problem.statement
+        and "```\n3\n```" in problem.statement
+    )
     assert problem.files["workspace/samples/1.in"] == root / "data/sample/1.in"
     assert problem.files["workspace/samples/1.ans"] == root / "data/sample/1.ans"
     assert not any(k.startswith("workspace/samples/") and "secret" in str(v) for k, v in problem.files.items())
@@ -132,7 +139,9 @@ def test_generated_tests_are_named_as_such(tmp_path):
     root = kattis(tmp_path / "p", **{"generators/generators.yaml": "data: {}\n"})
     for name in ("1.in", "1.ans"):
         (root / "data" / "secret" / name).unlink()
-    with pytest.raises(SourceError, match=r"tests are generated: run the package's generator first \(generators/generators\.yaml"):
+    with pytest.raises(
+        SourceError, match=r"tests are generated: run the package's generator first \(generators/generators\.yaml"
+    ):
         load(root)
     (root / "generators" / "generators.yaml").unlink()
     (root / "generators").rmdir()
@@ -204,7 +213,10 @@ def test_skipped_submissions_are_recorded_with_a_summary(tmp_path):
         ("submissions/accepted/add.py", "accepted", "python2"),
         ("submissions/accepted/old.py2", "accepted", "python2"),
     ]
-    assert problem.skipped_summary("accepted") == "3 accepted submissions, all in skipped languages: language .kt, python2 ×2"
+    assert (
+        problem.skipped_summary("accepted")
+        == "3 accepted submissions, all in skipped languages: language .kt, python2 ×2"
+    )
     assert problem.skipped_summary("wrong_answer") == ""
     (root / "submissions/accepted/add.kt").unlink()
     (root / "submissions/accepted/old.py2").unlink()
@@ -229,14 +241,22 @@ def test_python2_only_corpus_package_is_all_skipped():
         ("rejected/a.py", {}, None),  # "some failure": no arex category
         ("brute_force/a.py", {}, None),
         ("mixed/a.py", {}, None),  # a folder without any expectation
-        ("accepted/a.py", {"accepted": {"permitted": ["WA"], "required": ["WA"]}}, "wrong_answer"),  # the folder key replaces the default
+        (
+            "accepted/a.py",
+            {"accepted": {"permitted": ["WA"], "required": ["WA"]}},
+            "wrong_answer",
+        ),  # the folder key replaces the default
         ("crash/a.py", {"crash": {"permitted": ["AC", "RTE"], "required": ["RTE"]}}, "run_time_error"),
         ("slow/a.cpp", {"slow/*.{py,cpp}": {"required": ["TLE"]}}, "time_limit_exceeded"),  # glob + braces
         ("slow/a.java", {"slow/*.{py,cpp}": {"required": ["TLE"]}}, None),
         ("x/deep/a.py", {"*/a.py": {"permitted": ["AC"]}}, None),  # * does not cross /
         ("x/deep/a.py", {"x/deep": {"permitted": ["AC"]}}, "accepted"),  # a parent folder matches
         ("ok/a.py", {"ok": {"permitted": ["AC"]}, "ok/a.py": {"secret/*-hard": {"required": ["AC"]}}}, "accepted"),
-        ("tle/a.py", {"tle/a.py": {"sample": {"permitted": ["AC"]}, "secret/big": {"required": ["TLE"]}}}, "time_limit_exceeded"),
+        (
+            "tle/a.py",
+            {"tle/a.py": {"sample": {"permitted": ["AC"]}, "secret/big": {"required": ["TLE"]}}},
+            "time_limit_exceeded",
+        ),
         ("wa/a.py", {"wa": {"permitted": ["WA"]}}, "wrong_answer"),
         ("accepted/p.py", {"accepted/p.py": {"score": [20, 60]}}, "partially_accepted"),
         ("accepted/f.py", {"accepted/f.py": {"score": 100}}, "accepted"),
@@ -295,7 +315,10 @@ def test_time_limit_fields_for_the_builder(tmp_path):
     ("meta", "vdir"),
     [
         ("name: Guess\nvalidation: custom interactive\nvalidator_flags: strict\n", "output_validators/guesser"),
-        ("problem_format_version: 2025-09\nname: Guess\ntype: [pass-fail, interactive]\nlimits: {time_limit: 1}\n", "output_validator"),
+        (
+            "problem_format_version: 2025-09\nname: Guess\ntype: [pass-fail, interactive]\nlimits: {time_limit: 1}\n",
+            "output_validator",
+        ),
     ],
 )
 def test_kattis_interactive_uses_the_validator_as_interactor(tmp_path, meta, vdir):
@@ -331,40 +354,68 @@ def frontier(root: Path, config: str, n: int, **extra: str) -> Path:
     return write(root, files)
 
 
-CHECKER = '#include "testlib.h"\nint main(int argc, char* argv[]) { registerTestlibCmd(argc, argv); quitf(_ok, "ok"); }\n'
+CHECKER = (
+    '#include "testlib.h"\nint main(int argc, char* argv[]) { registerTestlibCmd(argc, argv); quitf(_ok, "ok"); }\n'
+)
 
 
 def test_frontier_single_case_is_hidden_only(tmp_path):
     root = tmp_path / "algorithmic" / "problems" / "7"
     write(tmp_path / "algorithmic" / "judge" / "include", {"testlib.h": "// testlib\n"})
-    problem = only(frontier(root, "type: default\nchecker: chk.cc\ntime: 1s\nmemory: 256m\nsubtasks:\n  - score: 100\n    n_cases: 1\n", 1, **{"chk.cc": CHECKER}))
+    problem = only(
+        frontier(
+            root,
+            "type: default\nchecker: chk.cc\ntime: 1s\nmemory: 256m\nsubtasks:\n  - score: 100\n    n_cases: 1\n",
+            1,
+            **{"chk.cc": CHECKER},
+        )
+    )
     assert [(t.name, t.sample) for t in problem.spec.tests] == [("1", False)]
     assert problem.spec.title == "Big Number"
     # testlib.h found where the Frontier-CS repository keeps it (algorithmic/judge/include/)
     assert problem.files["private/checker/testlib.h"] == tmp_path / "algorithmic" / "judge" / "include" / "testlib.h"
-    three = only(frontier(tmp_path / "three", "time: 1s\nmemory: 256m\nsubtasks: [{score: 100, n_cases: 3}]\n", 3, **{"chk.cc": "int main() {}\n"}))
+    three = only(
+        frontier(
+            tmp_path / "three",
+            "time: 1s\nmemory: 256m\nsubtasks: [{score: 100, n_cases: 3}]\n",
+            3,
+            **{"chk.cc": "int main() {}\n"},
+        )
+    )
     assert [(t.name, t.sample) for t in three.spec.tests] == [("1", True), ("2", False), ("3", False)]
     # The case arex picks as a sample equals hidden cases (a real Frontier-CS problem does this):
     # it is not the package's public data, so the sample goes and every hidden case stays.
-    same = frontier(tmp_path / "same", "time: 1s\nmemory: 256m\nsubtasks: [{score: 100, n_cases: 3}]\n", 3, **{"chk.cc": "int main() {}\n"})
+    same = frontier(
+        tmp_path / "same",
+        "time: 1s\nmemory: 256m\nsubtasks: [{score: 100, n_cases: 3}]\n",
+        3,
+        **{"chk.cc": "int main() {}\n"},
+    )
     (same / "testdata" / "2.in").write_text("1\n")
     assert [(t.name, t.sample) for t in only(same).spec.tests] == [("2", False), ("3", False)]
 
 
 def test_frontier_interactive_and_explicit_cases(tmp_path):
-    config = "type: interactive\ninteractor: interactor.cpp\ntime: 2s\nmemory: 512m\nsubtasks:\n  - score: 100\n    cases: [{input: a.in, output: a.out}, {input: b.in, output: b.ans}]\n"
-    root = write(tmp_path / "p", {"config.yaml": config, "statement.txt": "Guess.\n", "interactor.cpp": CHECKER, "testlib.h": "//\n",
-                                  "testdata/a.in": "1\n", "testdata/a.ans": "1\n", "testdata/b.in": "2\n", "testdata/b.ans": "2\n"})  # fmt: skip
+    config = (
+        "type: interactive\ninteractor: interactor.cpp\ntime: 2s\nmemory: 512m\n"
+        "subtasks:\n  - score: 100\n    cases: [{input: a.in, output: a.out}, {input: b.in, output: b.ans}]\n"
+    )
+    root = write(tmp_path / "p", {"config.yaml": config, "statement.txt": "Guess.\n", "interactor.cpp": CHECKER,
+                                  "testlib.h": "//\n", "testdata/a.in": "1\n", "testdata/a.ans": "1\n",
+                                  "testdata/b.in": "2\n", "testdata/b.ans": "2\n"})  # fmt: skip
     problem = only(root)
     checker = problem.spec.checker
     assert (checker.kind, checker.protocol, checker.source) == ("interactive", "testlib", "checker/interactor.cpp")
     assert {"private/checker/interactor.cpp", "private/checker/testlib.h"} <= set(problem.files)
-    assert problem.files["private/tests/1.ans"] == root / "testdata" / "a.ans"  # a.out read as a.ans, as Frontier-CS's judge does
+    # a.out read as a.ans, as Frontier-CS's judge does
+    assert problem.files["private/tests/1.ans"] == root / "testdata" / "a.ans"
     (root / "interactor.cpp").rename(root / "other.cpp")
     with pytest.raises(SourceError, match=r"config\.yaml: field 'interactor': interactor\.cpp does not exist"):
         load(root)
     write(root, {"config.yaml": "type: leetcode\ntime: 1s\nmemory: 1m\nsubtasks: []\n"})
-    with pytest.raises(SourceError, match=r"field 'type': only 'default' and 'interactive' problems are supported, got 'leetcode'"):
+    with pytest.raises(
+        SourceError, match=r"field 'type': only 'default' and 'interactive' problems are supported, got 'leetcode'"
+    ):
         load(root)
 
 
@@ -378,7 +429,15 @@ def test_frontier_checker_outside_the_problem_is_refused(tmp_path):
 # -- a sample equal to a hidden test (every format) ----------------------------------------------
 def test_a_hidden_test_equal_to_a_sample_leaves_the_hidden_set(tmp_path):
     # Public data is not held out: the sample keeps its feedback, the hidden copy stops counting.
-    root = kattis(tmp_path / "k", **{"data/secret/1.in": "1 2\n", "data/secret/1.ans": "3\n", "data/secret/2.in": "5 5\n", "data/secret/2.ans": "10\n"})
+    root = kattis(
+        tmp_path / "k",
+        **{
+            "data/secret/1.in": "1 2\n",
+            "data/secret/1.ans": "3\n",
+            "data/secret/2.in": "5 5\n",
+            "data/secret/2.ans": "10\n",
+        },
+    )
     problem = only(root)
     assert [(t.name, t.sample) for t in problem.spec.tests] == [("sample__1", True), ("secret__2", False)]
     assert not any(k.startswith("private/tests/secret__1") for k in problem.files)
@@ -386,7 +445,11 @@ def test_a_hidden_test_equal_to_a_sample_leaves_the_hidden_set(tmp_path):
     row = {"name": "A", "description": "d", "public_tests": {"input": ["1\n", "9\n"], "output": ["1\n", "9\n"]},
            "private_tests": {"input": ["1\n", "7\n"], "output": ["1\n", "7\n"]}}  # fmt: skip
     rows = write(tmp_path, {"rows.json": json.dumps(row)}) / "rows.json"
-    assert [(t.name, t.sample) for t in only(rows).spec.tests] == [("public-001", True), ("public-002", True), ("private-002", False)]
+    assert [(t.name, t.sample) for t in only(rows).spec.tests] == [
+        ("public-001", True),
+        ("public-002", True),
+        ("private-002", False),
+    ]
     own = write(tmp_path / "own", {"task.yaml": "id: own\ntitle: Own\ntime_limit_s: 1\n", "statement.md": "s\n",
                                    "private/tests/sample-1.in": "4\n", "private/tests/sample-1.ans": "4\n",
                                    "private/tests/main-1.in": "4\n", "private/tests/main-1.ans": "4\n"})  # fmt: skip
@@ -407,17 +470,27 @@ def cc_row(**fields) -> dict:
 
 @pytest.mark.parametrize(
     ("outputs", "kind"),
-    [(["0.5\n", "2.25 3\n"], "float"), (["1\n", "2\n"], "token"), (["1.5\n", "YES\n"], "token"), (["1e-3\n", "2\n"], "token")],
+    [
+        (["0.5\n", "2.25 3\n"], "float"),
+        (["1\n", "2\n"], "token"),
+        (["1.5\n", "YES\n"], "token"),
+        (["1e-3\n", "2\n"], "token"),
+    ],
 )
 def test_codecontests_float_answers_get_a_tolerant_checker(tmp_path, outputs, kind):
-    row = cc_row(public_tests={"input": ["a\n"], "output": [outputs[0]]}, private_tests={"input": ["b\n"], "output": [outputs[1]]})
+    row = cc_row(
+        public_tests={"input": ["a\n"], "output": [outputs[0]]},
+        private_tests={"input": ["b\n"], "output": [outputs[1]]},
+    )
     checker = only(write(tmp_path, {"r.json": json.dumps(row)}) / "r.json").spec.checker
     assert checker.kind == kind
     if kind == "float":
         assert (checker.abs_tol, checker.rel_tol) == (1e-6, 1e-6)
 
 
-@pytest.mark.parametrize(("limit", "mb"), [(256000000, 256), (256 << 20, 256), (64 * 10**6, 64), (None, 256), (300 * 2**20 + 1, 301)])
+@pytest.mark.parametrize(
+    ("limit", "mb"), [(256000000, 256), (256 << 20, 256), (64 * 10**6, 64), (None, 256), (300 * 2**20 + 1, 301)]
+)
 def test_codecontests_memory_in_the_rows_units(tmp_path, limit, mb):
     row = cc_row(memory_limit_bytes=limit)
     assert only(write(tmp_path, {"r.json": json.dumps(row)}) / "r.json").spec.memory_mb == mb
@@ -425,11 +498,16 @@ def test_codecontests_memory_in_the_rows_units(tmp_path, limit, mb):
 
 def test_codecontests_keeps_every_runnable_solution(tmp_path):
     codes = [ADD_PY, "print 1\n", "int main(){}", "class A { public static void main(String[] a) {} }", "?"]
-    row = cc_row(solutions={"language": [3, 1, 2, 4, 0], "solution": codes}, incorrect_solutions={"language": [3, 3, 3], "solution": ["print(0)\n"] * 3})
+    row = cc_row(
+        solutions={"language": [3, 1, 2, 4, 0], "solution": codes},
+        incorrect_solutions={"language": [3, 3, 3], "solution": ["print(0)\n"] * 3},
+    )
     problem = only(write(tmp_path, {"r.json": json.dumps(row)}) / "r.json")
     java = any(".java" in lang.extensions for lang in LANGUAGES.values())
     accepted = [s.path for s in problem.spec.solutions if s.expected == "accepted"]
-    assert accepted == ["solutions/accepted-0.py", "solutions/accepted-2.cpp"] + (["solutions/accepted-3.java"] if java else [])
+    assert accepted == ["solutions/accepted-0.py", "solutions/accepted-2.cpp"] + (
+        ["solutions/accepted-3.java"] if java else []
+    )
     assert len([s for s in problem.spec.solutions if s.expected == "wrong_answer"]) == 3  # all, not two
     assert ("solutions.solution.1", "accepted", "python2") in problem.skipped
     assert ("solutions.solution.4", "accepted", "language unknown") in problem.skipped
@@ -455,14 +533,19 @@ def test_jsonl_errors_name_the_line(tmp_path):
 def test_corpus_packages_load_as_expected():
     assert only(CORPUS / "kattis-legacy").time_multiplier == 3.0
     legacy = only(CORPUS / "kattis-legacy")
-    assert legacy.statement.startswith("# Ribbon Cutting\n") and "\\" not in legacy.statement.split("## Sample 1")[0].replace("\\le", "")
+    assert legacy.statement.startswith("# Ribbon Cutting\n") and "\\" not in legacy.statement.split("## Sample 1")[
+        0
+    ].replace("\\le", "")
     modern = only(CORPUS / "kattis-2023")
     assert (modern.spec.checker.kind, modern.spec.checker.abs_tol) == ("float", 1e-6)  # output_validator_args
     assert {s.expected for s in modern.spec.solutions} == {"accepted", "wrong_answer", "run_time_error"}
     single = only(CORPUS / "frontier-single-case")
     assert not any(t.sample for t in single.spec.tests)
     rows = only(CORPUS / "codecontests-float" / "rows.jsonl")
-    assert rows.spec.checker.kind == "float" and rows.skipped_summary("accepted") == "1 accepted submission skipped (python2)"
+    assert (
+        rows.spec.checker.kind == "float"
+        and rows.skipped_summary("accepted") == "1 accepted submission skipped (python2)"
+    )
     for name, reason in (("kattis-multipass", "multi-pass"), ("kattis-generated", "tests are generated")):
         with pytest.raises(SourceError, match=reason):
             load(CORPUS / name)

@@ -31,7 +31,9 @@ from arex.teacher.scripted import Reply, RoundScript, ScriptedServer, tool_call
 ROOT = REPO
 NOTE_BODY = "Pair sums: sort once, then two pointers; the sample in samples/ is the quick check."
 SHIPPED = f"---\nname: pair-sums-notes\ndescription: How the author would attack pair sums.\n---\n{NOTE_BODY}\n"
-TALLY_SKILL = "---\nname: count-high\ndescription: The answer file takes numbers up to 10.\n---\nWrite 10 into answer.txt.\n"
+TALLY_SKILL = (
+    "---\nname: count-high\ndescription: The answer file takes numbers up to 10.\n---\nWrite 10 into answer.txt.\n"
+)
 
 
 pytestmark = pytest.mark.usefixtures("tally_kind")  # the tally kind and the process backend registered
@@ -62,7 +64,9 @@ def general(tmp_path) -> Path:
 
 
 def reads(n: int) -> list[str]:
-    return ["cat task-skills/count-high/SKILL.md; cat skills/tidy-notes/SKILL.md", *climbing(n)] if n == 1 else climbing(n)
+    return (
+        ["cat task-skills/count-high/SKILL.md; cat skills/tidy-notes/SKILL.md", *climbing(n)] if n == 1 else climbing(n)
+    )
 
 
 @pytest.mark.parametrize(
@@ -70,7 +74,13 @@ def reads(n: int) -> list[str]:
     [(True, True), (False, True), (True, False), (False, False)],
 )
 def test_each_switch_removes_its_skills_from_the_mount_and_the_catalogue(tally, tmp_path, general_on, task_on):
-    config = RolloutConfig(rounds=1, skills_dir=str(general(tmp_path)), skills_target="skills", general_skills=general_on, task_skills=task_on)
+    config = RolloutConfig(
+        rounds=1,
+        skills_dir=str(general(tmp_path)),
+        skills_target="skills",
+        general_skills=general_on,
+        task_skills=task_on,
+    )
     _, [t], requests = rollout(tally, RoundScript(reads), tmp_path / "store", config)
     sent = json.dumps(requests[0])  # the request as the teacher's server received it
     shown = t.rounds[0].steps[0].observation
@@ -79,32 +89,48 @@ def test_each_switch_removes_its_skills_from_the_mount_and_the_catalogue(tally, 
     assert ("Written for this task, read-only at task-skills" in sent) == task_on
     assert ("- tidy-notes: Keep notes short." in sent) == general_on
     assert ("this run has no skills" in sent) == (not general_on and not task_on)
-    targets = [m.target for m in load_env(tally.dir).sandbox_config(SandboxConfig(), *mount_args(config, tally)[0]).mounts]
+    targets = [
+        m.target for m in load_env(tally.dir).sandbox_config(SandboxConfig(), *mount_args(config, tally)[0]).mounts
+    ]
     assert targets == [x for x, on in (("skills", general_on), ("task-skills", task_on)) if on]
 
 
 def mount_args(config: RolloutConfig, env) -> tuple:
-    ss = skill_set(config.skills_path() if config.general_skills else None, env.dir if config.task_skills else None, config.skills_target)
+    ss = skill_set(
+        config.skills_path() if config.general_skills else None,
+        env.dir if config.task_skills else None,
+        config.skills_target,
+    )
     return (ss.general_dir, ss.general_target, ss.task_dir, ss.task_target), ss
 
 
 def test_read_skill_takes_task_skill_names_in_tools_mode(tally, tmp_path):
     def commands(n):
-        return [Reply(tool_calls=(tool_call("read_skill", {"name": "count-high"}),)), *climbing(n)] if n == 1 else climbing(n)
+        return (
+            [Reply(tool_calls=(tool_call("read_skill", {"name": "count-high"}),)), *climbing(n)]
+            if n == 1
+            else climbing(n)
+        )
 
     config = RolloutConfig(rounds=1, action_format="tools", skills_dir=str(general(tmp_path)), skills_target="skills")
     _, [t], requests = rollout(tally, RoundScript(commands), tmp_path / "store", config)
     enum = t.header.tools[2]["function"]["parameters"]["properties"]["name"]["enum"]
     assert enum == ["tidy-notes", "count-high"] and all(r["tools"] == t.header.tools for r in requests)
     first = t.rounds[0].steps[0]
-    assert first.action.command == "cat task-skills/count-high/SKILL.md" and "Write 10 into answer.txt." in first.tool_results[0]
+    assert (
+        first.action.command == "cat task-skills/count-high/SKILL.md"
+        and "Write 10 into answer.txt." in first.tool_results[0]
+    )
 
 
 def test_a_task_skill_named_like_a_general_one_is_offered_apart(tmp_path):
     same = skill(tmp_path / "g", "tidy-notes", "---\nname: tidy-notes\ndescription: General.\n---\nG.\n")
     skill(tmp_path / "env" / "skills", "tidy-notes", "---\nname: tidy-notes\ndescription: For this task.\n---\nT.\n")
     ss = skill_set(same.parent, tmp_path / "env", "/skills")
-    assert ss.paths() == {"tidy-notes": "/skills/tidy-notes/SKILL.md", "task/tidy-notes": "/task-skills/tidy-notes/SKILL.md"}
+    assert ss.paths() == {
+        "tidy-notes": "/skills/tidy-notes/SKILL.md",
+        "task/tidy-notes": "/task-skills/tidy-notes/SKILL.md",
+    }
     call = ToolCall.model_validate(tool_call("read_skill", {"name": "task/tidy-notes"}, id="c1"))
     assert parse_tool_calls([call], "/skills", ss.paths()).command == "cat /task-skills/tidy-notes/SKILL.md"
     assert SkillSet().catalogue().startswith("(none")
@@ -116,7 +142,10 @@ def test_the_env_hash_covers_its_skills(tally):
     (tally.dir / "skills" / "count-high" / "SKILL.md").write_text(TALLY_SKILL + "More.\n")
     assert load_env(tally.dir).spec_hash != before
     shutil.rmtree(tally.dir / "skills")
-    assert load_env(tally.dir).spec_hash == json_sha256({"kind": "tally", "id": "tally", "title": "Count up"}, sort_keys=True)[:16]
+    assert (
+        load_env(tally.dir).spec_hash
+        == json_sha256({"kind": "tally", "id": "tally", "title": "Count up"}, sort_keys=True)[:16]
+    )
 
 
 # -- the checks: format and private data (hand-made env folders) ---------------------------------
@@ -141,10 +170,22 @@ def judge_env(tmp_path):
 
 def test_a_skill_with_the_canary_or_hidden_test_content_is_rejected_and_not_written(judge_env, tmp_path):
     private = PrivateData(judge_env)
-    clean = skill(tmp_path / "in", "sum-tips", "---\nname: sum-tips\ndescription: Use 64-bit sums.\n---\nThe sample 1 2 3 4 5 6 7 8 9 10 11 12 gives 78.\n")
-    canary = skill(tmp_path / "in", "leaky", "---\nname: leaky\ndescription: d\n---\nremember arex-canary-0123456789abcdef0123456789abcdef\n")
-    hidden = skill(tmp_path / "in", "peek", f"---\nname: peek\ndescription: d\n---\nTry:\n    {HIDDEN_LINE.replace(' ', '  ')}\n")
-    answer = skill(tmp_path / "in", "answers", "---\nname: answers\ndescription: d\n---\nExpect: the answer is 1000003 ok.\n")
+    clean = skill(
+        tmp_path / "in",
+        "sum-tips",
+        "---\nname: sum-tips\ndescription: Use 64-bit sums.\n---\nThe sample 1 2 3 4 5 6 7 8 9 10 11 12 gives 78.\n",
+    )
+    canary = skill(
+        tmp_path / "in",
+        "leaky",
+        "---\nname: leaky\ndescription: d\n---\nremember arex-canary-0123456789abcdef0123456789abcdef\n",
+    )
+    hidden = skill(
+        tmp_path / "in", "peek", f"---\nname: peek\ndescription: d\n---\nTry:\n    {HIDDEN_LINE.replace(' ', '  ')}\n"
+    )
+    answer = skill(
+        tmp_path / "in", "answers", "---\nname: answers\ndescription: d\n---\nExpect: the answer is 1000003 ok.\n"
+    )
     notes = {f.name: keep(f, judge_env, "drafted", private) for f in (clean, canary, hidden, answer)}
     assert notes["sum-tips"].status == "kept" and (judge_env / "skills" / "sum-tips" / "SKILL.md").is_file()
     assert notes["leaky"].status == "rejected" and "canary" in notes["leaky"].reason
@@ -184,7 +225,9 @@ def test_a_shipped_skill_leaking_private_data_is_reported(judge_env, tmp_path):
     skill(source / "arex-skills", "ok-tips", "---\nname: ok-tips\ndescription: d\n---\nSort first.\n")
     notes = ship(source, judge_env)
     assert [(n.name, n.status) for n in notes] == [("ok-tips", "kept"), ("peek", "rejected")]
-    assert [n.name for n in read_record(judge_env)] == ["ok-tips", "peek"] and not (judge_env / "skills" / "peek").exists()
+    assert [n.name for n in read_record(judge_env)] == ["ok-tips", "peek"] and not (
+        judge_env / "skills" / "peek"
+    ).exists()
 
 
 # -- the real thing: build, Docker sandbox, --draft-skills (Docker) ------------------------------
@@ -219,7 +262,10 @@ def test_a_shipped_skill_is_in_the_env_the_docker_sandbox_and_the_catalogue(buil
     steps = t.rounds[0].steps
     assert NOTE_BODY in steps[0].observation and "Read-only file system" in steps[0].observation
     assert int(steps[1].observation.split()[-1]) >= 8  # the general skills are mounted too
-    assert "Written for this task, read-only at /task-skills" in sent and "- pair-sums-notes: How the author would attack pair sums." in sent
+    assert (
+        "Written for this task, read-only at /task-skills" in sent
+        and "- pair-sums-notes: How the author would attack pair sums." in sent
+    )
 
 
 def drafting_teacher(bodies: dict[str, str]):
@@ -233,8 +279,16 @@ def drafting_teacher(bodies: dict[str, str]):
 
 
 def draft_cli(source: Path, out: Path, server: ScriptedServer):
-    overrides = [f"teacher.base_url={server.base_url}", "teacher.model=scripted-teacher", "teacher.track_cost=false", "teacher.max_attempts=1"]
-    return CliRunner().invoke(app, ["build-envs", str(source), "--out", str(out), "--draft-skills", *[x for o in overrides for x in ("-c", o)]])
+    overrides = [
+        f"teacher.base_url={server.base_url}",
+        "teacher.model=scripted-teacher",
+        "teacher.track_cost=false",
+        "teacher.max_attempts=1",
+    ]
+    return CliRunner().invoke(
+        app,
+        ["build-envs", str(source), "--out", str(out), "--draft-skills", *[x for o in overrides for x in ("-c", o)]],
+    )
 
 
 @pytest.mark.docker
@@ -242,19 +296,26 @@ def test_draft_skills_writes_checked_skills_and_does_not_redraft(built, tmp_path
     source, out, _ = built
     mine = tmp_path / "envs"
     shutil.copytree(out, mine)  # the env is unchanged: skipped, then drafted
-    bodies = {"pair-sums-approach": "Sort, then two pointers: O(n log n).", "pair-sums-local-testing": "Run `g++ -O2 solution.cpp && ./a.out < samples/1.in`."}
+    bodies = {
+        "pair-sums-approach": "Sort, then two pointers: O(n log n).",
+        "pair-sums-local-testing": "Run `g++ -O2 solution.cpp && ./a.out < samples/1.in`.",
+    }
     with ScriptedServer(drafting_teacher(bodies), model="scripted-teacher") as server:
         result = draft_cli(source, mine, server)
         asked = [r["messages"][-1]["content"] for r in server.requests]
     assert result.exit_code == 0, result.output
-    assert len(asked) == 2 and all("solution.cpp" in a and "no-op scores clearly lower" in a for a in asked)  # file list and gates
+    # file list and gates
+    assert len(asked) == 2 and all("solution.cpp" in a and "no-op scores clearly lower" in a for a in asked)
     for name, body in bodies.items():
         assert (mine / "pair-sums" / "skills" / name / "SKILL.md").read_text().endswith(body + "\n")
     env = load_env(mine / "pair-sums")
     _, ss = mount_args(RolloutConfig(), env)
     assert [s.name for s in ss.task] == ["pair-sums-approach", "pair-sums-local-testing", "pair-sums-notes"]
     reported = json.loads((mine / "build-report.json").read_text())["envs"][0]["skills"]
-    assert [(s["name"], s["origin"], s["status"]) for s in reported][1:] == [("pair-sums-approach", "drafted", "kept"), ("pair-sums-local-testing", "drafted", "kept")]
+    assert [(s["name"], s["origin"], s["status"]) for s in reported][1:] == [
+        ("pair-sums-approach", "drafted", "kept"),
+        ("pair-sums-local-testing", "drafted", "kept"),
+    ]
     with ScriptedServer(drafting_teacher(bodies), model="scripted-teacher") as server:
         again = draft_cli(source, mine, server)
         assert server.stats["requests"] == 0 and again.exit_code == 0
@@ -275,7 +336,10 @@ def test_a_drafted_skill_with_the_canary_or_a_hidden_test_is_rejected_with_the_r
     assert sorted(p.name for p in (mine / "pair-sums" / "skills").iterdir()) == ["pair-sums-notes"]  # neither written
     notes = {n.name: n for n in read_record(mine / "pair-sums") if n.origin == "drafted"}
     assert notes["pair-sums-approach"].status == "rejected" and "canary" in notes["pair-sums-approach"].reason
-    assert notes["pair-sums-local-testing"].status == "rejected" and "hidden test small-01 (input file)" in notes["pair-sums-local-testing"].reason
+    assert (
+        notes["pair-sums-local-testing"].status == "rejected"
+        and "hidden test small-01 (input file)" in notes["pair-sums-local-testing"].reason
+    )
     table = (mine / "build-report.md").read_text()
     assert "## Task skills" in table and "canary" in table and "hidden test small-01" in table
     assert "skill pair-sums-approach rejected: it contains the env's canary string" in " ".join(result.output.split())
@@ -285,4 +349,13 @@ def test_the_switches_key_rollouts_apart():
     from arex.rollout.batch import config_hash
 
     default = config_hash(TEACHER, RolloutConfig())
-    assert len({default, config_hash(TEACHER, RolloutConfig(general_skills=False)), config_hash(TEACHER, RolloutConfig(task_skills=False))}) == 3
+    assert (
+        len(
+            {
+                default,
+                config_hash(TEACHER, RolloutConfig(general_skills=False)),
+                config_hash(TEACHER, RolloutConfig(task_skills=False)),
+            }
+        )
+        == 3
+    )
