@@ -30,7 +30,7 @@ ROLLOUTS = 4
 GATE_S = 120.0  # deadline for the four first gradings to meet (the agent sandboxes start meanwhile)
 # Each rollout submits its own text every round (random bytes read in its sandbox), so no grading
 # is skipped as already graded in the batch.
-WRITE = "echo \"a, b = map(int, input().split()); print(a + b)  # $(od -An -N8 -tx8 /dev/urandom)\" > solution.py"
+WRITE = 'echo "a, b = map(int, input().split()); print(a + b)  # $(od -An -N8 -tx8 /dev/urandom)" > solution.py'
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,10 @@ def env(tmp_path_factory):
     (src / "workspace").mkdir()
     (src / "workspace" / "solution.py").write_text("print(0)\n")
     (src / "statement.md").write_text("Print a + b.\n")
-    (src / "task.yaml").write_text("id: capped\ntitle: capped\ntime_limit_s: 2.0\nstarter: solution.py\nsolutions:\n  - {path: solutions/ok.py, expected: accepted}\n")
+    (src / "task.yaml").write_text(
+        "id: capped\ntitle: capped\ntime_limit_s: 2.0\nstarter: solution.py\n"
+        "solutions:\n  - {path: solutions/ok.py, expected: accepted}\n"
+    )
     [report] = build_envs([src], root / "envs")
     assert report.status == "accepted", report.reason
     return load_env(root / "envs" / "capped")
@@ -103,14 +106,23 @@ def _batch(env, rollout: RolloutConfig, out: Path, monkeypatch) -> tuple[dict, G
     gate = Gate(ROLLOUTS)
     monkeypatch.setattr(GradingPool, "lease", gate.wrap(GradingPool.lease))
     teacher = TeacherConfig(model="scripted-teacher", track_cost=False)
-    with ScriptedServer(RoundScript(lambda n: [WRITE]), model="scripted-teacher", latency_s=0.05) as server, Watch(env.id) as watch:
-        summary = asyncio.run(run_batch([env], teacher, rollout, SandboxConfig(), out, ROLLOUTS, ROLLOUTS, server.base_url))
+    with (
+        ScriptedServer(RoundScript(lambda n: [WRITE]), model="scripted-teacher", latency_s=0.05) as server,
+        Watch(env.id) as watch,
+    ):
+        summary = asyncio.run(
+            run_batch([env], teacher, rollout, SandboxConfig(), out, ROLLOUTS, ROLLOUTS, server.base_url)
+        )
     return summary, gate, watch
 
 
 def _graded_all(summary: dict, gate: Gate) -> None:
     assert summary["endings"] == {"done": ROLLOUTS}, summary
-    assert not gate.timed_out and gate.arrived >= ROLLOUTS * 2, (gate.timed_out, gate.arrived)  # 2 rounds each, the first ones at once
+    # 2 rounds each, the first ones at once
+    assert not gate.timed_out and gate.arrived >= ROLLOUTS * 2, (
+        gate.timed_out,
+        gate.arrived,
+    )
 
 
 @pytest.mark.docker

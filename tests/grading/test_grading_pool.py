@@ -31,7 +31,13 @@ from arex.specs import JudgeSpec
 
 pytestmark = pytest.mark.docker
 
-MARKERS = ["/workspace/left.txt", "/workspace/run/left.txt", "/tmp/left.txt", "/home/arex/left.txt", "/dev/shm/left.txt"]
+MARKERS = [
+    "/workspace/left.txt",
+    "/workspace/run/left.txt",
+    "/tmp/left.txt",
+    "/home/arex/left.txt",
+    "/dev/shm/left.txt",
+]
 PLACES = ["/workspace", "/tmp", "/home/arex", "/dev/shm", "/dev/mqueue"]
 
 # (a) files everywhere it can write, locked (chmod 000), deep, oddly named; and the answer left behind.
@@ -94,7 +100,7 @@ ATTACK_PROCS = textwrap.dedent("""
                 time.sleep(0.01)
         os._exit(0)
     print(a + b)
-""")
+""")  # noqa: E501
 
 # (c) SysV shared memory, semaphores and a message queue; a FIFO and a unix socket in /tmp.
 ATTACK_IPC = textwrap.dedent("""
@@ -135,7 +141,8 @@ VICTIM_HELPED = 'import os\nprint(open("/tmp/answer").read() if os.path.exists("
 def _spec(checker: dict | None = None) -> JudgeSpec:
     return JudgeSpec(
         id="pooled", title="pooled", time_limit_s=2.0, starter="solution.py", checker=checker or {"kind": "token"},
-        tests=[{"name": "s1", "input": "tests/s1.in", "answer": "tests/s1.ans", "sample": True}, {"name": "h1", "input": "tests/h1.in", "answer": "tests/h1.ans"}],
+        tests=[{"name": "s1", "input": "tests/s1.in", "answer": "tests/s1.ans", "sample": True},
+               {"name": "h1", "input": "tests/h1.in", "answer": "tests/h1.ans"}],
     )  # fmt: skip
 
 
@@ -145,7 +152,11 @@ def _env_dir(root: Path, checker: bool = False) -> Path:
         (root / "private" / "tests" / f"{name}.in").write_text("1 2\n")
         (root / "private" / "tests" / f"{name}.ans").write_text("3\n")
     if checker:
-        (root / "private" / "check.py").write_text("import sys\nout, ans = open(sys.argv[2]).read().split(), open(sys.argv[3]).read().split()\nsys.exit(0 if out == ans else 1)\n")
+        (root / "private" / "check.py").write_text(
+            "import sys\n"
+            "out, ans = open(sys.argv[2]).read().split(), open(sys.argv[3]).read().split()\n"
+            "sys.exit(0 if out == ans else 1)\n"
+        )
     return root
 
 
@@ -176,7 +187,10 @@ def _pooled(pool: GradingPool, source: str):
 @pytest.fixture(scope="module")
 def fresh(judge) -> dict[str, list[str]]:
     """The victims' verdicts in fresh containers."""
-    return {name: _verdicts(judge.grade(src, "python3")) for name, src in (("clean", VICTIM_CLEAN), ("helped", VICTIM_HELPED))}
+    return {
+        name: _verdicts(judge.grade(src, "python3"))
+        for name, src in (("clean", VICTIM_CLEAN), ("helped", VICTIM_HELPED))
+    }
 
 
 def test_victims_in_fresh_containers(fresh):
@@ -202,12 +216,31 @@ def test_the_check_sees_what_an_attack_leaves(pool):
     with pool.lease() as lease:
         box = lease.box
         box.exec(["python3", "-c", ATTACK_IPC], stdin="1 2\n", cwd="/tmp", timeout=30, limits=RunLimits(isolated=True))
-        daemon = "setsid nohup sleep 1000 >/dev/null 2>&1 & python3 -c 'import os, time; os.fork() or (os.setsid(), time.sleep(1000))' >/dev/null 2>&1 &"
+        daemon = (
+            "setsid nohup sleep 1000 >/dev/null 2>&1 &"
+            " python3 -c 'import os, time; os.fork() or (os.setsid(), time.sleep(1000))' >/dev/null 2>&1 &"
+        )
         box.exec(["bash", "-c", daemon], timeout=30)  # not isolated: they live on
         box.exec(["bash", "-c", "chmod 000 /tmp/fifo; mkdir -p /dev/shm/x && chmod 0 /dev/shm/x"])
-        seen = box.exec(["python3", "-I", "-S", "-c", INSPECT.replace('subprocess.run(["ipcrm"', 'None and subprocess.run(["ipcrm"').replace('["rm", "-rf"', '["true"'), "[]", "[]", "{}"], cwd="/")
+        seen = box.exec(
+            [
+                "python3",
+                "-I",
+                "-S",
+                "-c",
+                INSPECT.replace('subprocess.run(["ipcrm"', 'None and subprocess.run(["ipcrm"').replace(
+                    '["rm", "-rf"', '["true"'
+                ),
+                "[]",
+                "[]",
+                "{}",
+            ],
+            cwd="/",
+        )
         report = json.loads(seen.stdout)
-        assert any("sleep" in p for p in report["procs"]) and any("python3" in p for p in report["procs"]), report["procs"]
+        assert any("sleep" in p for p in report["procs"]) and any("python3" in p for p in report["procs"]), report[
+            "procs"
+        ]
         assert len(report["ipc"]) >= 6 and {"/tmp/fifo", "/tmp/sock", "/dev/shm/x"} <= set(report["left"]), report
     assert _pooled(pool, VICTIM_CLEAN)[0] == ["AC", "AC"]
     assert pool.replaced == 0, pool.failures
@@ -221,11 +254,17 @@ def test_a_container_failing_its_check_is_replaced(tmp_path):
     try:
         with pool.lease() as lease:
             first = (lease.box.id, lease.checker.id)
-            assert _verdicts(judge.grade(VICTIM_CLEAN, "python3", box=lease.box, checker_box=lease.checker)) == ["AC", "AC"]
+            assert _verdicts(judge.grade(VICTIM_CLEAN, "python3", box=lease.box, checker_box=lease.checker)) == [
+                "AC",
+                "AC",
+            ]
             lease.checker.write_file("checker", "#!/bin/sh\nexit 0\n", mode=0o755)
         with pool.lease() as lease:
             assert (lease.box.id, lease.checker.id) != first and lease.checker.id != first[1]
-            assert _verdicts(judge.grade(VICTIM_HELPED, "python3", box=lease.box, checker_box=lease.checker)) == ["WA", "WA"]
+            assert _verdicts(judge.grade(VICTIM_HELPED, "python3", box=lease.box, checker_box=lease.checker)) == [
+                "WA",
+                "WA",
+            ]
         assert pool.replaced == 1 and "checker box: /workspace/checker changed" in pool.failures[0], pool.failures
     finally:
         pool.close()
@@ -282,25 +321,39 @@ def test_a_batch_shares_one_grading_container_and_starts_sandboxes_ahead(tmp_pat
     (src / "workspace").mkdir()
     (src / "workspace" / "solution.py").write_text("print(0)\n")
     (src / "statement.md").write_text("Print a + b.\n")
-    (src / "task.yaml").write_text("id: pooled\ntitle: pooled\ntime_limit_s: 2.0\nstarter: solution.py\nsolutions:\n  - {path: solutions/ok.py, expected: accepted}\n")
+    (src / "task.yaml").write_text(
+        "id: pooled\ntitle: pooled\ntime_limit_s: 2.0\nstarter: solution.py\n"
+        "solutions:\n  - {path: solutions/ok.py, expected: accepted}\n"
+    )
     [report] = build_envs([src], tmp_path / "envs")
     assert report.status == "accepted", report.reason
     env = load_env(tmp_path / "envs" / "pooled")
     started: list[str] = []
     real_start = DockerSandbox.start
-    monkeypatch.setattr(DockerSandbox, "start", lambda self: (self.id is None and started.append(self.name)) or real_start(self))  # a start, not a no-op
+    # a start, not a no-op
+    monkeypatch.setattr(
+        DockerSandbox, "start", lambda self: (self.id is None and started.append(self.name)) or real_start(self)
+    )
     teacher = TeacherConfig(model="scripted-teacher", track_cost=False)
     ours = {"label": f"arex.owner_pid={os.getpid()}"}
     before = {c.id for c in docker_client().containers.list(all=True, filters=ours)}  # the module's pool
     for _ in range(2):  # the second run finds every record finished
         started.clear()
-        with ScriptedServer(RoundScript(lambda n: ["cat solution.py"]), model="scripted-teacher", latency_s=0.2) as server:
-            summary = asyncio.run(run_batch([env], teacher, RolloutConfig(rounds=2), SandboxConfig(), tmp_path / "store", 3, 1, server.base_url))
+        with ScriptedServer(
+            RoundScript(lambda n: ["cat solution.py"]), model="scripted-teacher", latency_s=0.2
+        ) as server:
+            summary = asyncio.run(
+                run_batch(
+                    [env], teacher, RolloutConfig(rounds=2), SandboxConfig(), tmp_path / "store", 3, 1, server.base_url
+                )
+            )
         assert summary["endings"] == {"done": 3}
         left = [c.name for c in docker_client().containers.list(all=True, filters=ours) if c.id not in before]
         assert left == []
         if _ == 0:
-            assert sorted(started) == ["judge-pooled", "rollout-pooled-0", "rollout-pooled-1", "rollout-pooled-2"], started
+            assert sorted(started) == ["judge-pooled", "rollout-pooled-0", "rollout-pooled-1", "rollout-pooled-2"], (
+                started
+            )
     assert [n for n in started if n.startswith("rollout-")] == []
 
 
@@ -314,13 +367,19 @@ def test_a_result_is_shared_only_after_two_gradings_of_it_agree(pool):
         def grade():
             source = draws[min(len(graded), len(draws) - 1)]
             graded.append(source)
-            return pool.grade(lambda lease: pool.judge.grade(source, "python3", box=lease.box, checker_box=lease.checker))
+            return pool.grade(
+                lambda lease: pool.judge.grade(source, "python3", box=lease.box, checker_box=lease.checker)
+            )
 
         return grade
 
     flaky = grading([VICTIM_CLEAN, "print(0)", VICTIM_CLEAN])
     outcomes = [pool.grade_once("flaky", flaky) for _ in range(3)]
-    assert [(_verdicts(r), cached) for r, cached in outcomes] == [(["AC", "AC"], False), (["WA", "WA"], False), (["AC", "AC"], False)]
+    assert [(_verdicts(r), cached) for r, cached in outcomes] == [
+        (["AC", "AC"], False),
+        (["WA", "WA"], False),
+        (["AC", "AC"], False),
+    ]
     assert len(graded) == 3  # every request graded: the two draws disagreed
 
     graded.clear()

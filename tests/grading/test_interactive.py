@@ -71,7 +71,12 @@ checker: {kind: interactive, protocol: kattis, source: checker/interactor.py}
 scoring: fraction
 """
 # name → (n, k, secret): k allows a binary search, never a linear scan.
-GUESS_TESTS = {"sample-1": (10, 4, 7), "main-1": (1000, 10, 517), "main-2": (1000, 10, 1000), "main-3": (10**9, 30, 123456789)}
+GUESS_TESTS = {
+    "sample-1": (10, 4, 7),
+    "main-1": (1000, 10, 517),
+    "main-2": (1000, 10, 1000),
+    "main-3": (10**9, 30, 123456789),
+}
 
 PY_BINARY_SEARCH = """
 import sys
@@ -137,7 +142,14 @@ KATTIS_SUBMISSIONS = {
     # A linear scan: over the query budget on every hidden test.
     "WA-too-many-queries": (
         "python3",
-        "n, k = map(int, input().split())\nfor x in range(1, n + 1):\n    print('?', x, flush=True)\n    if input() == '=':\n        break\nprint('!', x, flush=True)\n",
+        (
+            "n, k = map(int, input().split())\n"
+            "for x in range(1, n + 1):\n"
+            "    print('?', x, flush=True)\n"
+            "    if input() == '=':\n"
+            "        break\n"
+            "print('!', x, flush=True)\n"
+        ),
     ),
     # Wrong, then crashes on the end of file the interactor's hang-up leaves: still WA (it rejected
     # first), though the interactor exits after the crash (the runner holds the pipes until it has
@@ -208,20 +220,39 @@ def test_output_that_crashes_the_interactor_is_the_programs_wrong_answer(guess, 
 
 
 # -- the verdict rules, without Docker -----------------------------------------------------------
-def _outcome(first, program_status="ok", code=0, signal=None, ia_exit=42, ia_signal=None, ia_output="", cpu=0.1, memory_kb=1000):
-    program = ExecResult(status=program_status, exit_code=code, stdout="", stderr="", duration_s=0.2, cpu_s=cpu, memory_kb=memory_kb, signal=signal)
-    return InteractResult(program=program, interactor_exit=ia_exit, interactor_signal=ia_signal, interactor_output=ia_output, first=first)
+def _outcome(
+    first, program_status="ok", code=0, signal=None, ia_exit=42, ia_signal=None, ia_output="", cpu=0.1, memory_kb=1000
+):
+    program = ExecResult(
+        status=program_status,
+        exit_code=code,
+        stdout="",
+        stderr="",
+        duration_s=0.2,
+        cpu_s=cpu,
+        memory_kb=memory_kb,
+        signal=signal,
+    )
+    return InteractResult(
+        program=program, interactor_exit=ia_exit, interactor_signal=ia_signal, interactor_output=ia_output, first=first
+    )
 
 
 def _verdict(r: InteractResult, check: Check, protocol="kattis") -> str:
     from arex.grading.verdicts import Limits, program_failure
 
-    decided = decide(protocol, r, check, program_failure(r.program, Limits(time_s=1.0, memory_mb=64, output_mb=1, wall_s=3.0)))
+    decided = decide(
+        protocol, r, check, program_failure(r.program, Limits(time_s=1.0, memory_mb=64, output_mb=1, wall_s=3.0))
+    )
     return decided.verdict if isinstance(decided, Failure) else ("AC" if decided.accepted else "WA")
 
 
 def test_verdict_rules():
-    ok, wrong, broken = Check(True, 1.0, 1.0), Check(False, 0.0, 0.0, "wrong"), Check(False, 0.0, 0.0, "exit 1", judge_error=True)
+    ok, wrong, broken = (
+        Check(True, 1.0, 1.0),
+        Check(False, 0.0, 0.0, "wrong"),
+        Check(False, 0.0, 0.0, "exit 1", judge_error=True),
+    )
     # Rejected first: WA whatever the program did after; the program crashed first: RE.
     assert _verdict(_outcome("interactor", "error", 1, ia_exit=43), wrong) == "WA"
     assert _verdict(_outcome("program", "error", 1, ia_exit=43), wrong) == "RE"
@@ -373,7 +404,11 @@ if alive:
 else:
 """ + textwrap.indent(PY_BINARY_SEARCH.split("\n", 3)[3], "    ")
 
-NO_PROCESS_LEFT = "import os\nprint(sorted(os.stat(f'/proc/{p}').st_uid for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid() and os.stat(f'/proc/{p}').st_uid in (1000, 1001)))"
+NO_PROCESS_LEFT = (
+    "import os\n"
+    "print(sorted(os.stat(f'/proc/{p}').st_uid for p in os.listdir('/proc')"
+    " if p.isdigit() and int(p) != os.getpid() and os.stat(f'/proc/{p}').st_uid in (1000, 1001)))"
+)
 
 
 @pytest.mark.docker
@@ -494,7 +529,13 @@ PY_QUARTER_SEARCH = PY_BINARY_SEARCH.replace("mid = (lo + hi) // 2", "mid = lo +
 
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory):
-    return _judge(tmp_path_factory, "guess-scored", SCORED_TASK, SCORED_TESTS, {"interactor.cpp": TESTLIB_INTERACTOR, "judgelib.h": JUDGELIB_H})
+    return _judge(
+        tmp_path_factory,
+        "guess-scored",
+        SCORED_TASK,
+        SCORED_TESTS,
+        {"interactor.cpp": TESTLIB_INTERACTOR, "judgelib.h": JUDGELIB_H},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -537,7 +578,8 @@ def test_an_interactor_that_talks_from_a_thread_works(tmp_path_factory):
     # glibc sizes a thread's stack by RLIMIT_STACK: at the interactor's address-space size, no
     # thread could start and every test was a judge error.
     threaded = KATTIS_INTERACTOR.replace(
-        'print(n, k, flush=True)\n', 'import threading\nt = threading.Thread(target=lambda: print(n, k, flush=True))\nt.start()\nt.join()\n'
+        "print(n, k, flush=True)\n",
+        "import threading\nt = threading.Thread(target=lambda: print(n, k, flush=True))\nt.start()\nt.join()\n",
     )
     assert threaded != KATTIS_INTERACTOR
     judge = _judge(tmp_path_factory, "guess-threaded", GUESS_TASK, GUESS_TESTS, {"interactor.py": threaded})

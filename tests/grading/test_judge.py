@@ -72,14 +72,20 @@ def make_sum_problem(root: Path) -> Path:
     return root
 
 
-CPP_OK = "#include <cstdio>\nint main(){long long a,b;scanf(\"%lld %lld\",&a,&b);printf(\"%lld\\n\",a+b);}\n"
+CPP_OK = '#include <cstdio>\nint main(){long long a,b;scanf("%lld %lld",&a,&b);printf("%lld\\n",a+b);}\n'
 SUBMISSIONS = {
     "AC-cpp": ("cpp17", CPP_OK),
     "AC-py": ("python3", "a, b = map(int, input().split())\nprint(a + b)\n"),
     "WA": ("python3", "a, b = map(int, input().split())\nprint(a - b)\n"),
     "TLE": ("cpp17", "int main(){volatile unsigned long x=0; for(;;) x++;}\n"),
     "TLE-sleeping": ("python3", "import time\ntime.sleep(30)\n"),
-    "MLE": ("cpp17", "#include <vector>\n#include <cstdio>\nint main(){std::vector<char> v(200<<20, 1); printf(\"%d\\n\", v[12345]);}\n"),
+    "MLE": (
+        "cpp17",
+        (
+            "#include <vector>\n#include <cstdio>\n"
+            'int main(){std::vector<char> v(200<<20, 1); printf("%d\\n", v[12345]);}\n'
+        ),
+    ),
     "RE-segfault": ("cpp17", "int main(){volatile int *p = nullptr; *p = 1;}\n"),
     "RE-exception": ("python3", "raise ValueError('boom from the submission')\n"),
     "OLE": ("python3", "import sys\nwhile True: sys.stdout.write('y' * 65536)\n"),
@@ -107,14 +113,19 @@ def test_verdicts_with_evidence(sum_judge, name):
     assert result.held_out_score == (1.0 if expected == "AC" else 0.0)
     first = hidden[0]
     if name == "TLE":
-        assert first["signal"] == 24 and first["time_s"] >= 0.5 and "CPU time" in first["message"]  # SIGXCPU at the CPU limit
+        # SIGXCPU at the CPU limit
+        assert first["signal"] == 24 and first["time_s"] >= 0.5 and "CPU time" in first["message"]
     if name == "TLE-sleeping":
         assert first["wall_s"] >= sum_judge.wall_limit_s - 0.1  # no CPU used: caught by the wall clock
     if name == "RE-segfault":
         assert first["signal"] == 11 and "signal 11" in first["message"]
     if name == "RE-exception":  # stderr is shown for samples only: a hidden test's could quote its input
         sample = next(t for t in result.details["tests"] if t["sample"])
-        assert first["exit_code"] == 1 and "boom" not in first["message"] and "boom from the submission" in sample["message"]
+        assert (
+            first["exit_code"] == 1
+            and "boom" not in first["message"]
+            and "boom from the submission" in sample["message"]
+        )
     if name == "MLE":
         assert "64 MB" in first["message"]
     if name == "CE":

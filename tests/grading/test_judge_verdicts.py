@@ -29,16 +29,25 @@ scoring: fraction
 # Spins until the process's own CPU clock reaches the given seconds, on any machine at any load.
 BUSY = "while (clock() < %g * CLOCKS_PER_SEC) {}"
 # Writes every page of n MiB through a volatile pointer, so the compiler cannot leave it out.
-TOUCH = "#include <cstdio>\n#include <cstdlib>\nint main(){int a,b;scanf(\"%%d %%d\",&a,&b);" \
-    "volatile char*p=(volatile char*)malloc(%d<<20);for(long i=0;i<(%d<<20);i+=4096)p[i]=1;printf(\"%%d\\n\",a+b+p[4096]-1);}\n"
+TOUCH = (
+    '#include <cstdio>\n#include <cstdlib>\nint main(){int a,b;scanf("%%d %%d",&a,&b);'
+    "volatile char*p=(volatile char*)malloc(%d<<20);for(long i=0;i<(%d<<20);i+=4096)p[i]=1;"
+    'printf("%%d\\n",a+b+p[4096]-1);}\n'
+)
 PROGRAMS = {
-    "AC-busy": "#include <cstdio>\n#include <ctime>\nint main(){int a,b;scanf(\"%d %d\",&a,&b);" + BUSY % 0.3 + "printf(\"%d\\n\",a+b);}\n",
+    "AC-busy": '#include <cstdio>\n#include <ctime>\nint main(){int a,b;scanf("%d %d",&a,&b);'
+    + BUSY % 0.3
+    + 'printf("%d\\n",a+b);}\n',
     "AC-memory-within": TOUCH % (24, 24),
     "MLE-just-over": TOUCH % (56, 56),
-    "TLE-cpu-quiet-stderr": "#include <cstdio>\n#include <ctime>\nint main(){int a,b;scanf(\"%d %d\",&a,&b);" + BUSY % 0.75
-    + "fprintf(stderr,\"no newline\");printf(\"%d\\n\",a+b);}\n",
+    "TLE-cpu-quiet-stderr": '#include <cstdio>\n#include <ctime>\nint main(){int a,b;scanf("%d %d",&a,&b);'
+    + BUSY % 0.75
+    + 'fprintf(stderr,"no newline");printf("%d\\n",a+b);}\n',
     "RE-segfault": "int main(){volatile int *p = nullptr; *p = 1;}\n",
-    "MLE-bomb": "#include <cstring>\n#include <cstdlib>\nint main(){for(;;){char*p=(char*)malloc(1<<20);if(!p)return 3;memset(p,1,1<<20);}}\n",
+    "MLE-bomb": (
+        "#include <cstring>\n#include <cstdlib>\n"
+        "int main(){for(;;){char*p=(char*)malloc(1<<20);if(!p)return 3;memset(p,1,1<<20);}}\n"
+    ),
     "TLE-sleeping": "#include <unistd.h>\nint main(){sleep(60);}\n",
 }
 
@@ -71,7 +80,10 @@ def _grade_all(judge) -> dict[str, tuple[set[str], list[dict]]]:
 
     pool = GradingPool(judge, cap=1)
     try:
-        return {name: ({t["verdict"] for t in _hidden(r)}, _hidden(r)) for name, r in ((n, _grade(pool, c)) for n, c in PROGRAMS.items())}
+        return {
+            name: ({t["verdict"] for t in _hidden(r)}, _hidden(r))
+            for name, r in ((n, _grade(pool, c)) for n, c in PROGRAMS.items())
+        }
     finally:
         pool.close()
 
@@ -109,9 +121,26 @@ class HostLoad:
         loops = " & ".join(["while :; do :; done"] * (os.cpu_count() or 1))
         self.ids = [
             subprocess.run(
-                ["docker", "run", "-d", "--rm", "--network", "none", "--cpu-shares", str(weight), "--label", "arex.test=host-load",
-                 "--entrypoint", "sh", "arex-base:latest", "-c", loops],
-                check=True, capture_output=True, text=True,
+                [
+                    "docker",
+                    "run",
+                    "-d",
+                    "--rm",
+                    "--network",
+                    "none",
+                    "--cpu-shares",
+                    str(weight),
+                    "--label",
+                    "arex.test=host-load",
+                    "--entrypoint",
+                    "sh",
+                    "arex-base:latest",
+                    "-c",
+                    loops,
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
             ).stdout.strip()
             for _ in range(containers)
         ]
@@ -132,7 +161,9 @@ def test_same_verdicts_under_host_load(judge):
     # The load really slowed the programs down: an accepted run took longer on the wall clock than
     # the wall limit, so without the starvation-aware backstop it would have been a TLE.
     slowest = max(t["wall_s"] for t in seen["AC-busy"][1])
-    assert slowest > judge.wall_limit_s, f"the host load did not starve the program (wall {slowest:.2f}s); raise HostLoad.weight"
+    assert slowest > judge.wall_limit_s, (
+        f"the host load did not starve the program (wall {slowest:.2f}s); raise HostLoad.weight"
+    )
     sleeper = seen["TLE-sleeping"][1][0]
     assert "wall-clock" in sleeper["message"] and sleeper["wall_s"] < judge.starved_cap_s  # idle is not starved
 
@@ -147,13 +178,24 @@ def test_checker_compile_timeout_names_the_timeout(tmp_path, monkeypatch):
 
     (tmp_path / "private" / "checker").mkdir(parents=True)
     # Template recursion that takes the compiler far longer than the lowered timeout below.
-    heavy = "template<int N> struct F { static const long v = F<N-1>::v + F<N-2>::v; };\n" \
-        "template<> struct F<1> { static const long v = 1; }; template<> struct F<0> { static const long v = 0; };\n" \
+    heavy = (
+        "template<int N> struct F { static const long v = F<N-1>::v + F<N-2>::v; };\n"
+        "template<> struct F<1> { static const long v = 1; }; template<> struct F<0> { static const long v = 0; };\n"
         "int main() { return F<40>::v > 0 ? 0 : 1; }\n" + "".join(f"template struct F<{n}>;\n" for n in range(2, 40))
-    (tmp_path / "private" / "checker" / "chk.cpp").write_text(heavy + "\n".join(f"auto x{i} = [](auto a){{ return a * {i}; }};" for i in range(20000)) + "\n")
-    spec = JudgeSpec(id="slow-checker", title="t", time_limit_s=1, tests=(TestCase(name="1", input="1.in", answer="1.ans"),), checker=CheckerSpec(kind="testlib", source="checker/chk.cpp"))
+    )
+    (tmp_path / "private" / "checker" / "chk.cpp").write_text(
+        heavy + "\n".join(f"auto x{i} = [](auto a){{ return a * {i}; }};" for i in range(20000)) + "\n"
+    )
+    spec = JudgeSpec(
+        id="slow-checker",
+        title="t",
+        time_limit_s=1,
+        tests=(TestCase(name="1", input="1.in", answer="1.ans"),),
+        checker=CheckerSpec(kind="testlib", source="checker/chk.cpp"),
+    )
     monkeypatch.setattr(judge_module, "CHECKER_COMPILE_TIMEOUT_S", 0.5)
     monkeypatch.setattr(judge_module, "STARVED_COMPILE_CAP_S", 0.5)
     with pytest.raises(RuntimeError, match="timeout"):
         Judge(tmp_path, spec).checker_binary()
-    assert not (cache_dir() / "checkers" / tree_sha256(tmp_path / "private" / "checker")[:24] / "checker").exists()  # nothing half-built is cached
+    # nothing half-built is cached
+    assert not (cache_dir() / "checkers" / tree_sha256(tmp_path / "private" / "checker")[:24] / "checker").exists()

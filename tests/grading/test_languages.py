@@ -1,7 +1,6 @@
 """Languages: C, Java and PyPy3 graded for real (AC, CE with its log, Java's memory and time limits),
 and the Java main-class detection and JVM sizing they rely on."""
 
-
 import pytest
 from repo_paths import REPO
 
@@ -22,7 +21,10 @@ solutions:
 """
 CASES = {"sample-1": (2, 3), "main-1": (40, 2), "main-2": (-7, 1000000000000)}
 
-C_OK = '#include <stdio.h>\n#include <math.h>\nint main(void){long long a,b;scanf("%lld %lld",&a,&b);printf("%lld\\n",(long long)(fabs(0.0)+a+b));return 0;}\n'
+C_OK = (
+    "#include <stdio.h>\n#include <math.h>\n"
+    'int main(void){long long a,b;scanf("%lld %lld",&a,&b);printf("%lld\\n",(long long)(fabs(0.0)+a+b));return 0;}\n'
+)
 # Kattis submissions name their class anything, often beside helper classes and nested ones.
 JAVA_OK = """import java.util.*;
 // public class NotThisOne: a comment names no class
@@ -36,9 +38,11 @@ public final class AddTwo {
     }
 }
 """
-JAVA_PACKAGED = "package contest.sol;\nimport java.io.*;\nclass Go { public static void main(String[] x) throws IOException {\n" \
-    "  String[] t = new BufferedReader(new InputStreamReader(System.in)).readLine().trim().split(\"\\\\s+\");\n" \
+JAVA_PACKAGED = (
+    "package contest.sol;\nimport java.io.*;\nclass Go { public static void main(String[] x) throws IOException {\n"
+    '  String[] t = new BufferedReader(new InputStreamReader(System.in)).readLine().trim().split("\\\\s+");\n'
     "  System.out.println(Long.parseLong(t[0]) + Long.parseLong(t[1])); } }\n"
+)
 PYPY_OK = "a, b = map(int, input().split())\nprint(a + b)\n"
 JAVA_HOG = """import java.util.*;
 public class Hog { public static void main(String[] a) {
@@ -47,10 +51,12 @@ public class Hog { public static void main(String[] a) {
     System.out.println(kept.size());
 } }
 """
-JAVA_LOOP = "public class Spin { public static void main(String[] a) { long x = 0; while (true) x += a.length + 1; } }\n"
+JAVA_LOOP = (
+    "public class Spin { public static void main(String[] a) { long x = 0; while (true) x += a.length + 1; } }\n"
+)
 COMPILE_ERRORS = {
     "c11": ("int main(void) { return undeclared_name; }\n", "undeclared_name"),
-    "java": ("public class Broken { public static void main(String[] a) { int x = \"text\"; } }\n", "incompatible types"),
+    "java": ('public class Broken { public static void main(String[] a) { int x = "text"; } }\n', "incompatible types"),
     # 3.10's `match` is fine for python3 (3.11) but not for PyPy's 3.9 parser: PyPy checks its own syntax.
     "pypy3": ("match 1:\n    case 1:\n        print(1)\n", "SyntaxError"),
 }
@@ -75,7 +81,12 @@ def test_placeholders_filled_per_submission():
     python = language_named("python3")
     assert python.for_submission("print(1)", 256) is python  # its f-string braces are no placeholders
     assert all("{" not in arg for lang in LANGUAGES.values() for arg in lang.for_submission("class Main {}", 64).run)
-    assert [language_for(f"x{ext}").name for ext in (".c", ".java", ".py", ".cc")] == ["c11", "java", "python3", "cpp17"]
+    assert [language_for(f"x{ext}").name for ext in (".c", ".java", ".py", ".cc")] == [
+        "c11",
+        "java",
+        "python3",
+        "cpp17",
+    ]
 
 
 # -- graded for real ---------------------------------------------------------------------------
@@ -113,7 +124,11 @@ def _verdicts(result) -> set[str]:
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("language,code", [("c11", C_OK), ("java", JAVA_OK), ("java", JAVA_PACKAGED), ("pypy3", PYPY_OK)], ids=["c11", "java", "java-package", "pypy3"])
+@pytest.mark.parametrize(
+    "language,code",
+    [("c11", C_OK), ("java", JAVA_OK), ("java", JAVA_PACKAGED), ("pypy3", PYPY_OK)],
+    ids=["c11", "java", "java-package", "pypy3"],
+)
 def test_accepted(judged, language, code):
     result = _grade(judged, code, language)
     assert _verdicts(result) == {"AC"}, result.details["tests"]

@@ -104,13 +104,17 @@ while True:
 # name → (what changes: old, new), and what the gate must name as the input that crashed it.
 BREAKS = {
     # input() raises EOFError at the end of file
-    "eof": (("    line = sys.stdin.readline()\n    if not line:\n        verdict(False)\n", "    line = input()\n"),
-            "an end of file at once"),
+    "eof": (
+        ("    line = sys.stdin.readline()\n    if not line:\n        verdict(False)\n", "    line = input()\n"),
+        "an end of file at once",
+    ),
     # parts[0] of an empty line is an IndexError
     "empty-line": (("if len(parts) != 2 or", "if parts[0] == '' or len(parts) != 2 or"), "an empty line"),
     # math.isqrt of a negative number is a ValueError
-    "negative": (("    x = number(parts[1])\n", "    x = number(parts[1])\n    math.isqrt(x)\n"),
-                 "a line of '?' and a negative number"),
+    "negative": (
+        ("    x = number(parts[1])\n", "    x = number(parts[1])\n    math.isqrt(x)\n"),
+        "a line of '?' and a negative number",
+    ),
     # strict UTF-8 decoding of bytes that are not UTF-8 is a UnicodeDecodeError
     "binary": (("sys.stdin.readline()", "sys.stdin.buffer.readline().decode()"), "binary bytes (every byte value)"),
 }
@@ -187,8 +191,14 @@ LABELS = "id,y,split\n" + "".join(f"{i},{i % 2},{'public' if i < 4 else 'private
 def ml_env(root: Path, metric: str) -> Path:
     """A built ML env's folder as a rollout loads it: task.yaml, statement, private labels."""
     direction = "minimize" if metric in ("rmse", "mae", "log_loss") else "maximize"
-    spec = {"kind": "ml", "id": f"big-{metric}", "title": "t", "run": "test -f submission.csv",
-            "metric": {"name": metric, "direction": direction}, "data": {"table": "data/full.csv", "target": "y"}}
+    spec = {
+        "kind": "ml",
+        "id": f"big-{metric}",
+        "title": "t",
+        "run": "test -f submission.csv",
+        "metric": {"name": metric, "direction": direction},
+        "data": {"table": "data/full.csv", "target": "y"},
+    }
     (root / "private").mkdir(parents=True)
     (root / "task.yaml").write_text(yaml.safe_dump(spec))
     (root / "statement.md").write_text("Predict y.\n")
