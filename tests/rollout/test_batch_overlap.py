@@ -41,7 +41,10 @@ def env(tmp_path_factory):
     (src / "workspace").mkdir()
     (src / "workspace" / "solution.py").write_text("print(1)\n")
     (src / "statement.md").write_text("Read two integers; print their sum.\n")
-    (src / "task.yaml").write_text("id: overlap\ntitle: overlap\ntime_limit_s: 2.0\nstarter: solution.py\nsolutions:\n  - {path: solutions/ok.py, expected: accepted}\n")
+    (src / "task.yaml").write_text(
+        "id: overlap\ntitle: overlap\ntime_limit_s: 2.0\nstarter: solution.py\n"
+        "solutions:\n  - {path: solutions/ok.py, expected: accepted}\n"
+    )
     [report] = build_envs([src], root / "envs")
     assert report.status == "accepted", report.reason
     return load_env(root / "envs" / "overlap")
@@ -55,13 +58,21 @@ def _batch(env, store: Path, rollouts: int, concurrency: int) -> dict:
 
     teacher = TeacherConfig(model="scripted-teacher", track_cost=False)
     with ScriptedServer(RoundScript(lambda n: ["cat solution.py"]), model="scripted-teacher", latency_s=0.05) as server:
-        return asyncio.run(run_batch([env], teacher, RolloutConfig(rounds=1), SandboxConfig(), store, rollouts, concurrency, server.base_url))
+        return asyncio.run(
+            run_batch(
+                [env], teacher, RolloutConfig(rounds=1), SandboxConfig(), store, rollouts, concurrency, server.base_url
+            )
+        )
 
 
 def _left(before: set[str]) -> list[str]:
     from arex.sandbox.docker import docker_client
 
-    return [c.name for c in docker_client().containers.list(all=True, filters={"label": f"arex.owner_pid={os.getpid()}"}) if c.id not in before]
+    return [
+        c.name
+        for c in docker_client().containers.list(all=True, filters={"label": f"arex.owner_pid={os.getpid()}"})
+        if c.id not in before
+    ]
 
 
 def _ours() -> set[str]:
@@ -112,7 +123,8 @@ def test_the_first_rollouts_sandboxes_start_while_the_identity_is_asked(env, tmp
     # The three rollouts that run first had their sandboxes up before the identity came back; the
     # fourth waited for a place, so its sandbox was not among them.
     assert seen == [["rollout-overlap-0", "rollout-overlap-1", "rollout-overlap-2"]]
-    assert sorted(n for n in started if n.startswith("rollout-")) == [f"rollout-overlap-{i}" for i in range(4)]  # each started once
+    # each started once
+    assert sorted(n for n in started if n.startswith("rollout-")) == [f"rollout-overlap-{i}" for i in range(4)]
     assert _left(before) == []
 
 

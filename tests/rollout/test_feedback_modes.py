@@ -79,16 +79,22 @@ class GradedEnv(Env):
         n = float(text.strip())
         public, held = public_of(n), held_out_of(n)
         if self.spec.style == "ml":
-            feedback = f"Submission valid (50 rows). Public rmse: {public:.6f} (lower is better).\nRun log (tail):\n{log}"
+            feedback = (
+                f"Submission valid (50 rows). Public rmse: {public:.6f} (lower is better).\nRun log (tail):\n{log}"
+            )
         else:
             feedback = (
-                f"Sample tests: 1/2 passed (public score {public:.3f}).\n- sample-1: AC\n- sample-2: WA\n  input: 3 4\n  expected: 7\n"
-                f"  detail: checker said wrong answer on token 1\nHidden tests: {int(n)} of 9 accepted. Verdicts: AC {int(n)}, WA {9 - int(n)}."
+                f"Sample tests: 1/2 passed (public score {public:.3f}).\n"
+                "- sample-1: AC\n- sample-2: WA\n  input: 3 4\n  expected: 7\n"
+                "  detail: checker said wrong answer on token 1\n"
+                f"Hidden tests: {int(n)} of 9 accepted. Verdicts: AC {int(n)}, WA {9 - int(n)}."
             )
         return GradeResult(public_score=public, held_out_score=held, held_out_raw=held, feedback=feedback)
 
     def _not_graded(self, problem: str, log: str) -> GradeResult:
-        return GradeResult(public_score=0.0, held_out_score=0.0, held_out_raw=0.0, feedback=f"Submission not graded: {problem}")
+        return GradeResult(
+            public_score=0.0, held_out_score=0.0, held_out_raw=0.0, feedback=f"Submission not graded: {problem}"
+        )
 
     def regrade(self, archive: Path, end: RoundEnd, base: SandboxConfig) -> GradeResult:
         data = read_member(archive, self.submission_path, 1 << 20)
@@ -106,7 +112,9 @@ def make_env(root: Path, style: str) -> Env:
     (root / "task.yaml").write_text(f"kind: graded\nid: graded-{style}\ntitle: Count up\nstyle: {style}\n")
     (root / "statement.md").write_text("Leave a number from 0 to 10 in answer.txt; higher is better.\n")
     (root / "workspace" / "answer.txt").write_text("1\n")
-    (root / "workspace" / "run.sh").write_text('echo "epoch 1 loss 0.93"; echo "validation metric: $(cat answer.txt)"\n')
+    (root / "workspace" / "run.sh").write_text(
+        'echo "epoch 1 loss 0.93"; echo "validation metric: $(cat answer.txt)"\n'
+    )
     return load_env(root)
 
 
@@ -116,7 +124,9 @@ def climbing(n: int) -> list[str]:
 
 def rollout(env, store: Path, config: RolloutConfig, script=None, sandbox=None):
     with ScriptedServer(script or RoundScript(climbing), model="scripted-teacher") as server:
-        asyncio.run(run_batch([env], TEACHER, config, sandbox or SandboxConfig(backend="process"), store, 1, 1, server.base_url))
+        asyncio.run(
+            run_batch([env], TEACHER, config, sandbox or SandboxConfig(backend="process"), store, 1, 1, server.base_url)
+        )
         requests = list(server.requests)
     [path] = sorted((store / env.id).glob("*.jsonl"))
     return load(path), requests
@@ -143,7 +153,9 @@ def round_headers(requests: list[dict]) -> dict[int, str]:
     """Round number → the round header the round's first call carried."""
     out = {}
     for r in requests:
-        last_header = [m["content"] for m in r["messages"] if m["role"] == "user" and m["content"].startswith("Round ")][-1]
+        last_header = [
+            m["content"] for m in r["messages"] if m["role"] == "user" and m["content"].startswith("Round ")
+        ][-1]
         out.setdefault(int(last_header.split()[1]), last_header)
     return out
 
@@ -169,12 +181,19 @@ def check_shown(t, requests: list[dict], mode: str, marks: tuple[str, ...]) -> N
     assert not [r.held_out for r in t.rounds if f"{r.held_out:.4f}" in everything]  # held-out scores: never shown
     if mode == "full":
         assert all(m in everything for m in marks)
-        assert "Public score: 0.2137" in reflects[0]["messages"][-1]["content"] and marks[0] in reflects[0]["messages"][-1]["content"]
+        assert (
+            "Public score: 0.2137" in reflects[0]["messages"][-1]["content"]
+            and marks[0] in reflects[0]["messages"][-1]["content"]
+        )
         assert "public score 0.3137 in round 2" in headers[3] and marks[0] in headers[2]
         return
     assert not [m for m in marks if m in everything], mode
     if mode == "score-only":
-        assert [r.end.feedback for r in t.rounds] == ["Public score: 0.2137", "Public score: 0.3137", "Public score: 0.4137"]
+        assert [r.end.feedback for r in t.rounds] == [
+            "Public score: 0.2137",
+            "Public score: 0.3137",
+            "Public score: 0.4137",
+        ]
         assert "Public score: 0.2137" in reflects[0]["messages"][-1]["content"]
         assert "Feedback on your last submission (round 2):\nPublic score: 0.3137" in headers[3]
         assert "Best so far: public score 0.3137 in round 2" in headers[3]
@@ -182,7 +201,8 @@ def check_shown(t, requests: list[dict], mode: str, marks: tuple[str, ...]) -> N
         return
     leaked = sorted(s for r in t.rounds for s in score_strings(r.end.grade) if s in everything)
     assert leaked == [], leaked
-    assert "Public score:" not in everything and "Best so far: public score" not in everything  # (skills may speak of public scores)
+    # (skills may speak of public scores)
+    assert "Public score:" not in everything and "Best so far: public score" not in everything
     assert all(r.end.best_public is None for r in t.rounds)
     assert all("No score or test results are shown" in h for n, h in headers.items() if n > 1)
     assert all("Best so far: not shown in this run" in h for h in headers.values())
@@ -203,7 +223,10 @@ def test_judge_style_feedback_reaches_the_agent_only_as_the_mode_allows(tmp_path
     check_record(t, requests, mode, JUDGE_MARKS)
     check_shown(t, requests, mode, JUDGE_MARKS)
     if context == "full-history":  # round 3 carries rounds 1 and 2 whole: still nothing more than the mode allows
-        assert len(reflects := reflect_requests(requests)) == 3 and len(reflects[2]["messages"]) > len(reflects[0]["messages"]) + 4
+        assert (
+            len(reflects := reflect_requests(requests)) == 3
+            and len(reflects[2]["messages"]) > len(reflects[0]["messages"]) + 4
+        )
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -220,18 +243,23 @@ def test_full_mode_requests_are_the_ones_arex_sent_before_modes_existed(tmp_path
     env = make_env(tmp_path / "envs" / "graded-judge", "judge")
     t, requests = rollout(env, tmp_path / "store", RolloutConfig(rounds=3))
     first_feedback = (
-        "Public score: 0.2137\nSample tests: 1/2 passed (public score 0.214).\n- sample-1: AC\n- sample-2: WA\n  input: 3 4\n  expected: 7\n"
+        "Public score: 0.2137\nSample tests: 1/2 passed (public score 0.214).\n"
+        "- sample-1: AC\n- sample-2: WA\n  input: 3 4\n  expected: 7\n"
         "  detail: checker said wrong answer on token 1\nHidden tests: 2 of 9 accepted. Verdicts: AC 2, WA 7."
     )
     reflect = (
-        f"Your submission for round 1 was graded.\n{first_feedback}\n\nReflect, then write your state update. Use exactly these headings:\n"
+        f"Your submission for round 1 was graded.\n{first_feedback}\n\n"
+        "Reflect, then write your state update. Use exactly these headings:\n"
         "REVIEW: quote what failed or what the feedback says (verdicts, errors, metric).\nDIAGNOSE: why it happened.\n"
-        "PLAN: the smallest change that should improve the score next round.\nSTATE: what you learned, the best score and solution so far and where it lives, what to try\n"
+        "PLAN: the smallest change that should improve the score next round.\n"
+        "STATE: what you learned, the best score and solution so far and where it lives, what to try\n"
         "next, what not to repeat. Keep it under 150 words: it is all you will remember.\n"
     )
     header = (
-        "Round 2 of 3.\nYour state update from the last round:\nafter round 1, keep the best solution in place.\nBest so far: public score 0.2137 in round 1\n"
-        f"Feedback on your last submission (round 1):\n{first_feedback}\nContinue improving. One command per reply; `submit` when ready.\n"
+        "Round 2 of 3.\nYour state update from the last round:\nafter round 1, keep the best solution in place.\n"
+        "Best so far: public score 0.2137 in round 1\n"
+        f"Feedback on your last submission (round 1):\n{first_feedback}\n"
+        "Continue improving. One command per reply; `submit` when ready.\n"
     )
     assert reflect_requests(requests)[0]["messages"][-1]["content"] == reflect
     assert round_headers(requests)[2] == header
@@ -243,9 +271,17 @@ def test_the_mode_is_part_of_the_rollout_key_and_full_keeps_old_keys():
     base = RolloutConfig(rounds=2)
     sampling = TEACHER.model_dump(include={"model", "temperature", "top_p", "max_tokens", "seed", "stop", "extra_body"})
     # The settings added since the key was defined (each left out at its default).
-    before = _hash({"teacher": sampling, "rollout": base.model_dump(exclude={"action_format", "feedback", "general_skills", "task_skills", "docs", "grading_containers"})})
+    before = _hash(
+        {
+            "teacher": sampling,
+            "rollout": base.model_dump(
+                exclude={"action_format", "feedback", "general_skills", "task_skills", "docs", "grading_containers"}
+            ),
+        }
+    )
     assert config_hash(TEACHER, base) == before
-    assert config_hash(TEACHER, RolloutConfig(rounds=2, grading_containers=1)) == before  # the grading cap changes no trajectory  # rollouts made before the setting existed keep their keys
+    # the grading cap changes no trajectory; rollouts made before the setting existed keep their keys
+    assert config_hash(TEACHER, RolloutConfig(rounds=2, grading_containers=1)) == before
     hashes = {config_hash(TEACHER, RolloutConfig(rounds=2, feedback=m)) for m in MODES}
     assert len(hashes) == 3
 
@@ -263,7 +299,9 @@ def test_a_resumed_rollout_continues_in_its_mode(tmp_path):
         return script(request, index)
 
     async def stop_in_round_3(base_url: str) -> None:
-        task = asyncio.ensure_future(run_batch([env], TEACHER, config, SandboxConfig(backend="process"), store, 1, 1, base_url))
+        task = asyncio.ensure_future(
+            run_batch([env], TEACHER, config, SandboxConfig(backend="process"), store, 1, 1, base_url)
+        )
         while not reached.is_set() and not task.done():
             await asyncio.sleep(0.01)
         task.cancel()
@@ -277,7 +315,11 @@ def test_a_resumed_rollout_continues_in_its_mode(tmp_path):
             release.set()
     t, requests = rollout(env, store, config)
     assert [r.number for r in t.rounds] == [1, 2, 3] and t.end.status == "done"
-    assert requests and all(REFLECT not in r["messages"][-1]["content"] or r["messages"][-1]["content"].startswith("Your submission for round 3 was recorded") for r in requests)
+    assert requests and all(
+        REFLECT not in r["messages"][-1]["content"]
+        or r["messages"][-1]["content"].startswith("Your submission for round 3 was recorded")
+        for r in requests
+    )
     everything = "\n".join(text_of(r) for r in requests)
     leaked = sorted(s for r in t.rounds for s in score_strings(r.end.grade) if s in everything)
     assert leaked == [] and "Best so far: not shown in this run" in everything and "graded in private" in everything
@@ -293,7 +335,8 @@ def test_export_rows_hold_only_what_the_agent_was_shown(tmp_path):
         text = json.dumps([row["messages"] for row in rows])
         assert rows and not [m for m in JUDGE_MARKS if m in text]
         assert not [s for r in t.rounds for s in score_strings(r.end.grade) if s in text]
-        assert {row["held_out_score"] for row in rows} <= {held_out_of(n) for n in (2, 3, 4)}  # metadata keeps the grade
+        # metadata keeps the grade
+        assert {row["held_out_score"] for row in rows} <= {held_out_of(n) for n in (2, 3, 4)}
 
 
 def test_a_prompts_file_without_a_modes_prompts_names_them(tmp_path):
@@ -311,7 +354,14 @@ def test_a_prompts_file_without_a_modes_prompts_names_them(tmp_path):
 
 # -- the bundled judge problem, graded in Docker ---------------------------------------------------
 PAIR_SUMS = REPO / "envs" / "judge-pair-sums"
-GRADER_LINES = ("Sample tests:", "Hidden tests:", "Slowest hidden test", "- sample-1:", "expected:", "Compilation failed")
+GRADER_LINES = (
+    "Sample tests:",
+    "Hidden tests:",
+    "Slowest hidden test",
+    "- sample-1:",
+    "expected:",
+    "Compilation failed",
+)
 
 
 @pytest.fixture(scope="module")
@@ -325,7 +375,9 @@ def pair_sums(tmp_path_factory) -> Path:
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("mode, context, action_format", [("score-only", "full-history", "tools"), ("none", "bounded", "text")])
+@pytest.mark.parametrize(
+    "mode, context, action_format", [("score-only", "full-history", "tools"), ("none", "bounded", "text")]
+)
 def test_a_real_judge_problem_shows_no_verdicts_outside_full(pair_sums, tmp_path, mode, context, action_format):
     wrong = (PAIR_SUMS / "solutions" / "off_by_one.cpp").read_text()
     starter = (PAIR_SUMS / "workspace" / "solution.cpp").read_text()
@@ -334,13 +386,26 @@ def test_a_real_judge_problem_shows_no_verdicts_outside_full(pair_sums, tmp_path
     t, requests = rollout(load_env(pair_sums), tmp_path / "store", config, script, SandboxConfig())
     assert t.end.status == "done" and t.header.config["feedback"] == mode
     grades = [r.end.grade for r in t.rounds]
-    assert [g.held_out_score for g in grades] == [0.0, 0.3] and [g.public_score for g in grades] == [0.0, 1.0]  # WA everywhere; the quadratic starter
-    assert "- sample-1: WA" in grades[0].feedback and "Hidden tests:" in grades[1].feedback  # the record keeps the grader's text
+    # WA everywhere; the quadratic starter
+    assert [g.held_out_score for g in grades] == [0.0, 0.3] and [g.public_score for g in grades] == [
+        0.0,
+        1.0,
+    ]
+    # the record keeps the grader's text
+    assert "- sample-1: WA" in grades[0].feedback and "Hidden tests:" in grades[1].feedback
     everything = "\n".join(text_of(r) for r in requests)
     assert not [line for line in GRADER_LINES if line in everything]
     if mode == "score-only":
         assert [r.end.feedback for r in t.rounds] == ["Public score: 0", "Public score: 1"]
-        assert "Best so far: public score 1 in round 2" not in everything  # round 2's best is told in round 3, which there is not
-        assert "Public score: 0" in round_headers(requests)[2] and "Public score: 1" in reflect_requests(requests)[1]["messages"][-1]["content"]
+        # round 2's best is told in round 3, which there is not
+        assert "Best so far: public score 1 in round 2" not in everything
+        assert (
+            "Public score: 0" in round_headers(requests)[2]
+            and "Public score: 1" in reflect_requests(requests)[1]["messages"][-1]["content"]
+        )
     else:
-        assert "Public score" not in everything and "Best so far: public" not in everything and all(r.end.best_public is None for r in t.rounds)
+        assert (
+            "Public score" not in everything
+            and "Best so far: public" not in everything
+            and all(r.end.best_public is None for r in t.rounds)
+        )

@@ -44,7 +44,9 @@ def test_a_new_kind_is_one_class_and_the_loop_records_every_call_exactly(env, tm
     store = SnapshotStore(t.path.with_suffix("") / "snapshots")
     kept = {r.end.snapshot for r in t.rounds if store.has(r.end.snapshot)}
     assert kept == {t.rounds[0].end.snapshot, t.rounds[-1].end.snapshot}  # first, and best = last
-    assert read_member(store.path(t.rounds[-1].end.snapshot), "notes.txt", 1000) == b"round-1\nround-2\nround-3\nround-4\n"
+    assert (
+        read_member(store.path(t.rounds[-1].end.snapshot), "notes.txt", 1000) == b"round-1\nround-2\nround-3\nround-4\n"
+    )
 
 
 def test_a_rollout_stopped_mid_round_resumes_from_its_last_kept_workspace_once(env, tmp_path):
@@ -84,7 +86,11 @@ def test_a_rollout_stopped_mid_round_resumes_from_its_last_kept_workspace_once(e
 
 def test_budgets_and_format_errors_end_where_they_should(env, tmp_path):
     def babble(request, index):
-        return "I will think about it." if "Reflect, then write" not in request["messages"][-1]["content"] else "REVIEW: a\nDIAGNOSE: b\nPLAN: c\nSTATE: d"
+        return (
+            "I will think about it."
+            if "Reflect, then write" not in request["messages"][-1]["content"]
+            else "REVIEW: a\nDIAGNOSE: b\nPLAN: c\nSTATE: d"
+        )
 
     _, [t], _ = rollout(env, babble, tmp_path / "a", RolloutConfig(rounds=2, format_error_streak=3))
     assert [r.end.ending for r in t.rounds] == ["format_errors", "format_errors"]
@@ -118,12 +124,20 @@ def test_selection_regrades_and_export_trains_only_the_agents_turns(env, tmp_pat
 
 def test_an_edited_protected_file_is_dropped(env, tmp_path):
     store = tmp_path / "store"
-    rollout(env, RoundScript(lambda n: climbing(n) + (["echo mine > rules.txt"] if n == 2 else [])), store, RolloutConfig(rounds=2))
+    rollout(
+        env,
+        RoundScript(lambda n: climbing(n) + (["echo mine > rules.txt"] if n == 2 else [])),
+        store,
+        RolloutConfig(rounds=2),
+    )
     selection = select(store, env.dir.parent, tmp_path / "sel", SelectConfig(), process_sandbox())
     [verdict] = selection.dropped
     # the edit shows twice: as an attempt in the commands, and in the final workspace
     assert verdict.reasons == ["exploit_attempt:tamper", "protected_file_changed"]
-    assert "rules.txt" in verdict.details["protected_file_changed"] and "rules.txt" in verdict.details["exploit_attempt:tamper"]
+    assert (
+        "rules.txt" in verdict.details["protected_file_changed"]
+        and "rules.txt" in verdict.details["exploit_attempt:tamper"]
+    )
 
 
 def test_full_history_rounds_rows_weigh_each_turn_once(env, tmp_path):
@@ -133,7 +147,9 @@ def test_full_history_rounds_rows_weigh_each_turn_once(env, tmp_path):
     rollout(env, script, store, RolloutConfig(rounds=3, context="full-history"))
     [path] = sorted((store / "tally").glob("*.jsonl"))
     export(iter([path]), tmp_path / "dataset", ExportConfig(), env.dir.parent)
-    rows = sorted(pq.read_table(next((tmp_path / "dataset" / "rounds").glob("*.parquet"))).to_pylist(), key=lambda r: r["round"])
+    rows = sorted(
+        pq.read_table(next((tmp_path / "dataset" / "rounds").glob("*.parquet"))).to_pylist(), key=lambda r: r["round"]
+    )
     trained = [sum(1 for w in row["weights"] if w > 0) for row in rows]
     assert trained == [3, 3, 3]  # per round: a command, submit, the reflection; earlier rounds carry no loss
     assert len(rows[2]["messages"]) > len(rows[0]["messages"])
@@ -155,14 +171,17 @@ def test_a_lost_reflection_call_replays_its_round_from_the_kept_workspace(env, t
 
     _, [first], _ = rollout(env, lose_round_2s_reflection, store, config)
     assert first.end.status == "infra_failed" and [r.number for r in first.rounds] == [1]
-    assert [s.reason.startswith("a call failed after 2 attempt(s)") for s in first.spent] == [True]  # the lost call is on the record
+    # the lost call is on the record
+    assert [s.reason.startswith("a call failed after 2 attempt(s)") for s in first.spent] == [True]
     _, [again], _ = rollout(env, script, store, config)
     assert again.end.status == "done" and [r.number for r in again.rounds] == [1, 2, 3]
     archive = SnapshotStore(again.path.with_suffix("") / "snapshots").path(again.rounds[-1].end.snapshot)
     assert read_member(archive, "notes.txt", 1000) == b"round-1\nround-2\nround-3\n"
     # round 2's steps, made before the lost call, are paid: counted in the totals as spent
     assert [s.round for s in again.spent] == [2, 2] and again.spent[1].calls == 3
-    recorded = sum(c.tokens for r in again.rounds for c in [*(s.call for s in r.steps), r.end.reflection.call]) + sum(s.tokens for s in again.spent)
+    recorded = sum(c.tokens for r in again.rounds for c in [*(s.call for s in r.steps), r.end.reflection.call]) + sum(
+        s.tokens for s in again.spent
+    )
     assert again.end.tokens == recorded and again.spent[1].tokens > 0
 
 

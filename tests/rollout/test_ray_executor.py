@@ -36,7 +36,9 @@ from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import RoundScript, ScriptedServer
 
 PERMITS = 2
-TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False, backoff_base_s=0.01, max_attempts=2, concurrency=PERMITS)
+TEACHER = TeacherConfig(
+    model="scripted-teacher", track_cost=False, backoff_base_s=0.01, max_attempts=2, concurrency=PERMITS
+)
 ROUNDS = 4
 RIGHT = "x, y = map(int, input().split())\nprint(x + y)\n"
 
@@ -63,7 +65,10 @@ def env(tmp_path_factory):
     src = root / "src" / "add-pair"
     for folder in ("private/tests", "solutions", "workspace"):
         (src / folder).mkdir(parents=True)
-    (src / "task.yaml").write_text("id: add-pair\ntitle: Add a pair\ntime_limit_s: 1.0\nstarter: main.py\nsolutions:\n  - {path: solutions/right.py, expected: accepted}\n")
+    (src / "task.yaml").write_text(
+        "id: add-pair\ntitle: Add a pair\ntime_limit_s: 1.0\nstarter: main.py\n"
+        "solutions:\n  - {path: solutions/right.py, expected: accepted}\n"
+    )
     (src / "statement.md").write_text("Two integers x and y on one line; print x + y.\n")
     (src / "solutions" / "right.py").write_text(RIGHT)
     (src / "workspace" / "main.py").write_text("print(0)\n")
@@ -82,7 +87,9 @@ def script() -> RoundScript:
 
 def batch(env, store: Path, server: ScriptedServer, executor=None) -> dict:
     rollout = RolloutConfig(rounds=ROUNDS)
-    return asyncio.run(run_batch([env], TEACHER, rollout, SandboxConfig(), store, 4, 4, server.base_url, executor=executor))
+    return asyncio.run(
+        run_batch([env], TEACHER, rollout, SandboxConfig(), store, 4, 4, server.base_url, executor=executor)
+    )
 
 
 def lines(path: Path) -> list[dict]:
@@ -116,7 +123,11 @@ def test_cli_names_the_bad_executor_and_a_missing_ray(env, tmp_path, monkeypatch
 
     args = ["rollout", "--envs", str(env.dir), "--out", str(tmp_path / "store")]
     result = CliRunner().invoke(app, [*args, "--executor", "slurm"])
-    assert result.exit_code == 2 and "--executor 'slurm' is not known" in result.output and "Traceback" not in result.output
+    assert (
+        result.exit_code == 2
+        and "--executor 'slurm' is not known" in result.output
+        and "Traceback" not in result.output
+    )
     result = CliRunner().invoke(app, [*args, "--executor", "ray", "--address", "127.0.0.1:1"])
     assert result.exit_code == 2 and "no Ray cluster answers at --address 127.0.0.1:1" in result.output
     monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
@@ -163,7 +174,8 @@ def _hold(actor, count: int) -> str:
 def test_limiter_frees_the_permits_of_a_dead_node_and_of_expired_leases(cluster):
     victim = cluster.add_node(num_cpus=1, object_store_memory=80 << 20)
     cluster.wait_for_nodes()
-    limit = TeacherLimit.options(scheduling_strategy=pinned(cluster.head_id)).remote(PERMITS, 600.0, 0.2)  # no expiry in this test's time
+    # no expiry in this test's time
+    limit = TeacherLimit.options(scheduling_strategy=pinned(cluster.head_id)).remote(PERMITS, 600.0, 0.2)
     node = ray.get(_hold.options(scheduling_strategy=pinned(victim.node_id)).remote(limit, PERMITS))
     assert ray.get(limit.state.remote())["held"] == [node, node]
     waiter = limit.acquire.remote("driver", cluster.head_id)
@@ -248,4 +260,6 @@ def test_node_lost_mid_run_then_resumed_matches_the_local_executor(cluster, env,
     assert made and made[0].submitted >= 4  # every kept trajectory re-graded by a Ray task
     assert len(on_ray.kept) == len(here.kept) == 4
     assert sorted((v.key, v.scores) for v in on_ray.kept) == sorted((v.key, v.scores) for v in here.kept)
-    assert all((v.scores["regraded_first"], v.scores["regraded_last"]) == (0.0, 1.0) for v in on_ray.kept), [v.scores for v in on_ray.kept]
+    assert all((v.scores["regraded_first"], v.scores["regraded_last"]) == (0.0, 1.0) for v in on_ray.kept), [
+        v.scores for v in on_ray.kept
+    ]

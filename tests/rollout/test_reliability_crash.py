@@ -17,7 +17,20 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from reliability_kit import CountingServer, Outcome, Zygote, audit_store, make_tally_env, notes_commands, raw_lines, record_spend, rollout_args, run_child, show, total_billed
+from reliability_kit import (
+    CountingServer,
+    Outcome,
+    Zygote,
+    audit_store,
+    make_tally_env,
+    notes_commands,
+    raw_lines,
+    record_spend,
+    rollout_args,
+    run_child,
+    show,
+    total_billed,
+)
 from typer.testing import CliRunner
 
 from arex.cli import app
@@ -33,7 +46,15 @@ TEACHER = {"model": "scripted-teacher", "track_cost": False, "backoff_base_s": 0
 PLAN = ["step", "call", "grade", "snapshot", "reflect", "write", "write-u", "fs", "random", "random"]
 """Kill points, in turn: pause points of the child (tests/reliability_hooks.py) and random delays."""
 SELECTIONS, EXPORT_KILLS = 8, 8
-RANGES = {"step": (1, 15), "call": (1, 15), "grade": (1, 5), "snapshot": (1, 5), "reflect": (1, 5), "write": (2, 30), "fs": (1, 20)}
+RANGES = {
+    "step": (1, 15),
+    "call": (1, 15),
+    "grade": (1, 5),
+    "snapshot": (1, 5),
+    "reflect": (1, 5),
+    "write": (2, 30),
+    "fs": (1, 20),
+}
 
 
 def kill_point(kind: str, rng: random.Random) -> tuple[str | None, float | None]:
@@ -41,7 +62,10 @@ def kill_point(kind: str, rng: random.Random) -> tuple[str | None, float | None]
     if kind == "random":
         return None, rng.uniform(0.0, 0.8)
     if kind.startswith("write"):
-        return f"write:{rng.randint(*RANGES['write'])}:{rng.uniform(0.05, 0.95):.3f}{'u' if kind == 'write-u' else ''}", None
+        return (
+            f"write:{rng.randint(*RANGES['write'])}:{rng.uniform(0.05, 0.95):.3f}{'u' if kind == 'write-u' else ''}",
+            None,
+        )
     return f"{kind}:{rng.randint(*RANGES[kind])}", None
 
 
@@ -63,14 +87,24 @@ def unreadable(store: Path) -> list[str]:
 class KillLoop:
     """Kills a rollout batch again and again, re-running it each time, until `kills` kills landed."""
 
-    def __init__(self, tmp_path: Path, envs: list[Path], base_url: str, backend: str, samples: int, concurrency: int, zygote: Zygote):
+    def __init__(
+        self,
+        tmp_path: Path,
+        envs: list[Path],
+        base_url: str,
+        backend: str,
+        samples: int,
+        concurrency: int,
+        zygote: Zygote,
+    ):
         self.zygote = zygote
         self.store, self.events = tmp_path / "store", tmp_path / "events.log"
         self.sandbox_tmp = tmp_path / "sandbox-tmp"
         self.sandbox_tmp.mkdir()
         self.spec = {
-            "envs": [str(e) for e in envs], "store": str(self.store), "base_url": base_url, "samples": samples, "concurrency": concurrency,
-            "backend": backend, "teacher": TEACHER, "rollout": {"rounds": ROUNDS},
+            "envs": [str(e) for e in envs], "store": str(self.store), "base_url": base_url,
+            "samples": samples, "concurrency": concurrency, "backend": backend,
+            "teacher": TEACHER, "rollout": {"rounds": ROUNDS},
         }  # fmt: skip
         self.kills: Counter = Counter()
         self.pids: list[int] = []
@@ -79,7 +113,14 @@ class KillLoop:
         self.unreadable_after_kill: list[str] = []
 
     def run(self, pause: str | None = None, delay: float | None = None) -> Outcome:
-        outcome = run_child(rollout_args(self.spec), self.events, pause, delay, env={"TMPDIR": str(self.sandbox_tmp)}, zygote=self.zygote)
+        outcome = run_child(
+            rollout_args(self.spec),
+            self.events,
+            pause,
+            delay,
+            env={"TMPDIR": str(self.sandbox_tmp)},
+            zygote=self.zygote,
+        )
         self.runs += 1
         self.pids.append(outcome.pid)
         if outcome.killed:
@@ -118,9 +159,12 @@ def test_rollouts_survive_sigkill_at_random_moments(tmp_path, capsys, zygote):
         "runs": loop.runs, "rollouts": f"{audit.records} ({audit.finished} finished once, {audit.rounds} rounds)",
         "duplicate rounds": audit.duplicate_rounds, "missing rounds": audit.missing_rounds,
         "workspace/record disagreements": audit.disagreements, "corrupt files": audit.corrupt_files,
-        "records unreadable right after a kill": len(loop.unreadable_after_kill), "cut last lines seen after kills (repaired on resume)": loop.cut_lines,
-        "stray temporary/snapshot files": audit.stray_files, "requests / changed files on a re-run after finishing": f"{rerun_requests} / {rerun_changed}",
-        "teacher tokens billed / recorded": f"{billed} / {recorded} ({recorded / max(1, billed):.1%}; calls in flight at a kill cannot be recorded)",
+        "records unreadable right after a kill": len(loop.unreadable_after_kill),
+        "cut last lines seen after kills (repaired on resume)": loop.cut_lines,
+        "stray temporary/snapshot files": audit.stray_files,
+        "requests / changed files on a re-run after finishing": f"{rerun_requests} / {rerun_changed}",
+        "teacher tokens billed / recorded":
+            f"{billed} / {recorded} ({recorded / max(1, billed):.1%}; calls in flight at a kill cannot be recorded)",
         "sandbox folders left by killed runs (process backend)": left,
     })  # fmt: skip
     assert sum(loop.kills.values()) >= 20
@@ -156,21 +200,29 @@ def test_docker_rollout_survives_sigkill(tmp_path, capsys, zygote):
         loop = KillLoop(tmp_path, envs, server.base_url, "docker", samples=1, concurrency=1, zygote=zygote)
         loop.spec["rollout"] = {"rounds": 8}
         orphaned = Counter()
-        loop.after_kill = lambda pid: orphaned.update({"containers": len(client.containers.list(all=True, filters={"label": f"arex.owner_pid={pid}"}))})
+        loop.after_kill = lambda pid: orphaned.update(
+            {"containers": len(client.containers.list(all=True, filters={"label": f"arex.owner_pid={pid}"}))}
+        )
         try:
             loop.kill_until(6, ["step", "grade", "reflect", "write", "random", "random"], rng)
             assert not loop.run().killed
             audit = audit_store(loop.store, 8)
-            left = [c for c in client.containers.list(all=True, filters={"label": "arex.sandbox"}) if c.labels.get("arex.owner_pid") in {str(p) for p in loop.pids}]
+            left = [
+                c
+                for c in client.containers.list(all=True, filters={"label": "arex.sandbox"})
+                if c.labels.get("arex.owner_pid") in {str(p) for p in loop.pids}
+            ]
         finally:
-            for container in client.containers.list(all=True, filters={"label": "arex.sandbox"}):  # ours only, by owner pid
+            # ours only, by owner pid
+            for container in client.containers.list(all=True, filters={"label": "arex.sandbox"}):
                 if container.labels.get("arex.owner_pid") in {str(p) for p in loop.pids}:
                     container.remove(force=True)
     show(capsys, "crash and resume: arex rollout (Docker backend)", {
         "kills": f"{sum(loop.kills.values())} ({', '.join(f'{k} {v}' for k, v in sorted(loop.kills.items()))})",
         "rollouts": f"{audit.records} ({audit.finished} finished once)", "duplicate rounds": audit.duplicate_rounds,
         "workspace/record disagreements": audit.disagreements, "corrupt files": audit.corrupt_files,
-        "containers of the killed run, right after each kill (summed)": orphaned["containers"], "containers left after the re-runs": len(left),
+        "containers of the killed run, right after each kill (summed)": orphaned["containers"],
+        "containers left after the re-runs": len(left),
     })  # fmt: skip
     assert audit.problems == [] and audit.finished == audit.records == loop.spec["samples"]
     assert len(left) == 0, [c.name for c in left]
@@ -183,10 +235,16 @@ def cli(*args: str) -> None:
 
 
 def files_of(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()} if folder.is_dir() else {}
+    return (
+        {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+        if folder.is_dir()
+        else {}
+    )
 
 
-def choose(census: Outcome, phases: tuple[str, ...], rng: random.Random, index: int, kills: int) -> tuple[str | None, float | None]:
+def choose(
+    census: Outcome, phases: tuple[str, ...], rng: random.Random, index: int, kills: int
+) -> tuple[str | None, float | None]:
     """Every other kill after a random delay; the others at pause points spread evenly over the
     census (stratified: kill j of k lands in the j-th k-th of the pause points, at random within it)."""
     if index % 2:
@@ -205,9 +263,11 @@ def world(tmp_path, tally_kind, zygote):  # tally_kind: in this process too (the
     scripts = {"up": RoundScript(notes_commands), "flat": RoundScript(lambda n: ["echo 1 > answer.txt"])}
     for env_id in scripts:
         make_tally_env(envs, env_id)
-    with ScriptedServer(lambda request, i: scripts[CountingServer.env_of(request)](request, i), model="scripted-teacher") as server:
-        spec = {"envs": [str(envs / e) for e in scripts], "store": str(tmp_path / "store"), "base_url": server.base_url, "samples": 5, "concurrency": 4,
-                "teacher": TEACHER, "rollout": {"rounds": 3}}  # fmt: skip
+    with ScriptedServer(
+        lambda request, i: scripts[CountingServer.env_of(request)](request, i), model="scripted-teacher"
+    ) as server:
+        spec = {"envs": [str(envs / e) for e in scripts], "store": str(tmp_path / "store"), "base_url": server.base_url,
+                "samples": 5, "concurrency": 4, "teacher": TEACHER, "rollout": {"rounds": 3}}  # fmt: skip
         run_child(rollout_args(spec), tmp_path / "events.log", zygote=zygote)
     return tmp_path, envs, tmp_path / "store"
 
@@ -223,21 +283,32 @@ def test_select_survives_sigkill(world, capsys, zygote):
     for i in range(SELECTIONS):
         out = tmp_path / f"select-{i}"
         landed = 0
-        while landed < 1 + i % 2 and attempts < 4 * SELECTIONS:  # every other selection is killed twice before its re-run
+        # every other selection is killed twice before its re-run
+        while landed < 1 + i % 2 and attempts < 4 * SELECTIONS:
             pause, delay = choose(census, ("regrade", "fs"), rng, attempts, 18)
-            outcome = run_child(["cli", *map(str, select), str(out)], tmp_path / "events.log", pause, delay, zygote=zygote)
+            outcome = run_child(
+                ["cli", *map(str, select), str(out)], tmp_path / "events.log", pause, delay, zygote=zygote
+            )
             kills[outcome.where if outcome.killed else "finished first"] += 1
             landed, attempts = landed + outcome.killed, attempts + 1
         cli(*select, out)
         got = files_of(out)
-        differing += [f"select-{i}/{name}" for name in ("selection.json", "kept.jsonl", "drops.md") if got.get(name) != reference[name]]
-        cache = [json.loads(line) for line in got["verdicts.jsonl"].decode(errors="replace").splitlines() if _is_json(line)]
+        differing += [
+            f"select-{i}/{name}"
+            for name in ("selection.json", "kept.jsonl", "drops.md")
+            if got.get(name) != reference[name]
+        ]
+        cache = [
+            json.loads(line) for line in got["verdicts.jsonl"].decode(errors="replace").splitlines() if _is_json(line)
+        ]
         damaged += sum(1 for line in got["verdicts.jsonl"].decode(errors="replace").splitlines() if not _is_json(line))
         uncovered += len({str(p) for p in store.glob("*/*.jsonl")} - {row["path"] for row in cache})
     show(capsys, "crash and resume: arex select", {
-        "kills": f"{sum(v for k, v in kills.items() if k != 'finished first')} ({', '.join(f'{k} {v}' for k, v in sorted(kills.items()))})",
+        "kills": (f"{sum(v for k, v in kills.items() if k != 'finished first')}"
+                  f" ({', '.join(f'{k} {v}' for k, v in sorted(kills.items()))})"),
         "selections compared with an unkilled run": SELECTIONS, "outputs differing": len(differing),
-        "damaged verdict-cache lines (skipped, re-judged)": damaged, "records without a cached verdict after the re-run": uncovered,
+        "damaged verdict-cache lines (skipped, re-judged)": damaged,
+        "records without a cached verdict after the re-run": uncovered,
     })  # fmt: skip
     assert sum(v for k, v in kills.items() if k != "finished first") >= SELECTIONS
     assert differing == [] and uncovered == 0
@@ -276,9 +347,11 @@ def test_export_survives_sigkill(world, capsys, zygote):
             differing.append(attempts)
         leftovers += [p.name for p in target.parent.iterdir() if p.name != "dataset"]
     show(capsys, "crash and resume: arex export", {
-        "kills": f"{sum(v for k, v in kills.items() if k != 'finished first')} ({', '.join(f'{k} {v}' for k, v in sorted(kills.items()))})",
+        "kills": (f"{sum(v for k, v in kills.items() if k != 'finished first')}"
+                  f" ({', '.join(f'{k} {v}' for k, v in sorted(kills.items()))})"),
         "dataset right after a kill": ", ".join(f"{k} {v}" for k, v in sorted(states.items())),
-        "re-runs differing from an unkilled run": len(differing), "staging folders left beside the dataset": len(leftovers),
+        "re-runs differing from an unkilled run": len(differing),
+        "staging folders left beside the dataset": len(leftovers),
     })  # fmt: skip
     assert sum(v for k, v in kills.items() if k != "finished first") >= EXPORT_KILLS
     # A killed export leaves the previous dataset whole, or (the first time) none at all.

@@ -37,7 +37,17 @@ TEACHER = TeacherConfig(
     model="scripted-teacher", prices={"scripted-teacher": PRICE}, timeout_s=TIMEOUT_S, max_attempts=3, max_wait_s=60,
     backoff_base_s=0.001, backoff_max_s=0.02,
 )  # fmt: skip
-FAULTS = ["rate_limit", "server_error", "stall", "malformed_json", "empty", "truncated", "absurdly_long", "many_actions", "no_action"]
+FAULTS = [
+    "rate_limit",
+    "server_error",
+    "stall",
+    "malformed_json",
+    "empty",
+    "truncated",
+    "absurdly_long",
+    "many_actions",
+    "no_action",
+]
 FORCED = {12: "empty", 13: "server_error", 14: "server_error"}
 """Per env: one call whose every attempt fails, the first after a paid (empty) reply: the call is
 unreachable, the rollout an infrastructure failure that a re-run redoes."""
@@ -70,10 +80,12 @@ class FaultyScript:
         with self.lock:
             self.injected[kind] += 1
         return {
-            "rate_limit": Fault.rate_limit(retry_after=0.01), "server_error": Fault.server_error(), "stall": Fault.timeout(delay_s=STALL_S),
+            "rate_limit": Fault.rate_limit(retry_after=0.01), "server_error": Fault.server_error(),
+            "stall": Fault.timeout(delay_s=STALL_S),
             "malformed_json": Fault.malformed_json(), "empty": Fault.empty(), "truncated": Fault.truncated(),
             "absurdly_long": Reply(content="Let me think this through. " * 4000 + str(reply)),
-            "many_actions": "Two at once.\n```bash\nls\n```\n```bash\ncat answer.txt\n```", "no_action": "I am not sure what to do next.",
+            "many_actions": "Two at once.\n```bash\nls\n```\n```bash\ncat answer.txt\n```",
+            "no_action": "I am not sure what to do next.",
         }[kind]  # fmt: skip
 
 
@@ -87,7 +99,8 @@ def spend_table(store: Path, server: CountingServer) -> list[dict]:
         end = end_line(path)
         rows.append({
             "env": env, "server": (billed_tokens, billed_cost), "record": (tokens, cost),
-            "end": None if end is None else (end["tokens"], end["cost_usd"]), "status": None if end is None else end["status"],
+            "end": None if end is None else (end["tokens"], end["cost_usd"]),
+            "status": None if end is None else end["status"],
         })  # fmt: skip
     return rows
 
@@ -100,7 +113,11 @@ def test_teacher_faults_lose_no_round_and_totals_match_the_server(tmp_path, tall
     with CountingServer(script, model="scripted-teacher") as server:
         while runs < 12:
             runs += 1
-            summary = asyncio.run(run_batch(envs, TEACHER, config, SandboxConfig(backend="process"), tmp_path / "store", 1, 5, server.base_url))
+            summary = asyncio.run(
+                run_batch(
+                    envs, TEACHER, config, SandboxConfig(backend="process"), tmp_path / "store", 1, 5, server.base_url
+                )
+            )
             endings.append(summary["endings"])
             for row in spend_table(tmp_path / "store", server):
                 if row["record"] != row["server"] or (row["end"] is not None and row["end"] != row["server"]):
@@ -115,12 +132,20 @@ def test_teacher_faults_lose_no_round_and_totals_match_the_server(tmp_path, tall
     server_tokens, record_tokens = sum(r["server"][0] for r in final), sum(r["record"][0] for r in final)
     server_cost, record_cost = sum(r["server"][1] for r in final), sum(r["record"][1] for r in final)
     show(capsys, "teacher faults", {
-        "requests (HTTP attempts)": requests, "faults injected": f"{injected} ({injected / requests:.0%}): " + ", ".join(f"{k} {v}" for k, v in sorted(script.injected.items())),
-        "replies billed by the server": billed, "runs until every rollout was done": f"{runs} (endings per run: {endings})",
-        "rounds lost": lost, "tokens: server / record / end lines": f"{server_tokens} / {record_tokens} / {sum((r['end'] or (0, 0))[0] for r in final)}",
-        "cost $: server / record / end lines": f"{server_cost:g} / {record_cost:g} / {sum((r['end'] or (0, 0))[1] for r in final):g}",
+        "requests (HTTP attempts)": requests,
+        "faults injected":
+            f"{injected} ({injected / requests:.0%}): "
+            + ", ".join(f"{k} {v}" for k, v in sorted(script.injected.items())),
+        "replies billed by the server": billed,
+        "runs until every rollout was done": f"{runs} (endings per run: {endings})",
+        "rounds lost": lost,
+        "tokens: server / record / end lines":
+            f"{server_tokens} / {record_tokens} / {sum((r['end'] or (0, 0))[0] for r in final)}",
+        "cost $: server / record / end lines":
+            f"{server_cost:g} / {record_cost:g} / {sum((r['end'] or (0, 0))[1] for r in final):g}",
         "rollout totals differing from the server (over all runs)": len(mismatches),
-        "first differences": [(m["run"], m["env"], m["server"], m["record"], m["end"], m["status"]) for m in mismatches[:6]],
+        "first differences":
+            [(m["run"], m["env"], m["server"], m["record"], m["end"], m["status"]) for m in mismatches[:6]],
     })  # fmt: skip
     assert requests >= 200 and 0.25 <= injected / requests <= 0.4
     assert lost == 0 and all(t.end is not None and t.end.status == "done" for t in done)
@@ -132,17 +157,32 @@ def test_budgets_count_paid_attempts_of_a_failed_call(tmp_path, tally_kind):
     count, so the re-run is over its budget at once and asks the teacher nothing."""
     env = load_env(make_tally_env(tmp_path / "envs", "budget"))
     healthy = RoundScript(lambda n: [])
-    failing = {1: Reply(content="word " * 20_000, finish_reason="length"), 2: Fault.server_error(), 3: Fault.server_error()}
+    failing = {
+        1: Reply(content="word " * 20_000, finish_reason="length"),
+        2: Fault.server_error(),
+        3: Fault.server_error(),
+    }
     config = RolloutConfig(rounds=3, max_tokens=10_000)
     with CountingServer(lambda request, i: failing.get(i) or healthy(request, i), model="scripted-teacher") as server:
-        first = asyncio.run(run_batch([env], TEACHER, config, SandboxConfig(backend="process"), tmp_path / "store", 1, 1, server.base_url))
+        first = asyncio.run(
+            run_batch(
+                [env], TEACHER, config, SandboxConfig(backend="process"), tmp_path / "store", 1, 1, server.base_url
+            )
+        )
         assert first["endings"] == {"infra_failed": 1}
         asked = server.stats["requests"]
         server.script = healthy
-        asyncio.run(run_batch([env], TEACHER, config, SandboxConfig(backend="process"), tmp_path / "store", 1, 1, server.base_url))
+        asyncio.run(
+            run_batch(
+                [env], TEACHER, config, SandboxConfig(backend="process"), tmp_path / "store", 1, 1, server.base_url
+            )
+        )
         [path] = (tmp_path / "store" / "budget").glob("*.jsonl")
         end, billed = end_line(path), server.spend("budget")
-        assert (end["status"], server.stats["requests"] - asked) == ("budget", 0), (end, server.stats["requests"] - asked)
+        assert (end["status"], server.stats["requests"] - asked) == ("budget", 0), (
+            end,
+            server.stats["requests"] - asked,
+        )
         assert (end["tokens"], end["cost_usd"]) == billed and record_spend(path) == billed
 
 
@@ -153,7 +193,14 @@ def test_totals_after_kills_miss_only_the_calls_in_flight(tmp_path, zygote, caps
     memory (it reports them), and its end line says the same."""
     env = make_tally_env(tmp_path / "envs", "k")
     rng = random.Random(SEED + 1)
-    spec = {"envs": [str(env)], "store": str(tmp_path / "store"), "samples": 1, "concurrency": 1, "teacher": TEACHER.model_dump(), "rollout": {"rounds": 8}}
+    spec = {
+        "envs": [str(env)],
+        "store": str(tmp_path / "store"),
+        "samples": 1,
+        "concurrency": 1,
+        "teacher": TEACHER.model_dump(),
+        "rollout": {"rounds": 8},
+    }
     kills, in_flight = Counter(), [0, 0.0]
     with CountingServer(RoundScript(commands), model="scripted-teacher") as server:
         spec["base_url"] = server.base_url
@@ -169,8 +216,11 @@ def test_totals_after_kills_miss_only_the_calls_in_flight(tmp_path, zygote, caps
     recorded, end = record_spend(path), end_line(path)
     expected = (billed[0] - in_flight[0], billed[1] - in_flight[1])
     show(capsys, "teacher spend across kills", {
-        "kills": ", ".join(f"{k} {v}" for k, v in sorted(kills.items())), "tokens: server / in flight at kills / record / end line": f"{billed[0]} / {in_flight[0]} / {recorded[0]} / {end['tokens']}",
-        "cost $: server / in flight at kills / record / end line": f"{billed[1]:g} / {in_flight[1]:g} / {recorded[1]:g} / {end['cost_usd']:g}",
+        "kills": ", ".join(f"{k} {v}" for k, v in sorted(kills.items())),
+        "tokens: server / in flight at kills / record / end line":
+            f"{billed[0]} / {in_flight[0]} / {recorded[0]} / {end['tokens']}",
+        "cost $: server / in flight at kills / record / end line":
+            f"{billed[1]:g} / {in_flight[1]:g} / {recorded[1]:g} / {end['cost_usd']:g}",
         "share of billed tokens recorded": f"{recorded[0] / billed[0]:.1%} (expected {expected[0] / billed[0]:.1%})",
     })  # fmt: skip
     assert end["status"] == "done" and end["rounds"] == 8

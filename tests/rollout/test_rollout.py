@@ -29,7 +29,6 @@ ROOT = REPO
 TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False, backoff_base_s=0.01, max_attempts=2)
 
 
-
 @pytest.fixture(scope="module")
 def envs(bundled_envs):
     """The bundled judge and ML envs, built once for the test run."""
@@ -39,7 +38,11 @@ def envs(bundled_envs):
 def run(env, script, tmp_path, rollout=None, latency=0.0, samples=1, concurrency=1):
     rollout = rollout or RolloutConfig(rounds=3)
     with ScriptedServer(script, model="scripted-teacher", latency_s=latency) as server:
-        summary = asyncio.run(run_batch([env], TEACHER, rollout, SandboxConfig(), tmp_path / "store", samples, concurrency, server.base_url))
+        summary = asyncio.run(
+            run_batch(
+                [env], TEACHER, rollout, SandboxConfig(), tmp_path / "store", samples, concurrency, server.base_url
+            )
+        )
         requests = list(server.requests)
     records = sorted((tmp_path / "store" / env.id).glob("*.jsonl"))
     return summary, [load(p) for p in records], requests
@@ -55,7 +58,9 @@ def test_action_and_reflection_parsing():
     assert parse_action("```\nsubmit\n```").kind == "submit"
     assert parse_action("no block here").kind == "invalid"
     assert "exactly one" in parse_action("```bash\nls\n```\n```bash\npwd\n```").error
-    r = parse_reflection("REVIEW: WA on test 3\n**DIAGNOSE:** overflow\nPLAN: use long long\nSTATE: use 64-bit sums; best 0.5 in round 2")
+    r = parse_reflection(
+        "REVIEW: WA on test 3\n**DIAGNOSE:** overflow\nPLAN: use long long\nSTATE: use 64-bit sums; best 0.5 in round 2"
+    )
     assert r.complete and r.diagnose == "overflow" and r.state.startswith("use 64-bit")
     partial = parse_reflection("I think it went fine.")
     assert not partial.complete and partial.state == "I think it went fine."
@@ -117,7 +122,9 @@ def test_30_round_ml_rollout_rises_where_the_script_improves(envs, tmp_path):
 
 @pytest.mark.docker
 def test_full_history_context_grows_and_is_reconstructable(envs, tmp_path):
-    _, [record], requests = run(envs["judge"], RoundScript(lambda n: ["true"]), tmp_path, RolloutConfig(rounds=3, context="full-history"))
+    _, [record], requests = run(
+        envs["judge"], RoundScript(lambda n: ["true"]), tmp_path, RolloutConfig(rounds=3, context="full-history")
+    )
     lengths = [len(r.start.context) for r in record.rounds]
     assert lengths[0] < lengths[1] < lengths[2]
     rebuilt = []
@@ -167,7 +174,9 @@ def test_grading_containers_started_ahead_are_used_then_removed(envs):
 
 @pytest.mark.docker
 def test_budget_and_infrastructure_endings(envs, tmp_path):
-    _, [record], _ = run(envs["judge"], RoundScript(lambda n: ["true"]), tmp_path / "a", RolloutConfig(rounds=5, max_tokens=3000))
+    _, [record], _ = run(
+        envs["judge"], RoundScript(lambda n: ["true"]), tmp_path / "a", RolloutConfig(rounds=5, max_tokens=3000)
+    )
     assert record.end.status == "budget" and "token budget 3000" in record.end.reason
     # The teacher dies after 7 calls: an infrastructure failure, redone on the next run.
     script = RoundScript(lambda n: ["true"])
@@ -176,7 +185,18 @@ def test_budget_and_infrastructure_endings(envs, tmp_path):
     assert record.end is None or record.end.status == "infra_failed"
     done_before = len(record.rounds)
     with ScriptedServer(script, model="scripted-teacher") as server:
-        asyncio.run(run_batch([envs["judge"]], TEACHER, RolloutConfig(rounds=4), SandboxConfig(), tmp_path / "b" / "store", 1, 1, server.base_url))
+        asyncio.run(
+            run_batch(
+                [envs["judge"]],
+                TEACHER,
+                RolloutConfig(rounds=4),
+                SandboxConfig(),
+                tmp_path / "b" / "store",
+                1,
+                1,
+                server.base_url,
+            )
+        )
     [path] = (tmp_path / "b" / "store" / "subset-fill").glob("*.jsonl")
     again = load(path)
     assert done_before < 4 and [r.number for r in again.rounds] == [1, 2, 3, 4] and again.end.status == "done"
@@ -227,7 +247,18 @@ def test_sigkill_mid_round_then_resume_loses_and_duplicates_nothing(envs, tmp_pa
     prune()  # the killed process could not remove its sandbox
     script = RoundScript(lambda n: [f"echo round-{n} >> notes.txt", "sleep 0.3", "cat notes.txt"])
     with ScriptedServer(script, model="scripted-teacher") as server:
-        asyncio.run(run_batch([envs["judge"]], TEACHER.model_copy(update={"max_attempts": 6}), RolloutConfig(rounds=6), SandboxConfig(), store, 1, 1, server.base_url))
+        asyncio.run(
+            run_batch(
+                [envs["judge"]],
+                TEACHER.model_copy(update={"max_attempts": 6}),
+                RolloutConfig(rounds=6),
+                SandboxConfig(),
+                store,
+                1,
+                1,
+                server.base_url,
+            )
+        )
     record = load(path)
     assert [r.number for r in record.rounds] == [1, 2, 3, 4, 5, 6]
     assert all([s.step for s in r.steps] == list(range(len(r.steps))) for r in record.rounds)

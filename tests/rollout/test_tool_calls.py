@@ -44,7 +44,9 @@ def env(tmp_path):
 def skills(tmp_path) -> Path:
     folder = tmp_path / "skills" / "tidy-notes"
     folder.mkdir(parents=True)
-    (folder / "SKILL.md").write_text("---\nname: tidy-notes\ndescription: Keep notes short.\n---\nWrite one line per round.\n")
+    (folder / "SKILL.md").write_text(
+        "---\nname: tidy-notes\ndescription: Keep notes short.\n---\nWrite one line per round.\n"
+    )
     return folder.parent
 
 
@@ -69,10 +71,15 @@ def test_the_teacher_acts_through_tool_calls_and_every_request_is_rebuilt(env, s
         read = [Reply(tool_calls=(tool_call("read_skill", {"name": "tidy-notes"}),))] if n == 1 else []
         return read + climbing(n)
 
-    config = RolloutConfig(rounds=2, action_format="tools", skills_dir=str(skills), skills_target="skills")  # relative: the process backend has no /
+    # relative: the process backend has no /
+    config = RolloutConfig(rounds=2, action_format="tools", skills_dir=str(skills), skills_target="skills")
     summary, [t], requests = rollout(env, RoundScript(commands), tmp_path / "store", config)
     assert summary["endings"] == {"done": 1} and t.held_out == [0.2, 0.3]
-    assert t.header.action_format == "tools" and [x["function"]["name"] for x in t.header.tools] == ["bash", "submit", "read_skill"]
+    assert t.header.action_format == "tools" and [x["function"]["name"] for x in t.header.tools] == [
+        "bash",
+        "submit",
+        "read_skill",
+    ]
     assert t.header.schema_version == 3  # an arex that predates tool calls says "upgrade arex"
     assert t.header.tools[2]["function"]["parameters"]["properties"]["name"]["enum"] == ["tidy-notes"]
     assert all(r["tools"] == t.header.tools for r in requests)  # every call, the reflection's too
@@ -104,23 +111,37 @@ def test_malformed_tool_calls_are_format_errors_and_every_call_is_answered(env, 
         Reply(tool_calls=(tool_call("bash", '{"command": "ls"'),)),  # arguments not JSON
         Reply(tool_calls=(tool_call("bash", {"cmd": "ls"}),)),  # no `command`
     ]
-    two = Reply(tool_calls=(tool_call("bash", {"command": "echo 5 > answer.txt"}), tool_call("bash", {"command": "echo 9 > answer.txt"})))
+    two = Reply(
+        tool_calls=(
+            tool_call("bash", {"command": "echo 5 > answer.txt"}),
+            tool_call("bash", {"command": "echo 9 > answer.txt"}),
+        )
+    )
     script = RoundScript(lambda n: bad if n == 1 else [two])
-    _, [t], requests = rollout(env, script, tmp_path / "store", RolloutConfig(rounds=2, action_format="tools", format_error_streak=4))
+    _, [t], requests = rollout(
+        env, script, tmp_path / "store", RolloutConfig(rounds=2, action_format="tools", format_error_streak=4)
+    )
     one, two_ = t.rounds
     assert one.end.ending == "format_errors" and [s.action.kind for s in one.steps] == ["invalid"] * 4
     assert [s.action.error for s in one.steps] == [
-        "no tool call", "unknown tool 'rm_everything'", "the arguments of `bash` are not a JSON object", "`bash` needs a non-empty `command` string",
+        "no tool call", "unknown tool 'rm_everything'", "the arguments of `bash` are not a JSON object",
+        "`bash` needs a non-empty `command` string",
     ]  # fmt: skip
     assert not any(s.usable or s.exec for s in one.steps)
-    assert one.steps[0].tool_results is None and "no tool call" in one.steps[0].observation  # nothing to answer: a user message
-    assert all(s.observation is None and len(s.tool_results) == 1 and s.action.error in s.tool_results[0] for s in one.steps[1:])
+    # nothing to answer: a user message
+    assert one.steps[0].tool_results is None and "no tool call" in one.steps[0].observation
+    assert all(
+        s.observation is None and len(s.tool_results) == 1 and s.action.error in s.tool_results[0]
+        for s in one.steps[1:]
+    )
     # the malformed arguments are recorded as sent, and repeated to the teacher as an empty object
     assert one.steps[2].call.tool_calls[0].function.arguments == '{"command": "ls"'
     assert one.messages(3)[-2]["tool_calls"][0]["function"]["arguments"] == "{}"
     # several calls: the first runs, the others are answered as not run
     assert two_.held_out == 0.5 and two_.steps[0].tool_results[1].startswith("Not run")
-    assert sorted(json.dumps(r["messages"]) for r in requests) == rebuilt(t) and all(answered(r["messages"]) for r in requests)
+    assert sorted(json.dumps(r["messages"]) for r in requests) == rebuilt(t) and all(
+        answered(r["messages"]) for r in requests
+    )
     selection = select(tmp_path / "store", env.dir.parent, tmp_path / "sel", SelectConfig(), process_sandbox())
     # as in text: round 1 ended without submit, on four unusable actions in a row
     assert [v.reasons for v in selection.dropped] == [["protocol", "repeated_actions"]]
@@ -129,12 +150,20 @@ def test_malformed_tool_calls_are_format_errors_and_every_call_is_answered(env, 
 @pytest.mark.parametrize("fmt", ["text", "tools"])
 def test_unusable_replies_and_budgets_count_alike_in_both_formats(env, tmp_path, fmt):
     def babble(request, index):
-        return "I will think about it." if REFLECT not in request["messages"][-1]["content"] else "REVIEW: a\nDIAGNOSE: b\nPLAN: c\nSTATE: d"
+        return (
+            "I will think about it."
+            if REFLECT not in request["messages"][-1]["content"]
+            else "REVIEW: a\nDIAGNOSE: b\nPLAN: c\nSTATE: d"
+        )
 
     _, [t], _ = rollout(env, babble, tmp_path / "a", RolloutConfig(rounds=2, format_error_streak=3, action_format=fmt))
     assert [r.end.ending for r in t.rounds] == ["format_errors", "format_errors"]
-    assert [[s.usable for s in r.steps] for r in t.rounds] == [[False] * 3] * 2 and all(s.shown for r in t.rounds for s in r.steps)
-    _, [b], _ = rollout(env, RoundScript(climbing), tmp_path / "b", RolloutConfig(rounds=5, max_tokens=1, action_format=fmt))
+    assert [[s.usable for s in r.steps] for r in t.rounds] == [[False] * 3] * 2 and all(
+        s.shown for r in t.rounds for s in r.steps
+    )
+    _, [b], _ = rollout(
+        env, RoundScript(climbing), tmp_path / "b", RolloutConfig(rounds=5, max_tokens=1, action_format=fmt)
+    )
     assert b.end.status == "budget" and [r.end.ending for r in b.rounds] == ["budget"] and len(b.rounds[0].steps) == 1
 
 
@@ -145,7 +174,9 @@ def test_a_text_record_is_written_as_before(env, tmp_path):
     assert t.header.schema_version == 2  # every reader knows it
     steps = [line for line in lines if line["type"] == "step"]
     assert steps and not any("tool_results" in s or "tool_calls" in s["call"] for s in steps)
-    assert config_hash(TEACHER, RolloutConfig(rounds=1)) != config_hash(TEACHER, RolloutConfig(rounds=1, action_format="tools"))
+    assert config_hash(TEACHER, RolloutConfig(rounds=1)) != config_hash(
+        TEACHER, RolloutConfig(rounds=1, action_format="tools")
+    )
 
 
 def test_tool_prompts_missing_from_a_prompts_file_are_named(tmp_path):
@@ -164,17 +195,27 @@ def test_the_client_sends_tools_and_reads_tool_calls():
 
         async def ask():
             client = TeacherClient(TEACHER.model_copy(update={"retry_empty": False}), base_url=server.base_url)
-            tools = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {}}}}]
+            tools = [
+                {"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {}}}}
+            ]
             acting = await client.chat([{"role": "user", "content": "go"}], tools=tools)
             told_not_to = await client.chat([{"role": "user", "content": "reflect"}], tools=tools, tool_choice="none")
             await client.close()
             return acting, told_not_to
 
         acting, told_not_to = asyncio.run(ask())
-        assert server.requests[0]["tools"][0]["function"]["name"] == "bash" and server.requests[1]["tool_choice"] == "none"
-    assert acting.status == "ok" and acting.content == "" and acting.tool_calls == [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]
+        assert (
+            server.requests[0]["tools"][0]["function"]["name"] == "bash" and server.requests[1]["tool_choice"] == "none"
+        )
+    assert (
+        acting.status == "ok"
+        and acting.content == ""
+        and acting.tool_calls
+        == [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]
+    )
     assert acting.finish_reason == "tool_calls"
-    assert told_not_to.status == "empty" and told_not_to.sampling["tool_choice"] == "none"  # a call it was told not to make is no reply
+    # a call it was told not to make is no reply
+    assert told_not_to.status == "empty" and told_not_to.sampling["tool_choice"] == "none"
 
 
 # -- killed, resumed, selected, exported -------------------------------------------------------------
@@ -182,7 +223,9 @@ def test_the_client_sends_tools_and_reads_tool_calls():
 def qwen(tmp_path_factory) -> Path:
     """A tokenizer with TRL's qwen2.5 chat template (tool-aware), saved as a folder."""
     folder = tmp_path_factory.mktemp("qwen")
-    bpe_tokenizer((TEMPLATES / "qwen2_5.jinja").read_text(encoding="utf-8"), ["<|im_start|>", "<|im_end|>"]).save_pretrained(folder)
+    bpe_tokenizer(
+        (TEMPLATES / "qwen2_5.jinja").read_text(encoding="utf-8"), ["<|im_start|>", "<|im_end|>"]
+    ).save_pretrained(folder)
     return folder
 
 
@@ -195,8 +238,10 @@ def killed_and_resumed(tmp_path_factory, zygote) -> dict:
     make_tally_env(envs, "tally")
     with ScriptedServer(RoundScript(notes_commands), model="scripted-teacher") as server:
         spec = {
-            "envs": [str(envs / "tally")], "store": str(root / "store"), "base_url": server.base_url, "samples": 1, "concurrency": 1,
-            "backend": "process", "teacher": {"model": "scripted-teacher", "track_cost": False, "backoff_base_s": 0.01}, "rollout": {"rounds": 3, "action_format": "tools"},
+            "envs": [str(envs / "tally")], "store": str(root / "store"), "base_url": server.base_url,
+            "samples": 1, "concurrency": 1, "backend": "process",
+            "teacher": {"model": "scripted-teacher", "track_cost": False, "backoff_base_s": 0.01},
+            "rollout": {"rounds": 3, "action_format": "tools"},
         }  # fmt: skip
         killed = run_child(rollout_args(spec), root / "events.log", pause="step:5", zygote=zygote)
         [path] = sorted((root / "store").glob("*/*.jsonl"))
@@ -207,7 +252,16 @@ def killed_and_resumed(tmp_path_factory, zygote) -> dict:
     selection = select(root / "store", envs, root / "sel", SelectConfig(), process_sandbox())
     config = ExportConfig(granularities=("rounds", "trajectories", "calls"), tokenizer=None)
     stats = export(kept_records(root / "sel"), root / "dataset", config, envs)
-    return {"root": root, "path": path, "killed": killed, "cut": cut, "finished": finished, "requests": requests, "selection": selection, "stats": stats}
+    return {
+        "root": root,
+        "path": path,
+        "killed": killed,
+        "cut": cut,
+        "finished": finished,
+        "requests": requests,
+        "selection": selection,
+        "stats": stats,
+    }
 
 
 def test_a_tools_rollout_killed_mid_round_resumes_to_the_same_record(killed_and_resumed):
@@ -222,7 +276,8 @@ def test_a_tools_rollout_killed_mid_round_resumes_to_the_same_record(killed_and_
     sent = {json.dumps(r["messages"]) for r in k["requests"]}
     assert set(rebuilt(t)) <= sent and all(answered(r["messages"]) for r in k["requests"])
     archive = SnapshotStore(k["path"].with_suffix("") / "snapshots").path(t.rounds[-1].end.snapshot)
-    assert read_member(archive, "notes.txt", 1000).decode() == "round-1 ✓\nround-2 ✓\nround-3 ✓\n"  # round 2 played once
+    # round 2 played once
+    assert read_member(archive, "notes.txt", 1000).decode() == "round-1 ✓\nround-2 ✓\nround-3 ✓\n"
 
 
 def test_the_resumed_tools_rollout_is_selected_and_exported_with_its_tool_calls(killed_and_resumed):
@@ -240,7 +295,10 @@ def test_the_resumed_tools_rollout_is_selected_and_exported_with_its_tool_calls(
     rounds = load_dataset("parquet", data_files=str(k["root"] / "dataset" / "rounds" / "*.parquet"), split="train")
     messages = rounds[0]["messages"]
     calls = [m for m in messages if m["tool_calls"]]
-    assert [c["tool_calls"][0]["function"]["arguments"] for c in calls] == [{"command": c} for c in notes_commands(1)] + [{}]  # objects, as templates take them
+    # objects, as templates take them
+    assert [c["tool_calls"][0]["function"]["arguments"] for c in calls] == [
+        {"command": c} for c in notes_commands(1)
+    ] + [{}]
     assert [m["tool_call_id"] for m in messages if m["role"] == "tool"] == [c["tool_calls"][0]["id"] for c in calls]
     assert rounds[0]["weights"] == [1.0 if m["role"] == "assistant" else 0.0 for m in messages]
     card = (k["root"] / "dataset" / "README.md").read_text()
@@ -255,16 +313,26 @@ def test_tool_rows_render_under_a_tool_aware_template_through_trl(killed_and_res
     k = killed_and_resumed
     tokenizer = AutoTokenizer.from_pretrained(str(qwen), local_files_only=True)
     row = load_dataset("parquet", data_files=str(k["root"] / "dataset" / "calls" / "*.parquet"), split="train")[1]
-    rendered = apply_chat_template({"prompt": row["prompt"], "completion": row["completion"]}, tokenizer, tools=json.loads(row["tools"]))
-    assert '"name": "bash"' in rendered["prompt"] and "<tools>" in rendered["prompt"]  # the definitions, in the system turn
-    assert '<tool_call>\n{"name": "bash", "arguments": {"command": "echo \\"round-1 ✓\\" >> notes.txt"}}\n</tool_call>' in rendered["prompt"]
+    rendered = apply_chat_template(
+        {"prompt": row["prompt"], "completion": row["completion"]}, tokenizer, tools=json.loads(row["tools"])
+    )
+    # the definitions, in the system turn
+    assert '"name": "bash"' in rendered["prompt"] and "<tools>" in rendered["prompt"]
+    assert (
+        '<tool_call>\n{"name": "bash", "arguments": {"command": "echo \\"round-1 ✓\\" >> notes.txt"}}\n</tool_call>'
+        in rendered["prompt"]
+    )
     assert "<tool_response>\nexit code 0" in rendered["prompt"]
-    assert rendered["completion"].startswith('<tool_call>\n{"name": "bash", "arguments": {"command": "echo 2 > answer.txt"}}')
+    assert rendered["completion"].startswith(
+        '<tool_call>\n{"name": "bash", "arguments": {"command": "echo 2 > answer.txt"}}'
+    )
 
 
 def test_ready_masks_train_the_tool_calls_and_not_the_tool_results(killed_and_resumed, qwen, tmp_path):
     k = killed_and_resumed
-    stats = export(kept_records(k["root"] / "sel"), tmp_path / "dataset", ExportConfig(tokenizer=str(qwen)), k["root"] / "envs")
+    stats = export(
+        kept_records(k["root"] / "sel"), tmp_path / "dataset", ExportConfig(tokenizer=str(qwen)), k["root"] / "envs"
+    )
     assert stats.rows["rounds-tokens"] == 3
     from transformers import AutoTokenizer
 
@@ -273,11 +341,20 @@ def test_ready_masks_train_the_tool_calls_and_not_the_tool_results(killed_and_re
     for row in sorted(pq.read_table(tmp_path / "dataset" / "tokens" / "rounds").to_pylist(), key=lambda r: r["round"]):
         runs = supervised_runs(tokenizer, row["input_ids"], row["weights"])
         commands = notes_commands(row["round"])
-        expected = [f'<tool_call>\n{{"name": "bash", "arguments": {json.dumps({"command": c}, ensure_ascii=False)}}}\n</tool_call><|im_end|>' for c in commands]
-        expected += ['<tool_call>\n{"name": "submit", "arguments": {}}\n</tool_call><|im_end|>', t.rounds[row["round"] - 1].end.reflection.call.content + "<|im_end|>"]
+        expected = [
+            '<tool_call>\n{"name": "bash", "arguments": '
+            f"{json.dumps({'command': c}, ensure_ascii=False)}}}\n</tool_call><|im_end|>"
+            for c in commands
+        ]
+        expected += [
+            '<tool_call>\n{"name": "submit", "arguments": {}}\n</tool_call><|im_end|>',
+            t.rounds[row["round"] - 1].end.reflection.call.content + "<|im_end|>",
+        ]
         assert runs == expected  # the tool-call turns and the reflection; no header, no tool result
     plain = Masker(bpe_tokenizer(CHATML, ["<|im_start|>", "<|im_end|>"]))
-    with pytest.raises(TemplateError, match=r"does not render the tool calls of assistant message 2 .*tool-aware template"):
+    with pytest.raises(
+        TemplateError, match=r"does not render the tool calls of assistant message 2 .*tool-aware template"
+    ):
         plain.encode(t.rounds[0].messages(1)[:3], [0.0, 0.0, 1.0])
 
 
@@ -309,16 +386,22 @@ def test_stock_sft_trainer_trains_tool_call_rows_with_their_tools(killed_and_res
 
     tokenizer = load_tokenizer(smol["tokenizer"])
     tokenizer.chat_template = (TEMPLATES / "qwen2_5.jinja").read_text(encoding="utf-8")
-    rows = load_dataset("parquet", data_files=str(killed_and_resumed["root"] / "dataset" / "calls" / "*.parquet"), split="train", cache_dir=str(tmp_path / "hf"))
+    rows = load_dataset(
+        "parquet",
+        data_files=str(killed_and_resumed["root"] / "dataset" / "calls" / "*.parquet"),
+        split="train",
+        cache_dir=str(tmp_path / "hf"),
+    )
     rows = rows.select([1])  # round 1's second command
     args = sft_args(tmp_path)
     args.max_length = 2048  # the system prompt and the tool definitions come first
     trainer = SFTTrainer(model=load_model(smol["model"]), args=args, train_dataset=rows, processing_class=tokenizer)
     example = trainer.train_dataset[0]
     supervised = supervised_runs(tokenizer, example["input_ids"], [float(label != -100) for label in example["labels"]])
-    assert supervised == ['<tool_call>\n{"name": "bash", "arguments": {"command": "echo 2 > answer.txt"}}\n</tool_call><|im_end|>\n']
+    assert supervised == [
+        '<tool_call>\n{"name": "bash", "arguments": {"command": "echo 2 > answer.txt"}}\n</tool_call><|im_end|>\n'
+    ]
     assert "<tools>" in tokenizer.decode(example["input_ids"])
     trainer.train()
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     assert len(losses) == 3 and losses[-1] < losses[0], losses
-
