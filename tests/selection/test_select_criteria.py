@@ -12,7 +12,19 @@ from repo_paths import TESTS
 
 from arex.envs.runtime import load_env
 from arex.record.snapshots import SnapshotStore
-from arex.record.trajectory import Action, Best, Call, End, Header, Reflection, Round, RoundEnd, RoundStart, Step, Trajectory
+from arex.record.trajectory import (
+    Action,
+    Best,
+    Call,
+    End,
+    Header,
+    Reflection,
+    Round,
+    RoundEnd,
+    RoundStart,
+    Step,
+    Trajectory,
+)
 from arex.sandbox import SandboxConfig
 from arex.selection.criteria import CRITERIA, PRECONDITIONS
 from arex.selection.selector import SelectConfig, Selector
@@ -30,15 +42,30 @@ def call(content: str, status: str = "ok") -> Call:
 
 def step(n: int, i: int, command: str) -> Step:
     kind = "submit" if command == "submit" else ("invalid" if command == "" else "command")
-    return Step(round=n, step=i, call=call(f"```bash\n{command}\n```"), action=Action(kind=kind, command=command), observation=None if kind == "submit" else "out")
+    return Step(
+        round=n,
+        step=i,
+        call=call(f"```bash\n{command}\n```"),
+        action=Action(kind=kind, command=command),
+        observation=None if kind == "submit" else "out",
+    )
 
 
-def round_(n: int, held: float, submission: str, ending: str = "submitted", reflection: str = COMPLETE, commands=None, snapshot=None) -> Round:
+def round_(
+    n: int,
+    held: float,
+    submission: str,
+    ending: str = "submitted",
+    reflection: str = COMPLETE,
+    commands=None,
+    snapshot=None,
+) -> Round:
     commands = commands if commands is not None else [f"edit {n}", "submit"]
     grade = GradeResult(public_score=held, held_out_score=held, held_out_raw=held, feedback="f")
     end = RoundEnd(
-        round=n, ending=ending, submission=submission, snapshot=snapshot, grade=grade, feedback="f", reflect_prompt="reflect",
-        reflection=Reflection(call=call(reflection), complete=reflection == COMPLETE), state="s", best=Best(round=n, held_out=held, public=held),
+        round=n, ending=ending, submission=submission, snapshot=snapshot, grade=grade, feedback="f",
+        reflect_prompt="reflect", reflection=Reflection(call=call(reflection), complete=reflection == COMPLETE),
+        state="s", best=Best(round=n, held_out=held, public=held),
     )  # fmt: skip
     return Round(start=RoundStart(round=n, context=[]), steps=[step(n, i, c) for i, c in enumerate(commands)], end=end)
 
@@ -46,7 +73,8 @@ def round_(n: int, held: float, submission: str, ending: str = "submitted", refl
 def trajectory(env=JUDGE, held=(0.98028425, 0.99, 1.0), status="done", path=None, **changes) -> Trajectory:
     rounds = [round_(n, h, f"solution {n}") for n, h in enumerate(held, 1)]
     header = Header(
-        schema_version=2, key="k", env_id=env.id, env_kind=env.kind, spec_hash=env.spec_hash, sample=0, teacher=TeacherIdentity(base_url="u", model="m"),
+        schema_version=2, key="k", env_id=env.id, env_kind=env.kind, spec_hash=env.spec_hash, sample=0,
+        teacher=TeacherIdentity(base_url="u", model="m"),
         sampling={}, config_hash="c", config={"context": "bounded"}, arex_version="0", started_at=0.0,
     )  # fmt: skip
     end = End(status=status, reason="because", rounds=len(rounds))
@@ -90,8 +118,14 @@ CASES = {
     "below_baseline": lambda: (trajectory(held=(0.5, 0.99, 0.97)), JUDGE),
     "no_improvement": lambda: (trajectory(held=(1.0, 0.99, 1.0)), JUDGE),
     "protocol": lambda: (with_round(trajectory(), 1, end={"ending": "step_limit"}), JUDGE),
-    "missing_reflection": lambda: (with_round(trajectory(), 2, end={"reflection": Reflection(call=call("I think it is fine"))}), JUDGE),
-    "repeated_actions": lambda: (with_round(trajectory(), 0, steps=[step(1, i, "ls") for i in range(4)] + [step(1, 4, "submit")]), JUDGE),
+    "missing_reflection": lambda: (
+        with_round(trajectory(), 2, end={"reflection": Reflection(call=call("I think it is fine"))}),
+        JUDGE,
+    ),
+    "repeated_actions": lambda: (
+        with_round(trajectory(), 0, steps=[step(1, i, "ls") for i in range(4)] + [step(1, 4, "submit")]),
+        JUDGE,
+    ),
 }
 
 
@@ -103,9 +137,14 @@ def test_each_reason_is_tripped_by_its_own_change(reason):
 
 def test_unchanged_resubmits_and_best_below_baseline_are_their_own_reasons():
     t = trajectory(held=(0.98028425, 0.99, 0.99, 0.99, 0.99, 0.99, 1.0))  # rounds 2-6: four resubmits
-    rounds = [r.model_copy(update={"end": r.end.model_copy(update={"submission": "same"})}) if 1 <= i <= 5 else r for i, r in enumerate(t.rounds)]
+    rounds = [
+        r.model_copy(update={"end": r.end.model_copy(update={"submission": "same"})}) if 1 <= i <= 5 else r
+        for i, r in enumerate(t.rounds)
+    ]
     assert reasons(t.model_copy(update={"rounds": rounds})) == ["unchanged_resubmits"]
-    assert reasons(trajectory(), config=SelectConfig(regrade=False, min_best_over_baseline=0.5)) == ["best_below_baseline"]
+    assert reasons(trajectory(), config=SelectConfig(regrade=False, min_best_over_baseline=0.5)) == [
+        "best_below_baseline"
+    ]
 
 
 def test_a_present_but_incomplete_reflection_passes_when_presence_is_enough():
@@ -128,11 +167,15 @@ def _ml_trajectory(tmp_path: Path, edit: dict[str, bytes] | None = None, keep_sn
                 data = (edit or {}).get(info.name.removeprefix("./"))
                 if data is not None:
                     info.size = len(data)
-                new.addfile(info, io.BytesIO(data) if data is not None else (old.extractfile(info) if info.isreg() else None))
+                new.addfile(
+                    info, io.BytesIO(data) if data is not None else (old.extractfile(info) if info.isreg() else None)
+                )
 
     sha = store.save(copy) if keep_snapshot else "f" * 64
     t = trajectory(env=ML, held=(-62.0, -60.0), path=path)
-    return t.model_copy(update={"rounds": [r.model_copy(update={"end": r.end.model_copy(update={"snapshot": sha})}) for r in t.rounds]})
+    return t.model_copy(
+        update={"rounds": [r.model_copy(update={"end": r.end.model_copy(update={"snapshot": sha})}) for r in t.rounds]}
+    )
 
 
 def test_protected_files_are_compared_byte_for_byte_in_the_archives(tmp_path):
@@ -180,7 +223,10 @@ def test_an_unreadable_record_is_a_drop_naming_its_line_and_the_others_are_judge
     path.write_bytes(b"".join(lines[:2] + [b"\xff\xfe not utf-8\n"] + lines[2:]))
     selection = select(root / "store", root / "envs", tmp_path / "sel", SelectConfig(regrade=False), SandboxConfig())
     [bad] = [v for v in selection.dropped if v.key == "d9aca56721dc2283"]
-    assert bad.reasons == ["unreadable_record"] and "d9aca56721dc2283.jsonl, line 3: damaged" in bad.details["unreadable_record"]
+    assert (
+        bad.reasons == ["unreadable_record"]
+        and "d9aca56721dc2283.jsonl, line 3: damaged" in bad.details["unreadable_record"]
+    )
     assert len(selection.kept) == 2 and len(selection.dropped) == 4
 
 

@@ -31,10 +31,13 @@ TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False, backoff_base
 pytestmark = pytest.mark.docker
 
 
-
 def judge_commands(n):
     """Round 1: the greedy starter; round 2: the exact solution; round 3: a comment; round 4 unchanged."""
-    return {1: ["head -3 solution.py"], 2: [f"cat > solution.py <<'EOF'\n{EXACT_PY}EOF"], 3: ["echo '# exact subset-sum DP' >> solution.py"]}.get(n, ["wc -l solution.py"])
+    return {
+        1: ["head -3 solution.py"],
+        2: [f"cat > solution.py <<'EOF'\n{EXACT_PY}EOF"],
+        3: ["echo '# exact subset-sum DP' >> solution.py"],
+    }.get(n, ["wc -l solution.py"])
 
 
 @pytest.fixture(scope="module")
@@ -45,14 +48,28 @@ def world(tmp_path_factory, bundled_envs):
     judge, ml = load_env(bundled_envs / "subset-fill"), load_env(bundled_envs / "ml-diabetes")
     store = root / "store"
     requests = {}
-    for env, commands, rounds in ((judge, judge_commands, 4), (ml, lambda n: [USE_ALL] if n == 2 else ["head -2 train.py"], 2)):
+    for env, commands, rounds in (
+        (judge, judge_commands, 4),
+        (ml, lambda n: [USE_ALL] if n == 2 else ["head -2 train.py"], 2),
+    ):
         with ScriptedServer(RoundScript(commands), model="scripted-teacher") as server:
-            summary = asyncio.run(run_batch([env], TEACHER, RolloutConfig(rounds=rounds), SandboxConfig(), store, 1, 1, server.base_url))
+            summary = asyncio.run(
+                run_batch([env], TEACHER, RolloutConfig(rounds=rounds), SandboxConfig(), store, 1, 1, server.base_url)
+            )
             requests[env.id] = list(server.requests)
         assert summary["endings"] == {"done": 1}
     [jpath] = sorted((store / judge.id).glob("*.jsonl"))
     [mpath] = sorted((store / ml.id).glob("*.jsonl"))
-    return {"root": root, "envs": bundled_envs, "judge": judge, "ml": ml, "store": store, "jpath": jpath, "mpath": mpath, "requests": requests}
+    return {
+        "root": root,
+        "envs": bundled_envs,
+        "judge": judge,
+        "ml": ml,
+        "store": store,
+        "jpath": jpath,
+        "mpath": mpath,
+        "requests": requests,
+    }
 
 
 def variant(world, source: Path, store: Path, name: str, edit=None, edit_snapshot=None) -> Path:
@@ -137,6 +154,7 @@ def end_of_round(number, **fields):
 
     return edit
 
+
 def all_scores(value):
     def edit(lines):
         for line in rounds_of(lines):
@@ -144,17 +162,21 @@ def all_scores(value):
 
     return edit
 
+
 def same_actions(lines):
     for line in lines:
         if line["type"] == "step":
             line["action"] = {"kind": "command", "command": "ls", "error": ""}
 
+
 def same_submissions(lines):
     for line in rounds_of(lines):
         line["submission"] = rounds_of(lines)[-1]["submission"]
 
+
 def cut_end(lines):
     return [line for line in lines if line["type"] != "end"]
+
 
 def changed_training_data(record):
     replace_in_final_snapshot(record, "data/train.csv", b"id,bmi,progression\n1,0.1,100\n")
@@ -171,12 +193,20 @@ def test_each_drop_reason_fires_on_a_trajectory_built_to_trigger_it(world, tmp_p
         "below_baseline": variant(world, j, store, "below-baseline", all_scores(0.1)),
         "no_improvement": variant(world, j, store, "flat", all_scores(1.0)),
         "protocol": variant(world, j, store, "protocol", end_of_round(2, ending="step_limit")),
-        "missing_reflection": variant(world, j, store, "no-reflection", end_of_round(3, **{"reflection.complete": False})),
+        "missing_reflection": variant(
+            world, j, store, "no-reflection", end_of_round(3, **{"reflection.complete": False})
+        ),
         "repeated_actions": variant(world, j, store, "repeats", same_actions),
         "unchanged_resubmits": variant(world, j, store, "resubmits", same_submissions),
         "protected_file_changed": variant(world, m, store, "protected", edit_snapshot=changed_training_data),
         "not_reproducible": variant(world, j, store, "tampered", end_of_round(4, **{"grade.held_out_score": 0.99})),
-        "env_missing": variant(world, j, store, "no-env", lambda lines: [dict(line, env_id="no-such-env") if line["type"] == "header" else line for line in lines]),
+        "env_missing": variant(
+            world,
+            j,
+            store,
+            "no-env",
+            lambda lines: [dict(line, env_id="no-such-env") if line["type"] == "header" else line for line in lines],
+        ),
     }
     variant(world, j, store, "good")
     selection = select(store, world["envs"], tmp_path / "sel", SelectConfig(max_unchanged_resubmits=2), SandboxConfig())
@@ -191,12 +221,18 @@ def test_each_drop_reason_fires_on_a_trajectory_built_to_trigger_it(world, tmp_p
     assert by_key["protected"].reasons == ["protected_file_changed"]
     # The report on disk says the same, as JSON and as a table.
     report = json.loads((tmp_path / "sel" / "selection.json").read_text())
-    assert report["kept"] == 1 and report["dropped"] == len(expected) and report["drops"]["not_reproducible"]["ids"] == ["tampered"]
+    assert (
+        report["kept"] == 1
+        and report["dropped"] == len(expected)
+        and report["drops"]["not_reproducible"]["ids"] == ["tampered"]
+    )
     assert "| not_reproducible | 1 | tampered |" in (tmp_path / "sel" / "drops.md").read_text()
     # A re-run judges nothing again: every verdict comes from the cache (no container is started).
     cached_lines = (tmp_path / "sel" / "verdicts.jsonl").read_text().count("\n")
     again = select(store, world["envs"], tmp_path / "sel", SelectConfig(max_unchanged_resubmits=2), SandboxConfig())
-    assert [v.key for v in again.kept] == ["good"] and (tmp_path / "sel" / "verdicts.jsonl").read_text().count("\n") == cached_lines
+    assert [v.key for v in again.kept] == ["good"] and (tmp_path / "sel" / "verdicts.jsonl").read_text().count(
+        "\n"
+    ) == cached_lines
 
 
 def test_a_canary_in_a_trajectory_stops_selection_and_export(world, tmp_path):
@@ -215,7 +251,9 @@ def test_a_canary_in_a_trajectory_stops_selection_and_export(world, tmp_path):
         select(store, world["envs"], tmp_path / "sel", SelectConfig(), SandboxConfig())
     assert not (tmp_path / "sel" / "kept.jsonl").exists()
     (tmp_path / "fake-sel").mkdir()
-    (tmp_path / "fake-sel" / "kept.jsonl").write_text(json.dumps({"key": "leaky", "env_id": "subset-fill", "path": str(leaked)}) + "\n")
+    (tmp_path / "fake-sel" / "kept.jsonl").write_text(
+        json.dumps({"key": "leaky", "env_id": "subset-fill", "path": str(leaked)}) + "\n"
+    )
     with pytest.raises(LeakError, match="canary"):
         export(kept_records(tmp_path / "fake-sel"), tmp_path / "ds", ExportConfig(), world["envs"])
     assert not (tmp_path / "ds").exists()
@@ -232,7 +270,11 @@ def test_llm_judge_criterion_uses_the_teacher(world, tmp_path):
             selection = select(store, world["envs"], tmp_path / f"sel-{kept}", config, SandboxConfig(), teacher)
             assert len(server.requests) == 2 and "Rate from 1 to 10" in server.requests[0]["messages"][0]["content"]
             # The judge sees what each round showed the agent (its feedback as recorded), not the grade.
-            shown = {" ".join(r.end.feedback.split())[:60] for path in sorted(store.rglob("*.jsonl")) for r in load(path).rounds}
+            shown = {
+                " ".join(r.end.feedback.split())[:60]
+                for path in sorted(store.rglob("*.jsonl"))
+                for r in load(path).rounds
+            }
             assert any(text in request["messages"][0]["content"] for request in server.requests for text in shown)
         assert len(selection.kept) == (2 if kept else 0)
         if not kept:
@@ -271,7 +313,9 @@ def test_shards_load_with_datasets_and_hold_what_the_teacher_saw(world, exported
     requests = world["requests"]["subset-fill"]
     record = load(world["jpath"])
     judge_rows = sorted((r for r in rounds if r["env_id"] == "subset-fill"), key=lambda r: r["round"])
-    reflection_requests = [r for r in requests if "Reflect, then write your state update" in r["messages"][-1]["content"]]
+    reflection_requests = [
+        r for r in requests if "Reflect, then write your state update" in r["messages"][-1]["content"]
+    ]
     for row, sent, round_ in zip(judge_rows, reflection_requests, record.rounds):
         assert json.dumps(row["messages"][:-1]) == json.dumps(sent["messages"])
         assert row["messages"][-1] == {"role": "assistant", "content": round_.end.reflection.call.content}
@@ -325,11 +369,17 @@ def test_export_is_deterministic_and_the_card_describes_it(world, exported, tmp_
     write_card(tmp_path / "again", again, exported["config"], exported["selection"].report())
 
     def digest(folder):
-        return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+        return {
+            p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*"))
+            if p.is_file()
+        }
 
     assert digest(ds) == digest(tmp_path / "again")
     checksums = json.loads((ds / "checksums.json").read_text())
-    assert checksums and all(hashlib.sha256((ds / rel).read_bytes()).hexdigest() == sha for rel, sha in checksums.items())
+    assert checksums and all(
+        hashlib.sha256((ds / rel).read_bytes()).hexdigest() == sha for rel, sha in checksums.items()
+    )
     card = (ds / "README.md").read_text()
     front = yaml.safe_load(card.split("---")[1])
     assert {c["config_name"] for c in front["configs"]} == {"rounds", "trajectories"}
@@ -354,15 +404,36 @@ def test_cli_select_export_push_end_to_end(world, tmp_path, monkeypatch):
     store = tmp_path / "store"
     for path in (world["jpath"], world["mpath"]):
         variant(world, path, store, path.stem)
+
     def tamper(lines):
-        return [dict(line, grade={**line["grade"], "held_out_score": 0.99}) if line["type"] == "round_end" and line["round"] == 4 else line for line in lines]
+        return [
+            dict(line, grade={**line["grade"], "held_out_score": 0.99})
+            if line["type"] == "round_end" and line["round"] == 4
+            else line
+            for line in lines
+        ]
 
     variant(world, world["jpath"], store, "tampered", tamper)
     runner = CliRunner()
-    result = runner.invoke(app, ["select", "--store", str(store), "--envs", str(world["envs"]), "--out", str(tmp_path / "sel")])
+    result = runner.invoke(
+        app, ["select", "--store", str(store), "--envs", str(world["envs"]), "--out", str(tmp_path / "sel")]
+    )
     assert result.exit_code == 0, result.output
     assert "kept 2 of 3" in result.output and "not_reproducible" in result.output
-    result = runner.invoke(app, ["export", "--selection", str(tmp_path / "sel"), "--envs", str(world["envs"]), "--out", str(tmp_path / "ds"), "-c", "export.reflection_weight=2.0"])
+    result = runner.invoke(
+        app,
+        [
+            "export",
+            "--selection",
+            str(tmp_path / "sel"),
+            "--envs",
+            str(world["envs"]),
+            "--out",
+            str(tmp_path / "ds"),
+            "-c",
+            "export.reflection_weight=2.0",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "exported 2 trajectories" in result.output
     import pyarrow.parquet as pq
@@ -372,11 +443,37 @@ def test_cli_select_export_push_end_to_end(world, tmp_path, monkeypatch):
     assert set(reflection_weights) == {2.0}  # the config reached the rows
     with FakeHub() as hub:
         isolate_hf_client(monkeypatch, hub.endpoint, tmp_path / "hf-home")
-        result = runner.invoke(app, ["push", "--dataset", str(tmp_path / "ds"), "--repo-id", "someone/arex-demo", "--token", "hf_test", "--endpoint", hub.endpoint])
+        result = runner.invoke(
+            app,
+            [
+                "push",
+                "--dataset",
+                str(tmp_path / "ds"),
+                "--repo-id",
+                "someone/arex-demo",
+                "--token",
+                "hf_test",
+                "--endpoint",
+                hub.endpoint,
+            ],
+        )
         assert result.exit_code == 0, result.output
         uploaded = hub.files("someone/arex-demo")
-    local = {p.relative_to(tmp_path / "ds").as_posix(): p.read_bytes() for p in (tmp_path / "ds").rglob("*") if p.is_file()}
+    local = {
+        p.relative_to(tmp_path / "ds").as_posix(): p.read_bytes() for p in (tmp_path / "ds").rglob("*") if p.is_file()
+    }
     assert {k: v for k, v in uploaded.items() if k != ".gitattributes"} == local
     # No token: a clear error, nothing sent.
-    result = runner.invoke(app, ["push", "--dataset", str(tmp_path / "ds"), "--repo-id", "someone/arex-demo", "--endpoint", "http://127.0.0.1:9"])
+    result = runner.invoke(
+        app,
+        [
+            "push",
+            "--dataset",
+            str(tmp_path / "ds"),
+            "--repo-id",
+            "someone/arex-demo",
+            "--endpoint",
+            "http://127.0.0.1:9",
+        ],
+    )
     assert result.exit_code == 2 and "token" in result.output.lower()
