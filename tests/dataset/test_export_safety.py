@@ -82,7 +82,12 @@ def test_a_folder_that_is_not_an_export_is_refused_and_left_alone(world):
     (out / "notes.txt").write_text("my notes")
     (out / "sub" / "data.csv").write_text("1,2")
     before = tree(out)
-    refused(run_export(world, out), f"--out {out} is not empty and is not an earlier arex export", MARKER, "choose a new or empty folder")
+    refused(
+        run_export(world, out),
+        f"--out {out} is not empty and is not an earlier arex export",
+        MARKER,
+        "choose a new or empty folder",
+    )
     assert tree(out) == before and leftovers(out) == []
     (world["root"] / "a-file").write_text("x")
     refused(run_export(world, world["root"] / "a-file"), "is a file, not a folder")
@@ -116,7 +121,8 @@ def test_the_current_folder_and_its_parents_are_refused(world, out):
 def test_the_store_the_selection_and_the_envs_are_refused(world, where, name):
     root = world["root"]
     (root / "v1" / "store").rename(root / "v1" / "store-real")
-    (root / "v1" / "store").symlink_to(root / "v1" / "store-real")  # the store as selection.json names it is itself a link
+    # the store as selection.json names it is itself a link
+    (root / "v1" / "store").symlink_to(root / "v1" / "store-real")
     (root / "link-to-store").symlink_to(root / "v1" / "store-real")
     paths = {"store": root / "v1" / "store", "envs": root / "v1" / "envs", "sel": root / "sel", "v1": root / "v1"}
     head, _, tail = where.partition("/")
@@ -204,7 +210,7 @@ KILLER = textwrap.dedent(
     arex.dataset.swap.Target.swap = die
     sys.argv = ["arex", "export", "--selection", sys.argv[1], "--out", sys.argv[2], "-c", "export.reflection_weight=3.0"]
     main()
-    """
+    """  # noqa: E501
 )
 
 
@@ -212,7 +218,9 @@ def test_a_kill_before_the_swap_leaves_the_previous_dataset_whole_and_the_next_r
     out = world["root"] / "dataset"
     assert run_export(world, out).exit_code == 0
     before = tree(out)
-    proc = subprocess.run([sys.executable, "-c", KILLER, str(world["sel"]), str(out)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLER, str(world["sel"]), str(out)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert "'README.md'" in proc.stdout and "'score_curve.png'" in proc.stdout  # the card was staged with the shards
     assert tree(out) == before  # the previous dataset, card and all, untouched
@@ -228,7 +236,11 @@ def test_a_leftover_staging_folder_without_the_marker_is_not_deleted(world):
     partial = out.with_name(".dataset.partial")
     partial.mkdir()
     (partial / "precious.txt").write_text("not arex's")
-    refused(run_export(world, out), f"{partial} is left over from an earlier export but has no {MARKER} file", "move it away")
+    refused(
+        run_export(world, out),
+        f"{partial} is left over from an earlier export but has no {MARKER} file",
+        "move it away",
+    )
     assert (partial / "precious.txt").read_text() == "not arex's" and not out.exists()
     (partial / "precious.txt").unlink()  # an empty leftover (a kill right after mkdir) is harmless
     assert run_export(world, out).exit_code == 0 and leftovers(out) == []
@@ -255,7 +267,12 @@ def test_a_kept_list_without_checksums_is_refused(world):
     kept = world["sel"] / "kept.jsonl"
     rows = [json.loads(line) for line in kept.read_text().splitlines()]
     kept.write_text("".join(json.dumps({k: v for k, v in row.items() if k != "record_sha"}) + "\n" for row in rows))
-    refused(run_export(world, world["root"] / "dataset"), "without the checksum select judged it by", "re-run `arex select", "cached verdicts")
+    refused(
+        run_export(world, world["root"] / "dataset"),
+        "without the checksum select judged it by",
+        "re-run `arex select",
+        "cached verdicts",
+    )
     assert not (world["root"] / "dataset").exists()
     kept.write_text("not json\n")
     refused(run_export(world, world["root"] / "dataset"), f"{kept}, line 1: not a kept record")
@@ -266,7 +283,9 @@ def test_a_kept_list_without_checksums_is_refused(world):
 def tmpfs(path: Path, size: str):
     """A small real tmpfs at `path` (needs root), unmounted however the test ends."""
     path.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
     try:
@@ -281,9 +300,12 @@ def test_a_full_disk_is_one_sentence_and_the_previous_dataset_survives(world):
         assert run_export(world, out).exit_code == 0
         before = tree(out)
         stat = os.statvfs(disk)
-        (disk / "filler").write_bytes(b"\0" * (stat.f_bavail * stat.f_frsize - 24 * 1024))  # room for less than one export
+        # room for less than one export
+        (disk / "filler").write_bytes(b"\0" * (stat.f_bavail * stat.f_frsize - 24 * 1024))
         result = run_export(world, out, "-c", "export.reflection_weight=2.0")
-        refused(result, f"no space left on the device while writing {disk}/.dataset.partial/", f"{out} was left as it was")
+        refused(
+            result, f"no space left on the device while writing {disk}/.dataset.partial/", f"{out} was left as it was"
+        )
         assert tree(out) == before and leftovers(out) == []
 
 
@@ -293,8 +315,15 @@ def test_a_read_only_output_folder_is_one_sentence_and_the_previous_dataset_surv
         assert run_export(world, out).exit_code == 0
         before = tree(out)
         subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
-        refused(run_export(world, out), "is on a read-only file system", "choose an --out on a writable one", f"{out} was left as it was")
-        refused(run_export(world, disk / "new"), "is on a read-only file system", f"nothing was written to {disk / 'new'}")
+        refused(
+            run_export(world, out),
+            "is on a read-only file system",
+            "choose an --out on a writable one",
+            f"{out} was left as it was",
+        )
+        refused(
+            run_export(world, disk / "new"), "is on a read-only file system", f"nothing was written to {disk / 'new'}"
+        )
         assert tree(out) == before
 
 

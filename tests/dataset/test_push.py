@@ -271,7 +271,10 @@ def _drop_checksums(folder: Path) -> None:
 
 
 def _rechecksum(folder: Path) -> None:
-    checksums = {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*.parquet"))}
+    checksums = {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*.parquet"))
+    }
     (folder / "checksums.json").write_text(json.dumps(checksums, indent=2))
 
 
@@ -302,8 +305,14 @@ def _head_replaced_with_its_checksum(folder: Path) -> None:
         (_add_unlisted_shard, "train-00002-of-00003.parquet is not listed in checksums.json"),
         (_drop_checksums, "has no checksums.json"),
         (_text_shard_with_its_checksum, "rounds/train-00001-of-00002.parquet in .* is not a readable parquet file"),
-        (_footer_cut_with_its_checksum, "trajectories/train-00000-of-00001.parquet in .* is not a readable parquet file"),
-        (_head_replaced_with_its_checksum, "rounds/train-00000-of-00002.parquet in .* is not a readable parquet file .no parquet magic at its start"),
+        (
+            _footer_cut_with_its_checksum,
+            "trajectories/train-00000-of-00001.parquet in .* is not a readable parquet file",
+        ),
+        (
+            _head_replaced_with_its_checksum,
+            "rounds/train-00000-of-00002.parquet in .* is not a readable parquet file .no parquet magic at its start",
+        ),
     ],
 )
 def test_broken_export_fails_before_any_request(hub, tmp_path, breakage, expected):

@@ -29,10 +29,29 @@ SPECIALS = {
     "qwen3": (["<|im_start|>", "<|im_end|>"], "<|im_end|>"),
     "gemma3": (["<start_of_turn>", "<end_of_turn>"], "<end_of_turn>"),
     "phi3": (["<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|endoftext|>"], "<|end|>"),
-    "deepseekv3": (["<｜begin▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"], "<｜end▁of▁sentence｜>"),
-    "deepseek_r1_distill": (["<｜begin▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"], "<｜end▁of▁sentence｜>"),
-    "gptoss": (["<|start|>", "<|message|>", "<|end|>", "<|return|>", "<|channel|>", "<|constrain|>", "<|call|>"], "<|end|>"),
-    "cohere": (["<BOS_TOKEN>", "<|START_OF_TURN_TOKEN|>", "<|END_OF_TURN_TOKEN|>", "<|SYSTEM_TOKEN|>", "<|USER_TOKEN|>", "<|CHATBOT_TOKEN|>"], "<|END_OF_TURN_TOKEN|>"),
+    "deepseekv3": (
+        ["<｜begin▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"],
+        "<｜end▁of▁sentence｜>",
+    ),
+    "deepseek_r1_distill": (
+        ["<｜begin▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"],
+        "<｜end▁of▁sentence｜>",
+    ),
+    "gptoss": (
+        ["<|start|>", "<|message|>", "<|end|>", "<|return|>", "<|channel|>", "<|constrain|>", "<|call|>"],
+        "<|end|>",
+    ),
+    "cohere": (
+        [
+            "<BOS_TOKEN>",
+            "<|START_OF_TURN_TOKEN|>",
+            "<|END_OF_TURN_TOKEN|>",
+            "<|SYSTEM_TOKEN|>",
+            "<|USER_TOKEN|>",
+            "<|CHATBOT_TOKEN|>",
+        ],
+        "<|END_OF_TURN_TOKEN|>",
+    ),
 }
 
 
@@ -47,7 +66,9 @@ def shorten(source: Path, target: Path, edit=None) -> Path:
     for line in source.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
         if row["type"] == "round_start":
-            row["context"] = [m if m["role"] == "assistant" else {**m, "content": _short(m["content"])} for m in row["context"]]
+            row["context"] = [
+                m if m["role"] == "assistant" else {**m, "content": _short(m["content"])} for m in row["context"]
+            ]
         elif row["type"] == "step" and row["observation"]:
             row["observation"] = _short(row["observation"])
         elif row["type"] == "round_end":
@@ -105,8 +126,13 @@ def test_calls_rows_hold_each_usable_calls_exact_request_and_reply(store, tmp_pa
     assert len(calls) == len(expected) == len(got) and stats.rows == {"calls": len(expected)}
     by_key = {json.dumps([r["prompt"], r["completion"][0]["content"]]): r for r in calls}
     for prompt, reply, kind, step in expected:
-        row = by_key[json.dumps([merge_turns(prompt, [0.0] * len(prompt))[0], reply])]  # the exact request (same-role turns joined)
-        assert row["completion"] == [{"role": "assistant", "content": reply}] and row["kind"] == kind and row["step"] == step
+        # the exact request (same-role turns joined)
+        row = by_key[json.dumps([merge_turns(prompt, [0.0] * len(prompt))[0], reply])]
+        assert (
+            row["completion"] == [{"role": "assistant", "content": reply}]
+            and row["kind"] == kind
+            and row["step"] == step
+        )
         assert is_conversational(row) and row["prompt"][-1]["role"] == "user"
 
 
@@ -132,7 +158,18 @@ def test_consecutive_turns_are_merged_and_full_history_turns_keep_their_own_weig
     assert set(row3["weights"][:context]) == {0.0} and row3["weights"][context:] == [1.0, 0.0, 1.0, 0.0, 2.0]
     [trajectory] = [r for r in rows_of(tmp_path / "ds" / "trajectories") if r["trajectory_id"] == full.header.key]
     replies = [w for m, w in zip(trajectory["messages"], trajectory["weights"]) if m["role"] == "assistant"]
-    assert replies == [1.0, 1.0, 2.0, 0.0, 1.0, 2.0, 1.0, 1.0, 2.0]  # action, submit, reflection per round; round 2's first reply unusable
+    # action, submit, reflection per round; round 2's first reply unusable
+    assert replies == [
+        1.0,
+        1.0,
+        2.0,
+        0.0,
+        1.0,
+        2.0,
+        1.0,
+        1.0,
+        2.0,
+    ]
 
 
 # -- masks ------------------------------------------------------------------------------------------
@@ -193,7 +230,9 @@ def test_masks_are_linear_one_render_pair_and_two_tokenizations_per_row():
             return tokenize(*a, **k)
 
     masker = Masker(Counting())
-    messages = [{"role": "system", "content": "sys"}] + [{"role": r, "content": f"{r} turn {i}"} for i in range(120) for r in ("user", "assistant")]
+    messages = [{"role": "system", "content": "sys"}] + [
+        {"role": r, "content": f"{r} turn {i}"} for i in range(120) for r in ("user", "assistant")
+    ]
     encoded = masker.encode(messages, [float(m["role"] == "assistant") for m in messages])
     assert len(messages) == 241 and calls == {"render": 2, "tokenize": 2}
     assert len(supervised_runs(tokenizer, encoded.input_ids, encoded.weights)) == 120
@@ -221,15 +260,30 @@ def test_token_rows_are_cut_at_round_boundaries_and_the_card_counts_it(store, ch
         stats = export(iter([path]), tmp_path / f"whole-{name}", ExportConfig(tokenizer=str(chatml)), None)
         lengths[name] = {g: t.lengths for g, t in stats.tokens.items()}
     limit = max(lengths["bounded"]["rounds"])  # each bounded round fits alone, its trajectory does not
-    assert lengths["bounded"]["trajectories"][0] > limit and lengths["full"]["rounds"][0] <= limit < lengths["full"]["trajectories"][0]
+    assert (
+        lengths["bounded"]["trajectories"][0] > limit
+        and lengths["full"]["rounds"][0] <= limit < lengths["full"]["trajectories"][0]
+    )
     assert min(lengths["errors"]["rounds"]) > limit  # none of its rounds fits
-    stats = export(iter(store.values()), tmp_path / "ds", ExportConfig(tokenizer=str(chatml), max_length=limit, reflection_weight=2.0), None)
+    stats = export(
+        iter(store.values()),
+        tmp_path / "ds",
+        ExportConfig(tokenizer=str(chatml), max_length=limit, reflection_weight=2.0),
+        None,
+    )
     tokenizer = load_tokenizer(chatml)
     parts = rows_of(tmp_path / "ds" / "tokens" / "trajectories")
-    assert all(len(p["input_ids"]) <= limit for p in parts) and all(len(p["input_ids"]) == len(p["labels"]) == len(p["weights"]) for p in parts)
+    assert all(len(p["input_ids"]) <= limit for p in parts) and all(
+        len(p["input_ids"]) == len(p["labels"]) == len(p["weights"]) for p in parts
+    )
     bounded, full, errors = (load(store[n]) for n in ("bounded", "full", "errors"))
     covered = sorted((p["first_round"], p["last_round"]) for p in parts if p["trajectory_id"] == bounded.header.key)
-    assert len(covered) > 1 and covered[0][0] == 1 and covered[-1][1] == 4 and all(b[0] == a[1] + 1 for a, b in zip(covered, covered[1:]))
+    assert (
+        len(covered) > 1
+        and covered[0][0] == 1
+        and covered[-1][1] == 4
+        and all(b[0] == a[1] + 1 for a, b in zip(covered, covered[1:]))
+    )
     system = "<|im_start|>system\n" + bounded.rounds[0].start.context[0].content + "<|im_end|>\n"
     for part in (p for p in parts if p["trajectory_id"] == bounded.header.key):
         assert tokenizer.decode(part["input_ids"]).startswith(system)  # each part starts from the system prompt
@@ -243,7 +297,10 @@ def test_token_rows_are_cut_at_round_boundaries_and_the_card_counts_it(store, ch
     assert stats.tokens["rounds"].dropped == sum(n > limit for n in every_round) > 0
     card = (tmp_path / "ds" / "README.md").read_text()
     summary = t.summary()
-    assert f"| trajectories | 3 | {summary['min']} | {summary['median']} | {summary['p90']} | {summary['max']} | {summary['recommended_max_length']} | {t.rows} | 2 | 1 | 5 | 0 |" in card
+    assert (
+        f"| trajectories | 3 | {summary['min']} | {summary['median']} | {summary['p90']} | {summary['max']} | "
+        f"{summary['recommended_max_length']} | {t.rows} | 2 | 1 | 5 | 0 |" in card
+    )
     assert summary["recommended_max_length"] % 256 == 0 and summary["recommended_max_length"] >= summary["p90"]
     assert "WeightedSFTTrainer" in card  # reflections weigh 2: the stock trainer would train them as 1
 
@@ -252,7 +309,9 @@ def test_card_measures_reflection_adherence_instead_of_promising_it(store, tmp_p
     export(iter(store.values()), tmp_path / "ds", ExportConfig(), None)
     card = (tmp_path / "ds" / "README.md").read_text()
     reflections = [r.end.reflection for p in store.values() for r in load(p).rounds]
-    parts = [sum(bool(getattr(x, part).strip()) for x in reflections) for part in ("review", "diagnose", "plan", "state")]
+    parts = [
+        sum(bool(getattr(x, part).strip()) for x in reflections) for part in ("review", "diagnose", "plan", "state")
+    ]
     complete, total = sum(x.complete for x in reflections), len(reflections)
     assert 0 < complete < total  # the fixture has reflections with and without the sections
     row = " | ".join(f"{n}/{total} ({n / total:.0%})" for n in [*parts, complete])
@@ -270,7 +329,9 @@ def test_two_exports_in_folders_named_alike_load_their_own_rows(store, tmp_path)
     for name in ("a", "b"):
         folder = tmp_path / name / "dataset"
         by_folder = load_dataset(str(folder), "rounds", split="train", cache_dir=str(cache))
-        by_files = load_dataset("parquet", data_files=str(folder / "rounds" / "*.parquet"), split="train", cache_dir=str(cache))
+        by_files = load_dataset(
+            "parquet", data_files=str(folder / "rounds" / "*.parquet"), split="train", cache_dir=str(cache)
+        )
         assert set(by_folder["trajectory_id"]) == set(by_files["trajectory_id"])
         ids[name] = set(by_files["trajectory_id"])
     assert ids["a"] != ids["b"]
@@ -287,7 +348,9 @@ def test_a_tokenizer_that_is_not_there_is_one_sentence(tmp_path):
         load_tokenizer(tmp_path / "empty")
     from arex.config import load_config
 
-    with pytest.raises(UserInputError, match=r"section 'export': max_length counts tokens, so it needs export.tokenizer"):
+    with pytest.raises(
+        UserInputError, match=r"section 'export': max_length counts tokens, so it needs export.tokenizer"
+    ):
         load_config(["export.max_length=1024"])
 
 
@@ -297,7 +360,12 @@ def test_train_check_shows_the_trained_tokens_and_fails_on_a_broken_mask(store, 
 
     from arex.cli import app
 
-    export(iter(store.values()), tmp_path / "ds", ExportConfig(tokenizer=str(chatml), granularities=("rounds", "calls")), None)
+    export(
+        iter(store.values()),
+        tmp_path / "ds",
+        ExportConfig(tokenizer=str(chatml), granularities=("rounds", "calls")),
+        None,
+    )
     runner = CliRunner()
     result = runner.invoke(app, ["train-check", str(tmp_path / "ds"), "--tokenizer", str(chatml)])
     assert result.exit_code == 0, result.output
@@ -306,7 +374,11 @@ def test_train_check_shows_the_trained_tokens_and_fails_on_a_broken_mask(store, 
     assert result.exit_code == 0 and "config calls" in result.output, result.output
     shard = next((tmp_path / "ds" / "tokens" / "rounds").glob("*.parquet"))
     table = pq.read_table(shard)
-    ones = table.set_column(table.schema.get_field_index("weights"), "weights", [[[1.0] * len(w) for w in table.column("weights").to_pylist()]])
+    ones = table.set_column(
+        table.schema.get_field_index("weights"),
+        "weights",
+        [[[1.0] * len(w) for w in table.column("weights").to_pylist()]],
+    )
     pq.write_table(ones, shard)
     result = runner.invoke(app, ["train-check", str(tmp_path / "ds"), "--tokenizer", str(chatml)])
     assert result.exit_code == 1 and "the prompt is trained" in result.output, result.output
@@ -328,18 +400,32 @@ def test_stock_sft_trainer_trains_calls_and_token_rows_with_no_glue(store, smol,
     from arex.dataset.train import load_model
 
     tokenizer = load_tokenizer(smol["tokenizer"])
-    export(iter([store["bounded"]]), tmp_path / "ds", ExportConfig(granularities=("rounds", "calls"), tokenizer=str(smol["tokenizer"]), max_length=512), None)
+    export(
+        iter([store["bounded"]]),
+        tmp_path / "ds",
+        ExportConfig(granularities=("rounds", "calls"), tokenizer=str(smol["tokenizer"]), max_length=512),
+        None,
+    )
     cache = str(tmp_path / "hf-cache")
-    calls = load_dataset("parquet", data_files=str(tmp_path / "ds" / "calls" / "*.parquet"), split="train", cache_dir=cache)
-    tokens = load_dataset("parquet", data_files=str(tmp_path / "ds" / "tokens" / "rounds" / "*.parquet"), split="train", cache_dir=cache)
+    calls = load_dataset(
+        "parquet", data_files=str(tmp_path / "ds" / "calls" / "*.parquet"), split="train", cache_dir=cache
+    )
+    tokens = load_dataset(
+        "parquet", data_files=str(tmp_path / "ds" / "tokens" / "rounds" / "*.parquet"), split="train", cache_dir=cache
+    )
     calls = _shortest(calls, lambda r: len(json.dumps(r["prompt"] + r["completion"])))
     tokens = _shortest(tokens, lambda r: len(r["input_ids"]))
     for rows in (calls, tokens):
-        trainer = SFTTrainer(model=load_model(smol["model"]), args=sft_args(tmp_path), train_dataset=rows, processing_class=tokenizer)
+        trainer = SFTTrainer(
+            model=load_model(smol["model"]), args=sft_args(tmp_path), train_dataset=rows, processing_class=tokenizer
+        )
         prepared = trainer.train_dataset
         for source, example in zip(rows, prepared):
-            supervised = supervised_runs(tokenizer, example["input_ids"], [float(label != -100) for label in example["labels"]])
-            if "completion" in source:  # TRL's completion-only loss: the reply, its closing token, the template's newline
+            supervised = supervised_runs(
+                tokenizer, example["input_ids"], [float(label != -100) for label in example["labels"]]
+            )
+            # TRL's completion-only loss: the reply, its closing token, the template's newline
+            if "completion" in source:
                 assert supervised == [source["completion"][0]["content"] + "<|im_end|>\n"]
             else:  # the token rows' labels, used as they are: every reply with its closing token
                 assert example["labels"] == source["labels"]
@@ -359,9 +445,19 @@ def test_weighted_trainer_applies_per_token_weights(store, smol, tmp_path):
     from arex.dataset.train import WeightedCollator, WeightedSFTTrainer, load_model
 
     tokenizer = load_tokenizer(smol["tokenizer"])
-    export(iter([store["bounded"]]), tmp_path / "ds", ExportConfig(tokenizer=str(smol["tokenizer"]), reflection_weight=2.0), None)
+    export(
+        iter([store["bounded"]]),
+        tmp_path / "ds",
+        ExportConfig(tokenizer=str(smol["tokenizer"]), reflection_weight=2.0),
+        None,
+    )
     rows = sorted(rows_of(tmp_path / "ds" / "tokens" / "rounds"), key=lambda r: len(r["input_ids"]))[:1]
-    trainer = WeightedSFTTrainer(model=load_model(smol["model"]), args=sft_args(tmp_path, steps=2), train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
+    trainer = WeightedSFTTrainer(
+        model=load_model(smol["model"]),
+        args=sft_args(tmp_path, steps=2),
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+    )
     assert isinstance(trainer.data_collator, WeightedCollator)
     batch = next(iter(trainer.get_train_dataloader()))  # the stock trainer would drop `weights` here
     assert set(batch) == {"input_ids", "attention_mask", "labels", "weights"}
@@ -384,8 +480,16 @@ def test_train_check_runs_steps_and_shows_the_loss_falls(store, smol, tmp_path):
     from arex.cli import app
 
     export(iter([store["bounded"]]), tmp_path / "ds", ExportConfig(granularities=("calls",)), None)
-    args = ["train-check", str(tmp_path / "ds"), "--tokenizer", str(smol["tokenizer"]), "--steps", "3", "--model", str(smol["model"])]
+    args = [
+        "train-check",
+        str(tmp_path / "ds"),
+        "--tokenizer",
+        str(smol["tokenizer"]),
+        "--steps",
+        "3",
+        "--model",
+        str(smol["model"]),
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "loss by step:" in result.output and "the loss fell from" in result.output
-
