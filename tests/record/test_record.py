@@ -33,9 +33,9 @@ def _criteria_today(data: bytes) -> bytes:
     """The golden selection with today's criteria, and the criteria hash they make. Two changed on
     purpose since the golden was made: the default LLM-judge prompt (the trajectory fenced as
     untrusted data, the rubric before and after it; then a separate item for gaming the evaluation)
-    its cap on that item (`max_gaming`), and the `exploit_attempts` switch (on by default), so verdicts cached under the old criteria are
-    not reused. Nothing else of the golden changes: the criteria block is swapped whole, and only
-    after checking that these are its only differences."""
+    its cap on that item (`max_gaming`), and the `exploit_attempts` switch (on by default), so
+    verdicts cached under the old criteria are not reused. Nothing else of the golden changes: the
+    criteria block is swapped whole, and only after checking that these are its only differences."""
     then = json.loads((FIXTURE / "golden" / "selected" / "selection.json").read_text())["criteria"]
     now = SelectConfig(regrade=False)
     today = now.model_dump()
@@ -91,9 +91,15 @@ def test_v1_bounded_records_export_byte_identically(v1, tmp_path, config, folder
     records = [p for p in sorted((v1 / "store").glob("*/*.jsonl")) if load(p).header.config["context"] == "bounded"]
     assert len(records) == 5
     export(iter(records), tmp_path / "dataset", config, v1 / "envs")
-    expected = sorted(p.relative_to(FIXTURE / "golden" / folder) for p in (FIXTURE / "golden" / folder).rglob("*") if p.is_file())
+    expected = sorted(
+        p.relative_to(FIXTURE / "golden" / folder) for p in (FIXTURE / "golden" / folder).rglob("*") if p.is_file()
+    )
     extras = {".arex-export", "README.md", "score_curve.png"}  # the marker and the card: newer than the golden export
-    made = sorted(p.relative_to(tmp_path / "dataset") for p in (tmp_path / "dataset").rglob("*") if p.is_file() and p.relative_to(tmp_path / "dataset").as_posix() not in extras)
+    made = sorted(
+        p.relative_to(tmp_path / "dataset")
+        for p in (tmp_path / "dataset").rglob("*")
+        if p.is_file() and p.relative_to(tmp_path / "dataset").as_posix() not in extras
+    )
     assert made == expected
     for rel in expected:
         assert (tmp_path / "dataset" / rel).read_bytes() == (FIXTURE / "golden" / folder / rel).read_bytes(), rel
@@ -145,12 +151,18 @@ def test_a_cut_round_is_replaced_by_what_its_calls_cost(tmp_path):
     lines = (FIXTURE / "store" / "subset-fill" / "d9aca56721dc2283.jsonl").read_text().splitlines()
     last_start = max(i for i, line in enumerate(lines) if '"type":"round_start"' in line)
     path = tmp_path / "cut.jsonl"
-    path.write_text("\n".join(lines[: last_start + 2]) + "\n" + lines[last_start + 2][:40])  # a step, then a kill mid-line
+    # a step, then a kill mid-line
+    path.write_text("\n".join(lines[: last_start + 2]) + "\n" + lines[last_start + 2][:40])
     t = load(path, truncate=True)
     assert [r.number for r in t.rounds] == [1, 2, 3] and t.end is None
     step = json.loads(lines[last_start + 1])
     [spent] = t.spent
-    assert (spent.round, spent.calls, spent.prompt_tokens, spent.completion_tokens) == (4, 1, step["call"]["prompt_tokens"], step["call"]["completion_tokens"])
+    assert (spent.round, spent.calls, spent.prompt_tokens, spent.completion_tokens) == (
+        4,
+        1,
+        step["call"]["prompt_tokens"],
+        step["call"]["completion_tokens"],
+    )
     rewritten = path.read_text().splitlines()
     assert rewritten[:-1] == lines[:last_start] and json.loads(rewritten[-1])["type"] == "spent"
     assert load(path).spent == [spent]  # the spent line reads back

@@ -28,7 +28,9 @@ from arex.record.snapshots import (
 SOLUTION = b"print(sum(map(int, input().split())))\n"
 
 
-def _member(name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"", linkname: str = "") -> tuple[tarfile.TarInfo, bytes]:
+def _member(
+    name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"", linkname: str = ""
+) -> tuple[tarfile.TarInfo, bytes]:
     info = tarfile.TarInfo(name)
     info.type, info.linkname, info.mode = kind, linkname, 0o755 if kind == tarfile.DIRTYPE else 0o644
     info.size = len(data) if kind == tarfile.REGTYPE else 0
@@ -60,7 +62,9 @@ def workspace(path: Path) -> Path:
 
 
 def listing(root: Path) -> set[str]:
-    return {p.relative_to(root).as_posix() for p in root.rglob("*")} | {p.name for p in root.parent.iterdir() if p.name.startswith(root.name)}
+    return {p.relative_to(root).as_posix() for p in root.rglob("*")} | {
+        p.name for p in root.parent.iterdir() if p.name.startswith(root.name)
+    }
 
 
 @pytest.fixture
@@ -103,12 +107,25 @@ def test_read_member_returns_the_bytes_under_any_spelling_of_the_name(tmp_path, 
 def test_iter_files_yields_regular_members_with_normalised_names_and_honours_the_cap(tmp_path, untouched):
     archive = workspace(tmp_path / "ws.tar")
     untouched["mark"]()
-    assert list(iter_files(archive, 1 << 20)) == [("solution.py", SOLUTION), ("data/train.csv", b"x,y\n1,2\n"), ("empty.txt", b"")]
-    assert [name for name, _ in iter_files(archive, 10)] == ["data/train.csv", "empty.txt"]  # the solution is over 10 bytes
+    assert list(iter_files(archive, 1 << 20)) == [
+        ("solution.py", SOLUTION),
+        ("data/train.csv", b"x,y\n1,2\n"),
+        ("empty.txt", b""),
+    ]
+    # the solution is over 10 bytes
+    assert [name for name, _ in iter_files(archive, 10)] == [
+        "data/train.csv",
+        "empty.txt",
+    ]
 
 
 def test_a_later_member_of_the_same_name_wins_as_on_extraction(tmp_path, untouched):
-    archive = build(tmp_path / "dup.tar", regular("./solution.py", b"first"), regular("solution.py", b"second"), regular("/solution.py", b"third"))
+    archive = build(
+        tmp_path / "dup.tar",
+        regular("./solution.py", b"first"),
+        regular("solution.py", b"second"),
+        regular("/solution.py", b"third"),
+    )
     untouched["mark"]()
     assert read_member(archive, "solution.py", 100) == b"third"
 
@@ -125,7 +142,12 @@ def test_absolute_member_names_are_only_read_never_written(tmp_path, untouched):
 
 def test_traversal_names_never_match_a_workspace_file(tmp_path, untouched):
     escape = "../" * 12 + str(untouched["outside"]).lstrip("/") + "/pwned"
-    archive = build(tmp_path / "dotdot.tar", regular("./solution.py", SOLUTION), regular(escape, b"owned"), regular("./a/../solution.py", b"owned too"))
+    archive = build(
+        tmp_path / "dotdot.tar",
+        regular("./solution.py", SOLUTION),
+        regular(escape, b"owned"),
+        regular("./a/../solution.py", b"owned too"),
+    )
     untouched["mark"]()
     assert read_member(archive, "solution.py", 1 << 20) == SOLUTION  # not the later `a/../solution.py`
     names = [name for name, _ in iter_files(archive, 1 << 20)]
@@ -152,7 +174,9 @@ def test_symlink_then_member_through_it_is_refused(tmp_path, untouched):
 def test_a_symlink_named_like_the_submission_is_not_followed(tmp_path, untouched):
     archive = build(tmp_path / "link.tar", _member("./solution.py", tarfile.SYMTYPE, linkname="/etc/passwd"))
     untouched["mark"]()
-    with pytest.raises(MemberError, match=r"'solution.py' .* is a symbolic link \(to '/etc/passwd'\), not a file") as error:
+    with pytest.raises(
+        MemberError, match=r"'solution.py' .* is a symbolic link \(to '/etc/passwd'\), not a file"
+    ) as error:
         read_member(archive, "solution.py", 1 << 20)
     assert "root:" not in str(error.value)
     assert list(iter_files(archive, 1 << 20)) == []
@@ -176,7 +200,9 @@ def test_hard_links_are_not_resolved_inside_or_outside_the_archive(tmp_path, unt
 def test_fifo_and_device_members_are_refused(tmp_path, untouched):
     device, _ = _member("./null", tarfile.CHRTYPE)
     device.devmajor, device.devminor = 1, 3
-    archive = build(tmp_path / "special.tar", _member("./pipe", tarfile.FIFOTYPE), (device, b""), regular("./solution.py", SOLUTION))
+    archive = build(
+        tmp_path / "special.tar", _member("./pipe", tarfile.FIFOTYPE), (device, b""), regular("./solution.py", SOLUTION)
+    )
     untouched["mark"]()
     with pytest.raises(MemberError, match="'pipe' .* is a FIFO, not a file"):
         read_member(archive, "pipe", 1 << 20)
@@ -295,8 +321,14 @@ def test_scan_archive_names_the_member_and_line_of_a_canary(tmp_path):
     canaries = Canaries({CANARY: "secret-env"})
     clean = workspace(tmp_path / "clean.tar")
     scan_archive(clean, canaries)  # nothing to find: no error
-    leaked = build(tmp_path / "leaked.tar", regular("./solution.py", SOLUTION), regular("./notes/log.txt", f"one\r\ntwo\nthe label is {CANARY}\n".encode()))
-    with pytest.raises(LeakError, match=r"leaked.tar \(member 'notes/log.txt', line 3\): the private-data canary of env 'secret-env'"):
+    leaked = build(
+        tmp_path / "leaked.tar",
+        regular("./solution.py", SOLUTION),
+        regular("./notes/log.txt", f"one\r\ntwo\nthe label is {CANARY}\n".encode()),
+    )
+    with pytest.raises(
+        LeakError, match=r"leaked.tar \(member 'notes/log.txt', line 3\): the private-data canary of env 'secret-env'"
+    ):
         scan_archive(leaked, canaries)
     named = build(tmp_path / "named.tar", regular(f"./{CANARY}.txt", b"harmless"))
     with pytest.raises(LeakError, match="member name .*canary of env 'secret-env'"):

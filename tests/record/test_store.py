@@ -24,7 +24,17 @@ import pytest
 from loop_kit import TEACHER, cli_rollout, climbing, process_sandbox, select_cli
 from repo_paths import TESTS
 
-from arex.record.storage import LOCK_NAME, STORE_ENV, DiskFull, OutputError, Owner, StoreLock, StoreLocked, boot_id, proc_start
+from arex.record.storage import (
+    LOCK_NAME,
+    STORE_ENV,
+    DiskFull,
+    OutputError,
+    Owner,
+    StoreLock,
+    StoreLocked,
+    boot_id,
+    proc_start,
+)
 from arex.record.trajectory import load
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
@@ -56,11 +66,16 @@ backend, env_dir, store, url, rounds = sys.argv[2:7]
 env = runtime.load_env(Path(env_dir))
 asyncio.run(run_batch([env], TEACHER, RolloutConfig(rounds=int(rounds)), SandboxConfig(backend=backend), Path(store), 1, 1, url))
 print("finished", flush=True)
-"""
+"""  # noqa: E501
 
 
 def start_run(backend: str, env, store: Path, url: str, rounds: int = 2) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", RUNNER, str(TESTS), backend, str(env.dir), str(store), url, str(rounds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", RUNNER, str(TESTS), backend, str(env.dir), str(store), url, str(rounds)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def stalling(script, marker: str):
@@ -77,18 +92,24 @@ def stalling(script, marker: str):
 
 
 def batch(env, store: Path, url: str, rounds: int = 2, samples: int = 1, sandbox=None):
-    return asyncio.run(run_batch([env], TEACHER, RolloutConfig(rounds=rounds), sandbox or process_sandbox(), store, samples, 1, url))
+    return asyncio.run(
+        run_batch([env], TEACHER, RolloutConfig(rounds=rounds), sandbox or process_sandbox(), store, samples, 1, url)
+    )
 
 
 # -- one run per store ---------------------------------------------------------------------------
-def test_a_second_run_on_a_store_in_use_stops_before_any_teacher_call_and_a_killed_runs_lock_is_taken_over(env, tmp_path, caplog):
+def test_a_second_run_on_a_store_in_use_stops_before_any_teacher_call_and_a_killed_runs_lock_is_taken_over(
+    env, tmp_path, caplog
+):
     store = tmp_path / "store"
     script = RoundScript(climbing)
     reply, reached, release = stalling(script, "Round 2 of 2")
     with ScriptedServer(reply, model="scripted-teacher") as server:
         first = start_run("process", env, store, server.base_url)
         try:
-            assert reached.wait(120), first.stderr.read() if first.poll() is not None else "the first run never reached round 2"
+            assert reached.wait(120), (
+                first.stderr.read() if first.poll() is not None else "the first run never reached round 2"
+            )
             before = len(server.requests)
             with pytest.raises(StoreLocked) as info:
                 batch(env, store, server.base_url)
@@ -108,7 +129,9 @@ def test_a_second_run_on_a_store_in_use_stops_before_any_teacher_call_and_a_kill
     assert len(taken) == 1 and f"pid {first.pid}" in taken[0] and str(store / LOCK_NAME) in taken[0]
     [path] = (store / env.id).glob("*.jsonl")
     lines = [json.loads(x) for x in path.read_text().splitlines()]
-    assert [x["round"] for x in lines if x["type"] == "round_end"] == [1, 2] and sum(x["type"] == "end" for x in lines) == 1
+    assert [x["round"] for x in lines if x["type"] == "round_end"] == [1, 2] and sum(
+        x["type"] == "end" for x in lines
+    ) == 1
     assert not (store / LOCK_NAME).exists()  # released when the run ended
 
 
@@ -174,7 +197,9 @@ def test_the_owner_named_in_the_lock_is_checked_by_pid_and_start_tick(tmp_path):
             pass
         assert len(said) == 1 and "unreadable lock file" in said[0]
         exited = subprocess.Popen([sys.executable, "-c", "pass"])  # exited, not yet reaped: a zombie
-        while (proc_start(exited.pid) is not None) and Path(f"/proc/{exited.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+        while (proc_start(exited.pid) is not None) and Path(f"/proc/{exited.pid}/stat").read_text().rpartition(")")[
+            2
+        ].split()[0] != "Z":
             time.sleep(0.01)
         lock.write_text(json.dumps(asdict(replace(live, pid=exited.pid, proc_start=proc_start(exited.pid)))))
         said.clear()
@@ -193,7 +218,18 @@ def test_the_owner_named_in_the_lock_is_checked_by_pid_and_start_tick(tmp_path):
 def test_bad_counts_are_refused_before_the_store_is_touched(env, tmp_path):
     for samples, concurrency in ((0, 1), (1, 0), (-1, 1)):
         with pytest.raises(Exception, match="expects an integer of at least 1") as info:
-            asyncio.run(run_batch([env], TEACHER, RolloutConfig(rounds=1), process_sandbox(), tmp_path / "store", samples, concurrency, "http://127.0.0.1:9/v1"))
+            asyncio.run(
+                run_batch(
+                    [env],
+                    TEACHER,
+                    RolloutConfig(rounds=1),
+                    process_sandbox(),
+                    tmp_path / "store",
+                    samples,
+                    concurrency,
+                    "http://127.0.0.1:9/v1",
+                )
+            )
         assert info.value.exit_code == 2
     assert not (tmp_path / "store").exists()
 
@@ -222,7 +258,10 @@ def test_one_unreadable_record_does_not_stop_the_others_and_the_cli_exits_non_ze
     assert damaged.read_bytes() == before  # nothing written to it
     summary = json.loads((store / "summary.json").read_text())
     assert summary["endings"] == {"done": 2, "unreadable_record": 1}
-    assert summary["unreadable_records"][0]["path"] == str(damaged) and "line 4" in summary["unreadable_records"][0]["reason"]
+    assert (
+        summary["unreadable_records"][0]["path"] == str(damaged)
+        and "line 4" in summary["unreadable_records"][0]["reason"]
+    )
     assert {load(p).header.sample for p in (store / env.id).glob("*.jsonl") if p != damaged} == {1, 2}
 
 
@@ -233,7 +272,9 @@ def tmpfs(folder: Path, size: str):
     folder.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True, text=True
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     try:
@@ -267,7 +308,11 @@ def test_disk_full_during_a_rollout_is_one_sentence_and_the_rerun_loses_nothing(
             with pytest.raises(DiskFull) as info:
                 batch(env, store, server.base_url, rounds=12)
             message = str(info.value)
-            assert message.startswith("disk full: could not write ") and str(store) in message and "re-run the same command to resume" in message
+            assert (
+                message.startswith("disk full: could not write ")
+                and str(store) in message
+                and "re-run the same command to resume" in message
+            )
             [path] = (store / env.id).glob("*.jsonl")
             kept = load(path)  # what was written is a readable record (a cut last line at most)
             assert len(kept.rounds) < 12
@@ -289,7 +334,9 @@ def test_a_read_only_store_is_one_sentence(env, tmp_path):
             result = cli_rollout(env, folder / "store", server.base_url, "--rounds", "1")
             assert len(server.requests) == 0
         assert result.exit_code == 2 and "Traceback" not in result.output
-        assert result.output.startswith(f"arex: {folder / 'store' / LOCK_NAME} cannot be written (Read-only file system)")
+        assert result.output.startswith(
+            f"arex: {folder / 'store' / LOCK_NAME} cannot be written (Read-only file system)"
+        )
         with pytest.raises(OutputError):
             batch(env, folder / "new-store", "http://127.0.0.1:9/v1")
 
@@ -337,7 +384,11 @@ def test_a_rerun_removes_the_containers_of_a_killed_run_on_its_store_and_doctor_
     client = docker_client()
     store = tmp_path / "store"
     other = subprocess.run(  # a sandbox of another, killed, arex process with no store
-        [sys.executable, "-c", KILLED_WITH_A_SANDBOX], capture_output=True, text=True, timeout=120, env={k: v for k, v in os.environ.items() if k != STORE_ENV}
+        [sys.executable, "-c", KILLED_WITH_A_SANDBOX],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k != STORE_ENV},
     )
     unrelated = other.stdout.split()[0]
     try:

@@ -37,7 +37,18 @@ def env(tally_env):
 
 
 BUCKET = "arex-url-store"
-BASE = ["-c", "sandbox.backend=process", "-c", "teacher.model=scripted-teacher", "-c", "teacher.track_cost=false", "-c", "teacher.backoff_base_s=0.01", "-c", "teacher.max_attempts=2"]
+BASE = [
+    "-c",
+    "sandbox.backend=process",
+    "-c",
+    "teacher.model=scripted-teacher",
+    "-c",
+    "teacher.track_cost=false",
+    "-c",
+    "teacher.backoff_base_s=0.01",
+    "-c",
+    "teacher.max_attempts=2",
+]
 # An `arex` process that knows the fast tier's env kind and sandbox (registered as the fixtures do).
 ARex = f"""
 import sys
@@ -59,7 +70,8 @@ def s3():
     server.start()
     host, port = server.get_host_and_port()
     values = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-              "AWS_ENDPOINT_URL": f"http://{host}:{port}", "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}  # fmt: skip
+              "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+              "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}  # fmt: skip
     with pytest.MonkeyPatch.context() as mp:
         for key, value in values.items():
             mp.setenv(key, value)
@@ -97,7 +109,12 @@ def kinds_of(data: bytes) -> list[str]:
 def test_urls_and_their_mirrors(tmp_path, monkeypatch, s3):
     monkeypatch.setenv("AREX_CACHE", str(tmp_path / "cache"))
     assert is_url("s3://bucket/prefix") and is_url("gcs://b/p") and is_url("simplecache::s3://b/p")
-    assert not is_url("rollouts") and not is_url("/abs/store") and not is_url("file:///abs/store") and not is_url("a/s3://b")
+    assert (
+        not is_url("rollouts")
+        and not is_url("/abs/store")
+        and not is_url("file:///abs/store")
+        and not is_url("a/s3://b")
+    )
     with opened("file:///abs/store", write=True) as folder:
         assert folder == Path("/abs/store")
     remote = Remote(f"s3://{BUCKET}/unit/")
@@ -128,14 +145,32 @@ def test_rollout_to_s3_uploads_each_round_and_a_fresh_machine_resumes_it(env, tm
 
     first_cache = tmp_path / "machine-a"
     with ScriptedServer(stall_in_round_2, model="scripted-teacher") as server:
-        args = ["rollout", "--envs", str(env.dir), "--out", url, "--rounds", "3", *BASE, "-c", f"teacher.base_url={server.base_url}"]
+        args = [
+            "rollout",
+            "--envs",
+            str(env.dir),
+            "--out",
+            url,
+            "--rounds",
+            "3",
+            *BASE,
+            "-c",
+            f"teacher.base_url={server.base_url}",
+        ]
         log = (tmp_path / "run-a.log").open("wb")
-        proc = subprocess.Popen([sys.executable, "-c", ARex, *args], env={**os.environ, "AREX_CACHE": str(first_cache)}, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", ARex, *args],
+            env={**os.environ, "AREX_CACHE": str(first_cache)},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
             deadline_poll(lambda: reached.is_set() or proc.poll() is not None, 120, "the run to reach round 2")
             assert proc.poll() is None, (tmp_path / "run-a.log").read_text()
             # Round 1 is at the URL, whole, with its workspace archive, before round 2 is over.
-            uploaded = deadline_poll(lambda: {k: v for k, v in objects(s3, "run").items() if k.endswith(".jsonl")}, 30, "round 1 at the URL")
+            uploaded = deadline_poll(
+                lambda: {k: v for k, v in objects(s3, "run").items() if k.endswith(".jsonl")}, 30, "round 1 at the URL"
+            )
             [(rel, data)] = uploaded.items()
             assert kinds_of(data) == ["header", "round_start", "step", "step", "step", "round_end"]
             assert lines(data)[-1]["round"] == 1
@@ -149,7 +184,10 @@ def test_rollout_to_s3_uploads_each_round_and_a_fresh_machine_resumes_it(env, tm
             assert owner["pid"] == proc.pid
             monkeypatch.setenv("AREX_CACHE", str(tmp_path / "machine-a2"))
             second = cli("rollout", "--envs", str(env.dir), "--out", url, "--rounds", "3", base_url=server.base_url)
-            assert second.exit_code == 2 and f"the trajectory store {url} is locked by another arex rollout (pid {proc.pid}" in second.output
+            assert (
+                second.exit_code == 2
+                and f"the trajectory store {url} is locked by another arex rollout (pid {proc.pid}" in second.output
+            )
             assert f"delete the object {url}/{LOCK}" in second.output and "Traceback" not in second.output
         finally:
             proc.send_signal(signal.SIGKILL)
@@ -180,9 +218,26 @@ def test_rollout_to_s3_uploads_each_round_and_a_fresh_machine_resumes_it(env, tm
     verdicts = {}
     for name, store in (("url", url), ("local", str(mirror_b))):
         monkeypatch.setenv("AREX_CACHE", str(tmp_path / "machine-c"))
-        result = CliRunner().invoke(app, ["select", "--store", store, "--envs", str(env.dir.parent), "--out", str(tmp_path / f"sel-{name}"), "-c", "sandbox.backend=process"])
+        result = CliRunner().invoke(
+            app,
+            [
+                "select",
+                "--store",
+                store,
+                "--envs",
+                str(env.dir.parent),
+                "--out",
+                str(tmp_path / f"sel-{name}"),
+                "-c",
+                "sandbox.backend=process",
+            ],
+        )
         assert result.exit_code == 0, result.output
-        verdicts[name] = {k: v for k, v in json.loads((tmp_path / f"sel-{name}" / "selection.json").read_text()).items() if k != "store"}
+        verdicts[name] = {
+            k: v
+            for k, v in json.loads((tmp_path / f"sel-{name}" / "selection.json").read_text()).items()
+            if k != "store"
+        }
     assert verdicts["url"] == verdicts["local"] and verdicts["url"]["total"] == 1
     assert (tmp_path / "machine-c" / "stores" / f"{text_sha256(url)[:16]}.read" / rel).read_bytes() == stored[rel]
     assert LOCK not in objects(s3, "run")  # reading takes no lock
@@ -211,14 +266,31 @@ def test_a_url_arex_cannot_use_is_one_sentence_naming_it(env, tmp_path, monkeypa
     protocol, package = _absent_backend()
     flag = "--out" if command == "rollout" else "--store"
     for url, wanted in (
-        (f"{protocol}://bucket/run", f"the trajectory store {protocol}://bucket/run needs the fsspec backend for {protocol}://, which is not installed: pip install {package}"),
+        (
+            f"{protocol}://bucket/run",
+            (
+                f"the trajectory store {protocol}://bucket/run needs the fsspec backend for {protocol}://,"
+                f" which is not installed: pip install {package}"
+            ),
+        ),
         ("zzz://bucket/run", "the trajectory store zzz://bucket/run cannot be opened"),
-        ("s3://no-such-bucket-here/run", "the trajectory store s3://no-such-bucket-here/run could not be reached (FileNotFoundError"),
+        (
+            "s3://no-such-bucket-here/run",
+            "the trajectory store s3://no-such-bucket-here/run could not be reached (FileNotFoundError",
+        ),
     ):
-        result = cli(command, "--envs", str(env.dir), flag, url, *(["--out", str(tmp_path / "sel")] if command == "select" else []))
+        result = cli(
+            command,
+            "--envs",
+            str(env.dir),
+            flag,
+            url,
+            *(["--out", str(tmp_path / "sel")] if command == "select" else []),
+        )
         assert result.exit_code == 2, result.output
         assert wanted in " ".join(result.output.split()) and "Traceback" not in result.output
-        assert len([line for line in result.output.splitlines() if line.strip()]) <= 3  # one sentence (soft-wrapped at most)
+        # one sentence (soft-wrapped at most)
+        assert len([line for line in result.output.splitlines() if line.strip()]) <= 3
 
 
 # -- Ray: nodes share no path, only the URL ------------------------------------------------------------
@@ -227,14 +299,31 @@ def test_ray_tasks_write_node_local_mirrors_and_upload_to_the_url(env, tmp_path,
     ray = pytest.importorskip("ray")
     url = f"s3://{BUCKET}/ray-run"
     worker_cache, driver_cache = tmp_path / "worker-cache", tmp_path / "driver-cache"
-    aws = {k: os.environ[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "NO_PROXY")}
-    runtime_env = {"env_vars": {**aws, "AREX_CACHE": str(worker_cache), "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])},
+    aws = {
+        k: os.environ[k]
+        for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "NO_PROXY")
+    }
+    runtime_env = {"env_vars": {**aws, "AREX_CACHE": str(worker_cache),
+                                "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])},
                    "worker_process_setup_hook": "loop_kit.register_tally_kind"}  # fmt: skip
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=runtime_env)
     try:
         monkeypatch.setenv("AREX_CACHE", str(driver_cache))
         with ScriptedServer(RoundScript(climbing), model="scripted-teacher") as server:
-            result = cli("rollout", "--envs", str(env.dir), "--out", url, "--rounds", "2", "--samples", "2", "--executor", "ray", base_url=server.base_url)
+            result = cli(
+                "rollout",
+                "--envs",
+                str(env.dir),
+                "--out",
+                url,
+                "--rounds",
+                "2",
+                "--samples",
+                "2",
+                "--executor",
+                "ray",
+                base_url=server.base_url,
+            )
     finally:
         ray.shutdown()
     assert result.exit_code == 0, result.output
@@ -246,4 +335,7 @@ def test_ray_tasks_write_node_local_mirrors_and_upload_to_the_url(env, tmp_path,
         assert [line["round"] for line in lines(stored[rel]) if line["type"] == "round_end"] == [1, 2]
         assert (worker_cache / "stores" / mirror / rel).read_bytes() == stored[rel]  # written on the node's own mirror
         assert (driver_cache / "stores" / mirror / rel).read_bytes() == stored[rel]  # read back by the driver
-    assert not any(".arex-cluster-store" in k for k in stored) and not (driver_cache / "stores" / mirror / ".arex-cluster-store").exists()
+    assert (
+        not any(".arex-cluster-store" in k for k in stored)
+        and not (driver_cache / "stores" / mirror / ".arex-cluster-store").exists()
+    )
