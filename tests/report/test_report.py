@@ -29,8 +29,13 @@ from arex.selection.selector import SelectConfig, select
 from arex.teacher.scripted import RoundScript, ScriptedServer
 
 HOSTILE = "<script>alert(1)</script>"
-HOSTILE_REFLECTION = 'REVIEW: <img src=x onerror="alert(2)"> looked fine.\nDIAGNOSE: none.\nPLAN: go on.\nSTATE: keep going.'
-VARIANTS = [{"name": "no-skills", "overrides": ["rollout.general_skills=false", "rollout.task_skills=false"]}, {"name": "skills", "overrides": []}]
+HOSTILE_REFLECTION = (
+    'REVIEW: <img src=x onerror="alert(2)"> looked fine.\nDIAGNOSE: none.\nPLAN: go on.\nSTATE: keep going.'
+)
+VARIANTS = [
+    {"name": "no-skills", "overrides": ["rollout.general_skills=false", "rollout.task_skills=false"]},
+    {"name": "skills", "overrides": []},
+]
 
 
 # -- the run -------------------------------------------------------------------------------------
@@ -73,8 +78,20 @@ def run_dir(tmp_path_factory):
         store.mkdir()
         (store / "variants.json").write_text(json.dumps({"variants": VARIANTS}))
         run(envs, RoundScript(zigzag), store / "no-skills", RolloutConfig(rounds=3), samples=2)
-        run(envs, RoundScript(lambda n: ["echo 7 > answer.txt"]), store / "no-skills", RolloutConfig(rounds=3, max_tokens=1), samples=1)
-        run(envs, RoundScript(climbing_with_hostile_text, lambda n: HOSTILE_REFLECTION), store / "skills", RolloutConfig(rounds=4), samples=2)
+        run(
+            envs,
+            RoundScript(lambda n: ["echo 7 > answer.txt"]),
+            store / "no-skills",
+            RolloutConfig(rounds=3, max_tokens=1),
+            samples=1,
+        )
+        run(
+            envs,
+            RoundScript(climbing_with_hostile_text, lambda n: HOSTILE_REFLECTION),
+            store / "skills",
+            RolloutConfig(rounds=4),
+            samples=2,
+        )
         for variant in ("no-skills", "skills"):
             select(store / variant, base / "envs", base / "sel" / variant, SelectConfig(), process_sandbox())
     result = write_report(store, base / "report", base / "sel")
@@ -117,7 +134,11 @@ def expected_spend(records: list[list[dict]]) -> dict[int, tuple[int, int]]:
     table: dict[int, list[int]] = {}
     for lines in records:
         for line in lines:
-            row = table.setdefault(line.get("round", 0), [0, 0]) if line["type"] in ("step", "round_end", "spent") else None
+            row = (
+                table.setdefault(line.get("round", 0), [0, 0])
+                if line["type"] in ("step", "round_end", "spent")
+                else None
+            )
             if line["type"] == "step":
                 row[0], row[1] = row[0] + 1, row[1] + line["call"]["prompt_tokens"] + line["call"]["completion_tokens"]
             elif line["type"] == "round_end":
@@ -196,11 +217,14 @@ def test_the_report_numbers_are_the_records_numbers(run_dir):
         for r in records:
             endings[(r[-1]["status"], r[-1]["reason"])] = endings.get((r[-1]["status"], r[-1]["reason"]), 0) + 1
         assert {(e["status"], e["reason"]): e["count"] for e in variant["endings"]} == endings
-        assert sorted(row[1:] for row in tables.tables["endings"][1:] if row[0] == variant["name"]) == sorted([s, why, str(n)] for (s, why), n in endings.items())
+        assert sorted(row[1:] for row in tables.tables["endings"][1:] if row[0] == variant["name"]) == sorted(
+            [s, why, str(n)] for (s, why), n in endings.items()
+        )
     no_skills = report["variants"][0]
     assert {e["status"] for e in no_skills["endings"]} == {"done", "budget"}
     [a] = [e for e in no_skills["envs"] if e["env"] == "tally-a"]
-    assert [p["n"] for p in a["best_curve"]] == [3, 2, 2] and a["best_curve"][0]["spread"] > 0  # the budget rollout stopped after round 1
+    # the budget rollout stopped after round 1
+    assert [p["n"] for p in a["best_curve"]] == [3, 2, 2] and a["best_curve"][0]["spread"] > 0
     # The PNG copies of the curves: one real image per env, drawn (not blank).
     from matplotlib.image import imread
 
@@ -228,7 +252,14 @@ def test_selection_drops_are_the_selections(run_dir):
 def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     binary = shutil.which("chromium")
     assert binary, "chromium is not installed: run scripts/setup.sh (apt-get install chromium)"
-    flags = ["--headless", "--disable-gpu", "--no-first-run", "--hide-scrollbars", "--virtual-time-budget=3000", f"--user-data-dir={tmp_path / 'chromium-profile'}"]
+    flags = [
+        "--headless",
+        "--disable-gpu",
+        "--no-first-run",
+        "--hide-scrollbars",
+        "--virtual-time-budget=3000",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+    ]
     flags += ["--no-sandbox"] if os.geteuid() == 0 else []
     done = subprocess.run([binary, *flags, *args], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -276,25 +307,38 @@ def test_the_report_renders_with_its_curves(run_dir, tmp_path):
     assert screenshot_spread(tmp_path, result.html, "report") > 0.02  # not a blank page
     dom = Elements(chromium(tmp_path, "--dump-dom", result.html.as_uri()).stdout)
     text = " ".join(dom.text)
-    for title in ("arex run report", "Stage-wise results", "Best held-out score by round", "Tokens and cost per round", "Endings", "Selection", "Trajectories"):
+    for title in (
+        "arex run report",
+        "Stage-wise results",
+        "Best held-out score by round",
+        "Tokens and cost per round",
+        "Endings",
+        "Selection",
+        "Trajectories",
+    ):
         assert title in text
     for variant in report["variants"]:
         for env in variant["envs"]:
             points = [
                 (int(a["data-x"]), float(a["data-y"]))
                 for tag, a, up in dom.found
-                if tag == "circle" and a.get("data-series") == variant["name"] and any(u.get("class") == "curve" and u.get("data-env") == env["env"] for u in up)
+                if tag == "circle"
+                and a.get("data-series") == variant["name"]
+                and any(u.get("class") == "curve" and u.get("data-env") == env["env"] for u in up)
             ]
             curve = expected_curve(by_env(raw_records(base / "store" / variant["name"]))[env["env"]])
             assert points == [(p["round"], pytest.approx(p["mean"])) for p in curve]
-    assert not [a for tag, a, _ in dom.found if tag in ("script", "img", "link", "iframe")]  # nothing runs, nothing loads
+    # nothing runs, nothing loads
+    assert not [a for tag, a, _ in dom.found if tag in ("script", "img", "link", "iframe")]
 
 
 @pytest.mark.browser
 def test_a_trajectory_page_shows_rounds_and_escapes_model_output(run_dir, tmp_path):
     base, result = run_dir
     [path] = [p for p in result.pages if "/skills/tally-a/" in p.as_posix() and "sample 0" in p.read_text()]
-    [record] = [r for r in raw_records(base / "store" / "skills") if r[0]["env_id"] == "tally-a" and r[0]["sample"] == 0]
+    [record] = [
+        r for r in raw_records(base / "store" / "skills") if r[0]["env_id"] == "tally-a" and r[0]["sample"] == 0
+    ]
     assert HOSTILE in json.dumps(record) and HOSTILE not in path.read_text()
     assert screenshot_spread(tmp_path, path, "viewer") > 0.02
     dump = chromium(tmp_path, "--dump-dom", path.as_uri()).stdout
@@ -318,7 +362,11 @@ def test_the_command_writes_the_report_and_a_plain_store_is_one_variant(run_dir,
     done = CliRunner().invoke(app, ["report", str(base / "store" / "skills"), "--out", str(out), "--json"])
     assert done.exit_code == 0, done.output
     summary = json.loads(done.stdout)
-    assert summary["verb"] == "report" and summary["counts"]["trajectories"] == 4 and summary["paths"]["report"] == str(out / "report.html")
+    assert (
+        summary["verb"] == "report"
+        and summary["counts"]["trajectories"] == 4
+        and summary["paths"]["report"] == str(out / "report.html")
+    )
     assert [v["name"] for v in json.loads((out / "report.json").read_text())["variants"]] == ["skills"]
     missing = CliRunner().invoke(app, ["report", str(tmp_path / "nowhere"), "--out", str(out)])
     assert missing.exit_code == 2 and "does not exist" in missing.output
