@@ -41,7 +41,9 @@ def test_real_completion_through_the_client_and_clean_stop():
         assert _server_processes(port), "server process not found while running"
 
         async def ask():
-            client = TeacherClient(TeacherConfig(base_url=teacher.base_url, max_tokens=48, temperature=0.0, retry_truncated=False))
+            client = TeacherClient(
+                TeacherConfig(base_url=teacher.base_url, max_tokens=48, temperature=0.0, retry_truncated=False)
+            )
             call = await client.chat([{"role": "user", "content": "Name one prime number."}])
             identity = await client.identity()
             await client.close()
@@ -64,7 +66,10 @@ def test_real_completion_through_the_client_and_clean_stop():
 @pytest.mark.local_model
 def test_cli_serve_prints_url_and_stops_on_ctrl_c():
     proc = subprocess.Popen(
-        [sys.executable, "-m", "arex.cli", "teacher", "serve"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [sys.executable, "-m", "arex.cli", "teacher", "serve"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     base_url = None
     lines = []
@@ -99,7 +104,9 @@ def test_serve_without_the_local_extra_says_what_to_install(tmp_path):
         )
     )
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    proc = subprocess.run([sys.executable, "-m", "arex.cli", "teacher", "serve"], env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "arex.cli", "teacher", "serve"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 1
     said = " ".join((proc.stdout + proc.stderr).split())
     assert "pip install -e '.[local]'" in said and "llama-cpp-python[server]" in said
@@ -118,11 +125,30 @@ def test_batch_with_the_local_teacher_survives_its_messy_output(tmp_path):
     root = REPO / "envs"
     built = tmp_path / "envs"
     runner = CliRunner()
-    result = runner.invoke(app, ["build-envs", str(root / "judge-pair-sums"), str(root / "judge-subset-fill"), "--out", str(built)])
+    result = runner.invoke(
+        app, ["build-envs", str(root / "judge-pair-sums"), str(root / "judge-subset-fill"), "--out", str(built)]
+    )
     assert result.exit_code == 0, result.output
     store = tmp_path / "store"
-    args = ["rollout", "--envs", str(built), "--out", str(store), "--samples", "2", "--rounds", "3", "--concurrency", "1",
-            "-c", "rollout.steps_per_round=2", "-c", "teacher.max_tokens=128", "-c", "rollout.command_timeout_s=20"]
+    args = [
+        "rollout",
+        "--envs",
+        str(built),
+        "--out",
+        str(store),
+        "--samples",
+        "2",
+        "--rounds",
+        "3",
+        "--concurrency",
+        "1",
+        "-c",
+        "rollout.steps_per_round=2",
+        "-c",
+        "teacher.max_tokens=128",
+        "-c",
+        "rollout.command_timeout_s=20",
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     summary = json.loads((store / "summary.json").read_text())

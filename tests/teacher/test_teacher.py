@@ -12,13 +12,18 @@ from arex.teacher.scripted import Fault, Reply, ScriptedServer, count_tokens
 
 MODEL = "scripted-teacher"
 PRICE = Price(input=3.0, cached_input=1.5, output=15.0)
-MESSAGES = [{"role": "system", "content": "You improve solutions."}, {"role": "user", "content": "Make it faster, please."}]
+MESSAGES = [
+    {"role": "system", "content": "You improve solutions."},
+    {"role": "user", "content": "Make it faster, please."},
+]
 
 
 def config(**overrides) -> TeacherConfig:
     # A timeout no loopback reply comes near, however busy the machine: only the timeout fault
     # (which stalls far longer than its own, shorter timeout) may ever reach it.
-    base = dict(model=MODEL, prices={MODEL: PRICE}, timeout_s=30.0, backoff_base_s=0.01, backoff_max_s=3.0, max_attempts=4)
+    base = dict(
+        model=MODEL, prices={MODEL: PRICE}, timeout_s=30.0, backoff_base_s=0.01, backoff_max_s=3.0, max_attempts=4
+    )
     base.update(overrides)
     return TeacherConfig(**base)
 
@@ -62,7 +67,9 @@ def test_retries_recover_from_each_fault(fault):
     if fault.startswith("429"):
         # A lower bound the server saw: a busy machine can only lengthen the gap, never shorten it.
         gap = arrivals[1] - arrivals[0]
-        assert gap >= 1.0, f"Retry-After: 1 not honoured (the retry reached the server {gap:.2f}s after the 429's request)"
+        assert gap >= 1.0, (
+            f"Retry-After: 1 not honoured (the retry reached the server {gap:.2f}s after the 429's request)"
+        )
     if fault == "timeout":
         assert "Timeout" in call.attempts[0].error
 
@@ -77,7 +84,9 @@ def test_abort_list_aborts_at_once(fault, kind):
             run(one_call(server, config()))
         assert server.stats["requests"] == 1, "a non-retryable error was retried"
     assert info.value.kind == kind
-    assert {"auth": "api_key", "context_length": "context window", "model_not_found": "teacher.model"}[kind] in str(info.value)
+    assert {"auth": "api_key", "context_length": "context window", "model_not_found": "teacher.model"}[kind] in str(
+        info.value
+    )
 
 
 def test_attempt_cap_then_unreachable():
@@ -160,7 +169,15 @@ def test_concurrency_limit_holds_under_50_simultaneous_requests():
 
 
 def test_token_and_cost_totals_match_the_server_exactly():
-    script = ["first", Fault.empty(), "second reply, longer", Fault.truncated(), Fault.server_error(), "third", "fourth and last"]
+    script = [
+        "first",
+        Fault.empty(),
+        "second reply, longer",
+        Fault.truncated(),
+        Fault.server_error(),
+        "third",
+        "fourth and last",
+    ]
 
     async def conversation(server):
         client = TeacherClient(config(), base_url=server.base_url)
@@ -181,7 +198,11 @@ def test_token_and_cost_totals_match_the_server_exactly():
         stats["completion_tokens"],
         stats["cached_tokens"],
     )
-    expected_cost = ((stats["prompt_tokens"] - stats["cached_tokens"]) * 3.0 + stats["cached_tokens"] * 1.5 + stats["completion_tokens"] * 15.0) / 1e6
+    expected_cost = (
+        (stats["prompt_tokens"] - stats["cached_tokens"]) * 3.0
+        + stats["cached_tokens"] * 1.5
+        + stats["completion_tokens"] * 15.0
+    ) / 1e6
     assert usage.cost_usd == pytest.approx(expected_cost, rel=1e-12)
     assert (usage.calls, usage.retries) == (4, 3)
 

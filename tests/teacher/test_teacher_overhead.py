@@ -22,10 +22,14 @@ def test_messages_skip_the_sdk_transform_and_arrive_whole(monkeypatch):
         return await original(data, expected_type)
 
     monkeypatch.setattr(completions, "async_maybe_transform", counting)
-    conversation = [{"role": "system", "content": "act"}] + [{"role": r, "content": f"{r} {i}"} for i in range(30) for r in ("user", "assistant")][:-1]
+    conversation = [{"role": "system", "content": "act"}] + [
+        {"role": r, "content": f"{r} {i}"} for i in range(30) for r in ("user", "assistant")
+    ][:-1]
 
     async def call():
-        client = TeacherClient(TeacherConfig(model="scripted-teacher", track_cost=False, extra_body={"top_k": 3}), base_url=server.base_url)
+        client = TeacherClient(
+            TeacherConfig(model="scripted-teacher", track_cost=False, extra_body={"top_k": 3}), base_url=server.base_url
+        )
         try:
             return await client.chat(conversation)
         finally:
