@@ -36,7 +36,12 @@ def write_repo(root: Path, files: dict[str, str | bytes], commit: bool = True) -
     if commit:
         repo = git.Repo.init(root)
         repo.git.add("-A")
-        repo.git.commit("-m", "init", author="t <t@example.com>", env={"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"})
+        repo.git.commit(
+            "-m",
+            "init",
+            author="t <t@example.com>",
+            env={"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"},
+        )
     return root
 
 
@@ -71,9 +76,19 @@ def test_shipped_semicolon_table_with_a_run_script(tmp_path):
     """Target from the label the script fits on, id from the column it writes, the literals as the
     file names, and a semicolon cp1252 table converted to CSV (the original removed)."""
     rng = random.Random(1)
-    rows = [f"{i};{rng.randint(1, 80)};{rng.uniform(5, 300):.2f};{rng.choice(['Ä1', 'B2', 'Ç3'])};{i % 2}" for i in range(100, 220)]
+    rows = [
+        f"{i};{rng.randint(1, 80)};{rng.uniform(5, 300):.2f};{rng.choice(['Ä1', 'B2', 'Ç3'])};{i % 2}"
+        for i in range(100, 220)
+    ]
     text = ("row_id;age;fare;cabin;Survived\n" + "\n".join(rows) + "\n").encode("cp1252")
-    repo = write_repo(tmp_path / "titanic", {"data/passengers.csv": text, "train.py": TRAIN_PY, "README.md": "# Titanic\n\nWho survived?\n\n## Usage\nrun it\n"})
+    repo = write_repo(
+        tmp_path / "titanic",
+        {
+            "data/passengers.csv": text,
+            "train.py": TRAIN_PY,
+            "README.md": "# Titanic\n\nWho survived?\n\n## Usage\nrun it\n",
+        },
+    )
     draft = HeuristicDrafter(pin=False).draft(repo, [])
     spec = draft.spec
     assert spec["data"]["target"] == "Survived" and spec["data"]["id_column"] == "row_id"
@@ -81,12 +96,18 @@ def test_shipped_semicolon_table_with_a_run_script(tmp_path):
     assert (spec["data"]["train_file"], spec["data"]["test_file"]) == ("data/train.csv", "data/test.csv")
     assert spec["submission"] == {"file": "preds.csv", "id_column": "row_id", "prediction_column": "Survived"}
     assert spec["metric"] == {"name": "accuracy", "direction": "maximize"} and spec["data"]["split"]["stratify"] is True
-    assert spec["data"]["table"] == "arex_data/passengers_table.csv" and draft.add["arex_data/passengers_table.csv"].startswith("row_id,age,fare,cabin,Survived\n100,")
+    assert spec["data"]["table"] == "arex_data/passengers_table.csv" and draft.add[
+        "arex_data/passengers_table.csv"
+    ].startswith("row_id,age,fare,cabin,Survived\n100,")
     assert "Ç3" in draft.add["arex_data/passengers_table.csv"]
     assert "data/passengers.csv" in draft.remove
     assert spec["requirements"] == ["pandas", "scikit-learn"]
     statement = draft.add[spec["statement"]]
-    assert statement.startswith("# Titanic\n\nWho survived?") and "## Usage" not in statement and "accuracy (higher is better)" in statement
+    assert (
+        statement.startswith("# Titanic\n\nWho survived?")
+        and "## Usage" not in statement
+        and "accuracy (higher is better)" in statement
+    )
     confidence = {g.field: g.confidence for g in draft.guesses}
     assert confidence["data.target"] == "high" and confidence["run"] == "high"
 
@@ -102,18 +123,29 @@ def test_regression_without_a_script_gets_the_wrapper(tmp_path):
     assert spec["run"] == "python3 arex_train.py" and "Ridge()" in draft.add["arex_train.py"]
     compile(draft.add["arex_train.py"], "arex_train.py", "exec")
     guesses = {g.field: g for g in draft.guesses}
-    assert guesses["run"].confidence == "low" and guesses["data.target"].confidence == "low" and guesses["data.id_column"].confidence == "low"
+    assert (
+        guesses["run"].confidence == "low"
+        and guesses["data.target"].confidence == "low"
+        and guesses["data.id_column"].confidence == "low"
+    )
 
 
 def test_target_by_name_id_by_name_and_duplicates_removed(tmp_path):
     """`label` is named like a target though not last; a unique `uid` is the id; another labelled
     copy of the table is removed; a model factory in the repository is used by the wrapper."""
     rng = random.Random(5)
-    body = "".join(f"u{i},{rng.choice(['cat', 'dog', 'bird'])},{rng.random():.3f},{rng.random():.3f}\n" for i in range(60))
+    body = "".join(
+        f"u{i},{rng.choice(['cat', 'dog', 'bird'])},{rng.random():.3f},{rng.random():.3f}\n" for i in range(60)
+    )
     repo = write_repo(tmp_path / "pets", {
         "data/pets.csv": "uid,label,f1,f2\n" + body,
         "backup/pets_old.csv": "uid,label,f1,f2\n" + body[: len(body) // 2],
-        "model.py": "from sklearn.tree import DecisionTreeClassifier\n\ndef build_model():\n    return DecisionTreeClassifier(random_state=0)\n",
+        "model.py": (
+            "from sklearn.tree import DecisionTreeClassifier\n"
+            "\n"
+            "def build_model():\n"
+            "    return DecisionTreeClassifier(random_state=0)\n"
+        ),
     })  # fmt: skip
     draft = HeuristicDrafter(pin=False).draft(repo, [])
     assert draft.spec["data"]["target"] == "label" and draft.spec["data"]["id_column"] == "uid"
@@ -123,7 +155,9 @@ def test_target_by_name_id_by_name_and_duplicates_removed(tmp_path):
 
 
 def test_literal_extraction_and_requirement_mapping():
-    info = scan_script("src/fit.py", """
+    info = scan_script(
+        "src/fit.py",
+        """
 import os, yaml, cv2
 import numpy as np
 from sklearn.ensemble import RandomForestClassifier
@@ -133,15 +167,23 @@ df = pd.read_csv("input/train_v2.csv"); te = pd.read_csv('input/test_v2.csv')
 X_tr, y_tr = df.drop(columns=["target"]), df["target"]
 p = RandomForestClassifier().fit(X_tr, y_tr).predict_proba(te)[:, 1]
 pd.DataFrame({"ID": te["ID"], "target": p}).to_csv("submission.csv", index=False)
-""")
-    assert sorted(info.literals) == ["input/test_v2.csv", "input/train_v2.csv", "submission.csv"] and info.written == ["submission.csv"]
+""",
+    )
+    assert sorted(info.literals) == ["input/test_v2.csv", "input/train_v2.csv", "submission.csv"] and info.written == [
+        "submission.csv"
+    ]
     assert info.label_refs == ["target"] and info.submission_columns == ["ID", "target"] and info.uses_proba
     assert pypi_names(info.imports, {"utils", "fit"}) == ["numpy", "opencv-python-headless", "pyyaml", "scikit-learn"]
 
 
 def test_table_sniffing_and_encodings():
     tsv = read_table("d/x.tsv", b"a\tb\n1\t2\n3\t4\n")
-    assert (tsv.format, tsv.delimiter, tsv.rows, tsv.column("a").integer) == ("tsv", "\t", 2, True) and not tsv.plain_csv
+    assert (tsv.format, tsv.delimiter, tsv.rows, tsv.column("a").integer) == (
+        "tsv",
+        "\t",
+        2,
+        True,
+    ) and not tsv.plain_csv
     latin = read_table("x.csv", "name;score\nJosé;1\nZoë;2\n".encode("latin-1"))
     assert (latin.delimiter, latin.encoding, latin.names, latin.rows) == (";", "cp1252", ["name", "score"], 2)
     records = read_table("x.jsonl", b'{"a": 1, "b": true}\n{"a": 2.0, "b": false}\n')
@@ -150,22 +192,48 @@ def test_table_sniffing_and_encodings():
 
 # -- revisions from the gate's reason (no Docker) -----------------------------------------------
 def test_revisions_follow_the_reason(tmp_path):
-    repo = write_repo(tmp_path / "titanic", {"data/train.csv": table(100), "train.py": TRAIN_PY.replace("model.predict(", "model.predict_proba(")})
+    repo = write_repo(
+        tmp_path / "titanic",
+        {"data/train.csv": table(100), "train.py": TRAIN_PY.replace("model.predict(", "model.predict_proba(")},
+    )
     drafter = HeuristicDrafter(pin=False)
     first = drafter.draft(repo, [])
     assert first.spec["metric"]["name"] == "roc_auc"  # a binary 0/1 target and a script predicting probabilities
-    noop = drafter.draft(repo, [Attempt(draft=first, reason="gate 'no-op clearly worse' failed: constant 0 scores 0.5 vs baseline 0.5")])
+    noop = drafter.draft(
+        repo, [Attempt(draft=first, reason="gate 'no-op clearly worse' failed: constant 0 scores 0.5 vs baseline 0.5")]
+    )
     assert noop.spec["metric"]["name"] == "accuracy" and noop.spec["run"] == "python3 train.py"
     assert any(g.field == "revision" and "trying accuracy" in g.why for g in noop.guesses)
-    crash = drafter.draft(repo, [Attempt(draft=first, reason="gate 'baseline runs' failed: run crashed; ModuleNotFoundError: No module named 'xgboost'")])
+    crash = drafter.draft(
+        repo,
+        [
+            Attempt(
+                draft=first,
+                reason="gate 'baseline runs' failed: run crashed; ModuleNotFoundError: No module named 'xgboost'",
+            )
+        ],
+    )
     assert "xgboost" in crash.spec["requirements"]
-    flaky = drafter.draft(repo, [Attempt(draft=first, reason="gate 'baseline deterministic' failed: two runs: 0.8 and 0.7")])
-    assert flaky.spec["run"] == "python3 arex_train.py" and "LogisticRegression(max_iter=2000)" in flaky.add["arex_train.py"]
+    flaky = drafter.draft(
+        repo, [Attempt(draft=first, reason="gate 'baseline deterministic' failed: two runs: 0.8 and 0.7")]
+    )
+    assert (
+        flaky.spec["run"] == "python3 arex_train.py"
+        and "LogisticRegression(max_iter=2000)" in flaky.add["arex_train.py"]
+    )
     assert flaky.spec["metric"]["name"] == "accuracy" and "model.predict(X_test)" in flaky.add["arex_train.py"]
     with pytest.raises(DraftError, match="no rule to revise"):
         drafter.draft(repo, [Attempt(draft=first, reason="something nobody expected")])
     with pytest.raises(DraftError, match="names no repository or package file"):
-        drafter.draft(repo, [Attempt(draft=first, reason="gate 'private labels unreachable' failed: probes that should fail succeeded: ['x']")])
+        drafter.draft(
+            repo,
+            [
+                Attempt(
+                    draft=first,
+                    reason="gate 'private labels unreachable' failed: probes that should fail succeeded: ['x']",
+                )
+            ],
+        )
 
 
 def test_a_library_copy_of_the_dataset_is_scrubbed(tmp_path):
@@ -175,8 +243,14 @@ def test_a_library_copy_of_the_dataset_is_scrubbed(tmp_path):
     drafter = HeuristicDrafter(pin=False)
     first = drafter.draft(repo, [])
     assert "scrub" not in first.spec
-    where = "/usr/local/lib/python3.11/dist-packages/sklearn/datasets/tests/data/openml/id_40945/data-v1-dl-16826755.arff.gz"
-    reason = f"gate 'private labels unreachable' failed: {where} recovers 264 of 268 held-out labels (column 2; rows found by their feature values)"
+    where = (
+        "/usr/local/lib/python3.11/dist-packages/"
+        "sklearn/datasets/tests/data/openml/id_40945/data-v1-dl-16826755.arff.gz"
+    )
+    reason = (
+        f"gate 'private labels unreachable' failed: {where} recovers 264 of 268 held-out labels"
+        " (column 2; rows found by their feature values)"
+    )
     second = drafter.draft(repo, [Attempt(draft=first, reason=reason)])
     assert second.spec["scrub"] == ["sklearn/datasets/tests/data/openml/id_40945/data-v1-dl-16826755.arff.gz"]
     assert any(g.field == "revision" and "scrubbed sklearn/" in g.why for g in second.guesses)
@@ -193,10 +267,18 @@ def test_spreadsheet_export_with_unnamed_columns_and_free_text(tmp_path):
         spam = rng.random() < 0.3
         text = " ".join(rng.choice(words[:5] if spam else words[5:]) for _ in range(6)) + f" {i}"
         lines.append(f"{'spam' if spam else 'ham'},{text},{'x' if i % 40 == 0 else ''},,")
-    repo = write_repo(tmp_path / "sms", {"dataset/spam.csv": "\r\n".join(lines) + "\r\n", "results/summary.csv": "model,score\n" + "".join(f"m{i},{i / 10}\n" for i in range(400))})
+    repo = write_repo(
+        tmp_path / "sms",
+        {
+            "dataset/spam.csv": "\r\n".join(lines) + "\r\n",
+            "results/summary.csv": "model,score\n" + "".join(f"m{i},{i / 10}\n" for i in range(400)),
+        },
+    )
     info = read_table("dataset/spam.csv", (repo / "dataset/spam.csv").read_bytes())
     assert info.names == ["v1", "v2", "column_3", "column_4", "column_5"]
-    (repo / "analyse.py").write_text('import pandas as pd\ndf = pd.read_csv("dataset/spam.csv")\npd.DataFrame().to_csv("results/summary.csv")\n')
+    (repo / "analyse.py").write_text(
+        'import pandas as pd\ndf = pd.read_csv("dataset/spam.csv")\npd.DataFrame().to_csv("results/summary.csv")\n'
+    )
     draft = HeuristicDrafter(pin=False).draft(repo, [])
     assert draft.spec["data"]["table"].endswith("spam.csv")  # read by a script; the bigger results table is its output
     assert draft.spec["data"]["target"] == "v1" and draft.spec["metric"]["name"] == "accuracy"
@@ -211,7 +293,10 @@ def test_pins_leave_out_a_name_pip_cannot_install(monkeypatch, tmp_path):
 
     def resolve(names, image):
         if "helpers-internal" in names:
-            raise SourceError(f"Requirements preflight (pip dry run on {image}, Python 3.11.2): helpers-internal in the requirements to pin cannot be installed; versions that install: none.")
+            raise SourceError(
+                f"Requirements preflight (pip dry run on {image}, Python 3.11.2): helpers-internal in the requirements"
+                " to pin cannot be installed; versions that install: none."
+            )
         return {n: "1.0" for n in names}
 
     monkeypatch.setattr(ml_images, "resolve_pins", resolve, raising=False)
@@ -220,11 +305,17 @@ def test_pins_leave_out_a_name_pip_cannot_install(monkeypatch, tmp_path):
     drafter = HeuristicDrafter()
     first = drafter.draft(repo, [])
     assert first.spec["requirements"] == ["pandas==1.0", "scikit-learn==1.0"]
-    assert "left out (pip cannot install them): helpers-internal" in {g.field: g.why for g in first.guesses}["requirements"]
+    assert (
+        "left out (pip cannot install them): helpers-internal"
+        in {g.field: g.why for g in first.guesses}["requirements"]
+    )
     unpinned = HeuristicDrafter(pin=False)
     assert unpinned.draft(repo, []).spec["requirements"] == ["helpers-internal", "pandas", "scikit-learn"]
-    reason = ("Requirements preflight (pip dry run on arex-base:latest, Python 3.11.2): helpers-internal in the spec's requirements cannot be installed"
-              " from a wheel for Python 3.11.2; versions that install: none.")
+    reason = (
+        "Requirements preflight (pip dry run on arex-base:latest, Python 3.11.2):"
+        " helpers-internal in the spec's requirements cannot be installed"
+        " from a wheel for Python 3.11.2; versions that install: none."
+    )
     draft = unpinned.draft(repo, [Attempt(draft=first, reason=f"unreadable source: {reason}")])
     assert draft.spec["requirements"] == ["pandas", "scikit-learn"]
 
@@ -258,7 +349,10 @@ def test_draft_env_builds_each_bundled_repository(tmp_path, name):
     task = yaml.safe_load((envs / name / "task.yaml").read_text())
     expected = yaml.safe_load((ROOT / "envs" / name / "arex.yaml").read_text())
     assert task["data"]["target"] == expected["data"]["target"]
-    assert (task["metric"]["name"], task["metric"]["direction"]) == (expected["metric"]["name"], expected["metric"]["direction"])
+    assert (task["metric"]["name"], task["metric"]["direction"]) == (
+        expected["metric"]["name"],
+        expected["metric"]["direction"],
+    )
     assert task["leak_probes"] and task["scrub"]  # the packaged scikit-learn data is scrubbed and probed
     report = json.loads((out / f"{name}.draft.json").read_text())
     assert report["accepted"] and report["drafter"] == "heuristic"
@@ -269,7 +363,10 @@ def test_a_rejected_draft_is_revised_from_the_leak_gate(tmp_path):
     """A second copy of the table (a .txt the drafter does not read as a table) fails the leak
     gate; the revision removes the file the gate names and the build accepts."""
     data = table(240, seed=9)
-    repo = write_repo(tmp_path / "survival", {"data/train.csv": data, "notes/rows.txt": data, "train.py": TRAIN_PY, "README.md": "# Survival\n"})
+    repo = write_repo(
+        tmp_path / "survival",
+        {"data/train.csv": data, "notes/rows.txt": data, "train.py": TRAIN_PY, "README.md": "# Survival\n"},
+    )
     result = draft_env(str(repo), tmp_path / "drafts", tmp_path / "envs", HeuristicDrafter(), budget=3)
     assert [a.reason is None for a in result.attempts] == [False, True], [a.reason for a in result.attempts]
     assert "private labels unreachable" in result.attempts[0].reason and "notes/rows.txt" in result.attempts[0].reason

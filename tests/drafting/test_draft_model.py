@@ -86,12 +86,17 @@ def bash(command: str, thought: str = "Next step.") -> str:
 
 
 SUBMIT = bash("submit", "Done.")
-WRITE = bash(f"rm model.pkl && printf 'python3 train.py\\n' > run.sh && cat > arex.yaml <<'EOF'\n{spec_text('minimize')}EOF", "Writing the spec.")
+WRITE = bash(
+    f"rm model.pkl && printf 'python3 train.py\\n' > run.sh && cat > arex.yaml <<'EOF'\n{spec_text('minimize')}EOF",
+    "Writing the spec.",
+)
 FIX = bash("sed -i 's/direction: minimize/direction: maximize/' arex.yaml", "Accuracy is maximized.")
 
 
 def teacher(server: ScriptedServer, **kw) -> TeacherConfig:
-    return TeacherConfig(model="scripted-teacher", base_url=server.base_url, track_cost=False, backoff_base_s=0.01, max_attempts=2, **kw)
+    return TeacherConfig(
+        model="scripted-teacher", base_url=server.base_url, track_cost=False, backoff_base_s=0.01, max_attempts=2, **kw
+    )
 
 
 def last_user(request: dict) -> str:
@@ -112,15 +117,22 @@ def test_submit_reads_the_spec_and_the_changes(tmp_path, process):
         bash("printf 'id: [unclosed\\n' > arex.yaml"),
         SUBMIT,  # not YAML
         WRITE,
-        bash("mkdir -p __pycache__ && printf 'x' > __pycache__/t.pyc && printf 'a,b\\n' > submission.csv && head -c 64 /dev/zero > blob.bin"),
+        bash(
+            "mkdir -p __pycache__ && printf 'x' > __pycache__/t.pyc && printf 'a,b\\n' > submission.csv"
+            " && head -c 64 /dev/zero > blob.bin"
+        ),
         SUBMIT,
     ]
-    with ScriptedServer(script, model="scripted-teacher") as server, ModelDrafter(teacher=teacher(server), sandbox=process) as drafter:
+    with (
+        ScriptedServer(script, model="scripted-teacher") as server,
+        ModelDrafter(teacher=teacher(server), sandbox=process) as drafter,
+    ):
         draft = drafter.draft(repo, [])
         requests = list(server.requests)
     assert len(requests) == 6
     assert "write the task spec `/workspace/arex.yaml`" in requests[0]["messages"][0]["content"]
-    assert "accuracy, f1, roc_auc, log_loss, rmse, mae, r2" in requests[0]["messages"][0]["content"]  # names from arex.grading.ml
+    # names from arex.grading.ml
+    assert "accuracy, f1, roc_auc, log_loss, rmse, mae, r2" in requests[0]["messages"][0]["content"]
     assert last_user(requests[1]) == "There is no /workspace/arex.yaml to submit; write the spec there, then submit."
     assert last_user(requests[3]).startswith("/workspace/arex.yaml cannot be used as the spec (line ")
     assert draft.spec == yaml.safe_load(spec_text("minimize"))
@@ -129,40 +141,57 @@ def test_submit_reads_the_spec_and_the_changes(tmp_path, process):
     guesses = {g.field: g for g in draft.guesses}
     assert guesses["metric.direction"].value == "minimize" and guesses["data.split.seed"].value == "3"
     assert guesses["protected"].value == "[data/train.csv, data/test.csv]"
-    assert {g.confidence for g in draft.guesses} == {"medium"} and {g.why for g in draft.guesses} == {"written by the model"}
+    assert {g.confidence for g in draft.guesses} == {"medium"} and {g.why for g in draft.guesses} == {
+        "written by the model"
+    }
 
 
 def test_a_rejected_draft_is_revised_in_the_same_conversation(tmp_path, process):
     repo = make_repo(tmp_path / "points")
     reason = "gate 'no-op clearly worse' failed: constant 1 scores -0.500000 vs baseline -0.900000"
-    with ScriptedServer([bash("ls"), WRITE, SUBMIT, FIX, SUBMIT], model="scripted-teacher") as server, ModelDrafter(teacher=teacher(server), sandbox=process) as drafter:
+    with (
+        ScriptedServer([bash("ls"), WRITE, SUBMIT, FIX, SUBMIT], model="scripted-teacher") as server,
+        ModelDrafter(teacher=teacher(server), sandbox=process) as drafter,
+    ):
         first = drafter.draft(repo, [])
         second = drafter.draft(repo, [Attempt(draft=first, reason=reason)])
         requests = list(server.requests)
-    assert "README.md" in last_user(requests[1]) and "train.py" in last_user(requests[1])  # the command ran on the repository
+    # the command ran on the repository
+    assert "README.md" in last_user(requests[1]) and "train.py" in last_user(requests[1])
     assert reason in last_user(requests[3])
-    assert requests[3]["messages"][: len(requests[2]["messages"])] == requests[2]["messages"]  # the same conversation, continued
+    # the same conversation, continued
+    assert requests[3]["messages"][: len(requests[2]["messages"])] == requests[2]["messages"]
     assert first.spec["metric"]["direction"] == "minimize" and second.spec["metric"]["direction"] == "maximize"
-    assert second.add == first.add == {"run.sh": "python3 train.py\n"} and second.remove == ("model.pkl",)  # the same sandbox
+    # the same sandbox
+    assert second.add == first.add == {"run.sh": "python3 train.py\n"} and second.remove == ("model.pkl",)
 
 
 def test_another_drafters_attempt_is_laid_out_for_the_model(tmp_path, process):
     repo = make_repo(tmp_path / "points")
     earlier = Draft(spec=yaml.safe_load(spec_text("minimize")), add={"run.sh": "python3 train.py\n"}, remove=("*.pkl",))
-    with ScriptedServer([bash("ls; cat arex.yaml run.sh"), FIX, SUBMIT], model="scripted-teacher") as server, ModelDrafter(teacher=teacher(server), sandbox=process) as drafter:
+    with (
+        ScriptedServer([bash("ls; cat arex.yaml run.sh"), FIX, SUBMIT], model="scripted-teacher") as server,
+        ModelDrafter(teacher=teacher(server), sandbox=process) as drafter,
+    ):
         draft = drafter.draft(repo, [Attempt(draft=earlier, reason="gate 'no-op clearly worse' failed")])
         requests = list(server.requests)
     assert "gate 'no-op clearly worse' failed" in last_user(requests[0])
     shown = last_user(requests[1])
     assert "direction: minimize" in shown and "python3 train.py" in shown and "model.pkl" not in shown
-    assert draft.spec["metric"]["direction"] == "maximize" and draft.add == earlier.add and draft.remove == ("model.pkl",)
+    assert (
+        draft.spec["metric"]["direction"] == "maximize" and draft.add == earlier.add and draft.remove == ("model.pkl",)
+    )
 
 
 @pytest.mark.parametrize(
     "budget, teacher_kw, message",
     [
         ({"max_tokens": 50}, {}, r"token budget 50 \(rollout.max_tokens\) was reached"),
-        ({"max_cost_usd": 0.5}, {"track_cost": True, "prices": {"scripted-teacher": Price(input=1e5, output=1e5)}}, r"cost budget \$0.5 \(rollout.max_cost_usd\) was reached"),
+        (
+            {"max_cost_usd": 0.5},
+            {"track_cost": True, "prices": {"scripted-teacher": Price(input=1e5, output=1e5)}},
+            r"cost budget \$0.5 \(rollout.max_cost_usd\) was reached",
+        ),
         ({"steps_per_round": 3}, {}, r"step budget of 3 commands per attempt \(rollout.steps_per_round\) ran out"),
     ],
 )
@@ -182,7 +211,9 @@ def test_a_budget_exceeded_ends_with_a_draft_error(tmp_path, process, budget, te
 def test_a_teacher_failure_ends_with_a_draft_error(tmp_path, process):
     repo = make_repo(tmp_path / "points")
     with ScriptedServer([Fault.auth()], model="scripted-teacher") as server:
-        with pytest.raises(DraftError, match=r"^The teacher failed while drafting: The teacher endpoint refused the API key"):
+        with pytest.raises(
+            DraftError, match=r"^The teacher failed while drafting: The teacher endpoint refused the API key"
+        ):
             ModelDrafter(teacher=teacher(server), sandbox=process).draft(repo, [])
 
 
@@ -201,7 +232,13 @@ def test_draft_env_builds_the_revised_draft(tmp_path, monkeypatch):
     from arex.drafting.run import draft_env
 
     repo = make_repo(tmp_path / "points")
-    script = [bash("ls && head -3 data/table.csv && grep -n csv train.py", "Looking around."), WRITE, SUBMIT, FIX, SUBMIT]
+    script = [
+        bash("ls && head -3 data/table.csv && grep -n csv train.py", "Looking around."),
+        WRITE,
+        SUBMIT,
+        FIX,
+        SUBMIT,
+    ]
     with ScriptedServer(script, model="scripted-teacher") as server, ModelDrafter(teacher=teacher(server)) as drafter:
         result = draft_env(str(repo), tmp_path / "sources", tmp_path / "envs", drafter, budget=3)
         requests = list(server.requests)
@@ -212,10 +249,19 @@ def test_draft_env_builds_the_revised_draft(tmp_path, monkeypatch):
     reason = attempts[0].reason
     assert reason.startswith("gate 'no-op clearly worse' failed")
     assert reason in last_user(requests[3]) and json.dumps(reason)[1:-1] in json.dumps(requests[3])
-    assert requests[3]["messages"][: len(requests[2]["messages"])] == requests[2]["messages"]  # the conversation went on
-    assert result.accepted and attempts[0].draft.remove == ("model.pkl",) and attempts[0].draft.add == {"run.sh": "python3 train.py\n"}
+    # the conversation went on
+    assert requests[3]["messages"][: len(requests[2]["messages"])] == requests[2]["messages"]
+    assert (
+        result.accepted
+        and attempts[0].draft.remove == ("model.pkl",)
+        and attempts[0].draft.add == {"run.sh": "python3 train.py\n"}
+    )
     assert attempts[1].draft.spec["metric"]["direction"] == "maximize"
     env = tmp_path / "envs" / "points"  # draft_env names the env after the repository
     task = yaml.safe_load((env / "task.yaml").read_text())
-    assert task["metric"]["direction"] == "maximize" and task["run"] == "sh run.sh" and 0.8 < task["baseline_score"] <= 1.0
-    assert (env / "workspace" / "run.sh").read_text() == "python3 train.py\n" and not (env / "workspace" / "model.pkl").exists()
+    assert (
+        task["metric"]["direction"] == "maximize" and task["run"] == "sh run.sh" and 0.8 < task["baseline_score"] <= 1.0
+    )
+    assert (env / "workspace" / "run.sh").read_text() == "python3 train.py\n" and not (
+        env / "workspace" / "model.pkl"
+    ).exists()
