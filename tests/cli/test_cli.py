@@ -34,7 +34,9 @@ def test_user_errors_of_the_commands_are_one_paragraph(tmp_path):
 def test_doctor_with_engine_stopped_says_how_to_start_it(tmp_path):
     # A socket path nobody listens on is exactly what a stopped engine looks like to a client.
     env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/docker.sock"}
-    proc = subprocess.run([sys.executable, "-m", "arex.cli", "doctor"], env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "arex.cli", "doctor"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 1
     out = " ".join(proc.stdout.split())  # rich wraps lines
     assert "No Docker engine answers" in out

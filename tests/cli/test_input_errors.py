@@ -27,7 +27,9 @@ def env(tally_env):
 def one_paragraph(result, code: int = 2) -> str:
     """The output of a command that failed on bad input: `arex: <one paragraph>`, exit `code`."""
     assert result.exit_code == code, result.output
-    assert "Traceback" not in result.output and result.exception is None or isinstance(result.exception, SystemExit), result.output
+    assert "Traceback" not in result.output and result.exception is None or isinstance(result.exception, SystemExit), (
+        result.output
+    )
     text = result.output.strip()
     assert text.startswith("arex: ") and "\n" not in text, text
     return text
@@ -53,7 +55,9 @@ def test_a_value_yaml_cannot_build_is_a_config_error_not_a_traceback(tmp_path):
     dated.write_text("rollout:\n  rounds: 2024-13-45\n")
     with pytest.raises(ConfigError, match=f"'{dated}' holds a value YAML cannot read"):
         load_config([str(dated)])
-    with pytest.raises(ConfigError, match=r"'rollout.rounds' \(set by -c rollout.rounds=2024-13-45\) expects an integer"):
+    with pytest.raises(
+        ConfigError, match=r"'rollout.rounds' \(set by -c rollout.rounds=2024-13-45\) expects an integer"
+    ):
         load_config(["rollout.rounds=2024-13-45"])
     looped = tmp_path / "looped.yaml"
     looped.write_text("rollout: &x\n  skills_dir: *x\n")
@@ -86,7 +90,8 @@ def test_a_value_yaml_cannot_build_is_a_config_error_not_a_traceback(tmp_path):
 def test_counts_below_one_are_refused_before_any_work(env, tmp_path, server, args, expected):
     text = one_paragraph(cli_rollout(env, tmp_path / "store", server.base_url, *args))
     assert expected in text
-    assert server.requests == [] and not (tmp_path / "store").exists()  # today --rounds -1 made a `done` record with 0 rounds
+    # today --rounds -1 made a `done` record with 0 rounds
+    assert server.requests == [] and not (tmp_path / "store").exists()
 
 
 def test_counts_in_a_config_file_name_the_file(tmp_path):
@@ -97,7 +102,20 @@ def test_counts_in_a_config_file_name_the_file(tmp_path):
 
 
 def test_select_and_build_envs_refuse_a_concurrency_below_one(env, tmp_path):
-    result = runner.invoke(app, ["select", "--store", str(tmp_path), "--envs", str(env.dir.parent), "--out", str(tmp_path / "sel"), "--concurrency", "0"])
+    result = runner.invoke(
+        app,
+        [
+            "select",
+            "--store",
+            str(tmp_path),
+            "--envs",
+            str(env.dir.parent),
+            "--out",
+            str(tmp_path / "sel"),
+            "--concurrency",
+            "0",
+        ],
+    )
     assert "--concurrency expects an integer of at least 1, got 0" in one_paragraph(result)
     result = runner.invoke(app, ["build-envs", str(env.dir), "--out", str(tmp_path / "built"), "--concurrency", "-2"])
     assert "--concurrency expects an integer of at least 1, got -2" in one_paragraph(result)
@@ -146,7 +164,9 @@ def test_a_prompt_that_is_not_text_is_named(tmp_path):
     from arex.rollout.config import PROMPTS, RolloutConfig
 
     prompts = tmp_path / "prompts.yaml"
-    prompts.write_text("".join(f"{name}: text\n" for name in sorted(PROMPTS)).replace("reflect: text", "reflect: [a, b]"))
+    prompts.write_text(
+        "".join(f"{name}: text\n" for name in sorted(PROMPTS)).replace("reflect: text", "reflect: [a, b]")
+    )
     with pytest.raises(UserInputError, match="reflect must be text, not list"):
         RolloutConfig(prompts=str(Path(prompts))).load_prompts()
 
@@ -155,7 +175,9 @@ def test_selection_and_sandbox_counts_are_range_checked_too():
     from arex.config import ConfigError, load_config
 
     with pytest.raises(ConfigError) as caught:
-        load_config(["select.max_repeat_streak=0", "sandbox.cpus=0", "sandbox.pids_limit=-5", "select.llm_judge.min_score=11"])
+        load_config(
+            ["select.max_repeat_streak=0", "sandbox.cpus=0", "sandbox.pids_limit=-5", "select.llm_judge.min_score=11"]
+        )
     message = str(caught.value)
     for key in ("select.max_repeat_streak", "sandbox.cpus", "sandbox.pids_limit", "select.llm_judge.min_score"):
         assert f"'{key}'" in message, (key, message)
