@@ -97,7 +97,7 @@ def fanout_cpp(share_s: float) -> str:
                 printf("%s", FAKE);
                 return 0;
             }}
-            """
+            """  # noqa: E501
         )
     )
 
@@ -145,7 +145,7 @@ LEFTOVER_PY = textwrap.dedent(
     files = sorted(n for d in places for n in os.listdir(d) if n.startswith(TAG))
     print(f"LEFTOVERS STARTED processes={len(mine)} files={len(files)}", file=sys.stderr)
     sys.exit(3)
-    """
+    """  # noqa: E501
 )
 
 # Run right after LEFTOVER_PY in the same grading container: fails, saying why, if anything of it is left.
@@ -172,7 +172,7 @@ STATE_PROBE_PY = (
         if found:
             print("STALE STATE: " + "; ".join(found), file=sys.stderr)
             sys.exit(4)
-        """
+        """  # noqa: E501
     )
     + EXACT_PY
 )
@@ -226,15 +226,29 @@ HUNTER_PY = textwrap.dedent(
                 pass
     sys.stderr.write("\\n".join(found)[-400:] + f"\\nHUNT DONE read={read} found={len(found)}\\n")
     sys.exit(1)
-    """
+    """  # noqa: E501
 )
 
 
 def includer_cpp(names: list[str]) -> str:
     """Includes whichever candidate path of a hidden input exists at compile time, so the
     compiler's error quotes it; #error if none does."""
-    roots = ["/judge/private/tests", "/judge/tests", "/private/tests", "/tests", "/workspace/tests", "/workspace/private/tests",
-             "/workspace/run/tests", "/tmp/tests", "/home/arex/tests", "/opt/arex/tests", "/data/tests", "tests", "../tests", "../private/tests"]
+    roots = [
+        "/judge/private/tests",
+        "/judge/tests",
+        "/private/tests",
+        "/tests",
+        "/workspace/tests",
+        "/workspace/private/tests",
+        "/workspace/run/tests",
+        "/tmp/tests",
+        "/home/arex/tests",
+        "/opt/arex/tests",
+        "/data/tests",
+        "tests",
+        "../tests",
+        "../private/tests",
+    ]
     lines, found = [], []
     for root in roots:
         for name in names:
@@ -347,6 +361,7 @@ STASH_PY = textwrap.dedent(
     sys.exit(1)
     """
 )
+
 
 # Leaves what the cleaning between gradings used to keep: its own mount roots made read-only
 # (files under them out of the cleaner's reach, and the next grading unable to write its source),

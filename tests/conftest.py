@@ -116,8 +116,10 @@ def smol(tmp_path_factory):
     root = tmp_path_factory.mktemp("smol")
     model = load_model()  # the Trainer accepts it: the quantization flags are cleared
     validate_quantization_for_training(model)
-    flagged = SimpleNamespace(is_quantized=True, hf_quantizer=SimpleNamespace(
-        is_trainable=False, quantization_config=SimpleNamespace(quant_method="gguf")))
+    flagged = SimpleNamespace(
+        is_quantized=True,
+        hf_quantizer=SimpleNamespace(is_trainable=False, quantization_config=SimpleNamespace(quant_method="gguf")),
+    )
     with pytest.raises(ValueError, match="purely quantized"):  # what the flags alone would do
         validate_quantization_for_training(flagged)
     model.save_pretrained(root / "model")

@@ -55,12 +55,14 @@ class TallyEnv(Env):
             score = float(text.strip()) / 10
         except ValueError:
             return self._not_graded(f"answer.txt holds {text[:20]!r}, not a number", log)
-        return GradeResult(public_score=score, held_out_score=score, held_out_raw=score,
-                           feedback=f"answer {text.strip()}")
+        return GradeResult(
+            public_score=score, held_out_score=score, held_out_raw=score, feedback=f"answer {text.strip()}"
+        )
 
     def _not_graded(self, problem: str, log: str) -> GradeResult:
-        return GradeResult(public_score=0.0, held_out_score=0.0, held_out_raw=0.0,
-                           feedback=f"Submission not graded: {problem}")
+        return GradeResult(
+            public_score=0.0, held_out_score=0.0, held_out_raw=0.0, feedback=f"Submission not graded: {problem}"
+        )
 
     def regrade(self, archive: Path, end: RoundEnd, base: SandboxConfig) -> GradeResult:
         data = read_member(archive, self.submission_path, 1 << 20)
@@ -100,8 +102,16 @@ def cli_rollout(env, store: Path, url: str, *extra: str):
 
     from arex.cli import app
 
-    options = ["-c", "sandbox.backend=process", "-c", f"teacher.base_url={url}", "-c", "teacher.model=scripted-teacher",
-               "-c", "teacher.track_cost=false"]
+    options = [
+        "-c",
+        "sandbox.backend=process",
+        "-c",
+        f"teacher.base_url={url}",
+        "-c",
+        "teacher.model=scripted-teacher",
+        "-c",
+        "teacher.track_cost=false",
+    ]
     return CliRunner().invoke(app, ["rollout", "--envs", str(env.dir.parent), "--out", str(store), *options, *extra])
 
 
@@ -111,8 +121,9 @@ def select_cli(store: Path, envs: Path, out: Path):
 
     from arex.cli import app
 
-    return CliRunner().invoke(app, ["select", "--store", str(store), "--envs", str(envs), "--out", str(out),
-                                    "-c", "sandbox.backend=process"])
+    return CliRunner().invoke(
+        app, ["select", "--store", str(store), "--envs", str(envs), "--out", str(out), "-c", "sandbox.backend=process"]
+    )
 
 
 def register_tally_kind() -> None:

@@ -36,19 +36,55 @@ class ProcessSandbox(Sandbox):
         inside = inside if inside.startswith("/") else f"{self.config.workdir}/{inside}"
         return self.root / inside.lstrip("/")
 
-    def exec(self, command, timeout=None, cwd=None, env=None, stdin=None, limits: RunLimits | None = None) -> ExecResult:
+    def exec(
+        self, command, timeout=None, cwd=None, env=None, stdin=None, limits: RunLimits | None = None
+    ) -> ExecResult:
         argv = ["bash", "-c", command] if isinstance(command, str) else list(command)
-        environment = {"PATH": os.environ["PATH"], "HOME": str(self.path(self.config.home)), **self.config.env, **(env or {})}
+        environment = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(self.path(self.config.home)),
+            **self.config.env,
+            **(env or {}),
+        }
         data = stdin.encode() if isinstance(stdin, str) else stdin
         try:
-            done = subprocess.run(argv, cwd=self.path(cwd or self.config.workdir), env=environment, input=data, capture_output=True, timeout=timeout or self.config.timeout_s)
+            done = subprocess.run(
+                argv,
+                cwd=self.path(cwd or self.config.workdir),
+                env=environment,
+                input=data,
+                capture_output=True,
+                timeout=timeout or self.config.timeout_s,
+            )
         except subprocess.TimeoutExpired as exc:
-            return ExecResult(status="timeout", exit_code=-9, stdout=(exc.stdout or b"").decode(errors="replace"), stderr="", duration_s=float(timeout or 0))
+            return ExecResult(
+                status="timeout",
+                exit_code=-9,
+                stdout=(exc.stdout or b"").decode(errors="replace"),
+                stderr="",
+                duration_s=float(timeout or 0),
+            )
         limit = self.config.output_limit
-        out, out_cut = truncated_text(done.stdout[:limit // 2], done.stdout[-limit // 2 :] if len(done.stdout) > limit // 2 else b"", len(done.stdout))
-        err, err_cut = truncated_text(done.stderr[:limit // 2], done.stderr[-limit // 2 :] if len(done.stderr) > limit // 2 else b"", len(done.stderr))
+        out, out_cut = truncated_text(
+            done.stdout[: limit // 2],
+            done.stdout[-limit // 2 :] if len(done.stdout) > limit // 2 else b"",
+            len(done.stdout),
+        )
+        err, err_cut = truncated_text(
+            done.stderr[: limit // 2],
+            done.stderr[-limit // 2 :] if len(done.stderr) > limit // 2 else b"",
+            len(done.stderr),
+        )
         status = "ok" if done.returncode == 0 else "error"
-        return ExecResult(status=status, exit_code=done.returncode, stdout=out, stderr=err, duration_s=0.0, stdout_truncated=out_cut, stderr_truncated=err_cut)
+        return ExecResult(
+            status=status,
+            exit_code=done.returncode,
+            stdout=out,
+            stderr=err,
+            duration_s=0.0,
+            stdout_truncated=out_cut,
+            stderr_truncated=err_cut,
+        )
 
     def read_file(self, path: str, max_bytes: int | None = None) -> bytes:
         data = self.path(path).read_bytes()

@@ -119,7 +119,9 @@ class _CutFile:
             buffer.write(raw[:at])
             buffer.flush()
         else:
-            self.handle.write(raw[:at] if "b" in getattr(self.handle, "mode", "") else raw[:at].decode("utf-8", "ignore"))
+            self.handle.write(
+                raw[:at] if "b" in getattr(self.handle, "mode", "") else raw[:at].decode("utf-8", "ignore")
+            )
             self.handle.flush()
         PROBE.hold("write", *self.spend)
         return len(data)

@@ -86,7 +86,9 @@ class _Process:
 
     def __init__(self, args: list[str], log: Path, env: dict):
         with log.open("wb") as out:
-            self.proc = subprocess.Popen([sys.executable, str(RUNNER), *args], env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                [sys.executable, str(RUNNER), *args], env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT
+            )
         self.pid = self.proc.pid
 
     def poll(self) -> int | None:
@@ -104,7 +106,9 @@ class Zygote:
     everything (tests/reliability_runner.py). A context manager; one child at a time."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(RUNNER), "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(RUNNER), "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
+        )
         self.messages: queue.Queue = queue.Queue()
         self.exits: dict[int, int] = {}
         threading.Thread(target=self._read, daemon=True).start()
@@ -165,7 +169,13 @@ class _Forked:
 
 
 def run_child(
-    args: list[str], events: Path, pause: str | None = None, delay: float | None = None, env: dict | None = None, timeout: float = 240.0, zygote: Zygote | None = None
+    args: list[str],
+    events: Path,
+    pause: str | None = None,
+    delay: float | None = None,
+    env: dict | None = None,
+    timeout: float = 240.0,
+    zygote: Zygote | None = None,
 ) -> Outcome:
     """Run the runner (forked by `zygote`, or as a new process); with `pause` (`phase:n[:cut]`)
     SIGKILL it once it pauses there, with `delay` SIGKILL it that many seconds after it is ready;
@@ -180,7 +190,9 @@ def run_child(
         wanted = "paused" if pause else ("ready" if delay is not None else None)
         while wanted and child.poll() is None and not any(line.startswith(wanted) for line in _lines(events)):
             if time.monotonic() > deadline:
-                raise AssertionError(f"the child did not reach {wanted!r} in {timeout:g}s: {log.read_text(errors='replace')[-3000:]}")
+                raise AssertionError(
+                    f"the child did not reach {wanted!r} in {timeout:g}s: {log.read_text(errors='replace')[-3000:]}"
+                )
             time.sleep(0.005)  # polling the child's event log
         if delay is not None and child.poll() is None:
             child.wait(delay)
@@ -241,7 +253,11 @@ class CountingServer(ScriptedServer):
     def spend(self, env: str) -> tuple[int, float]:
         """(tokens, dollars) the server billed for `env`'s requests."""
         c = self.per_env.get(env, Counter())
-        cost = (c["prompt_tokens"] - c["cached_tokens"]) * PRICE.input / 1e6 + c["cached_tokens"] * PRICE.cached_input / 1e6 + c["completion_tokens"] * PRICE.output / 1e6
+        cost = (
+            (c["prompt_tokens"] - c["cached_tokens"]) * PRICE.input / 1e6
+            + c["cached_tokens"] * PRICE.cached_input / 1e6
+            + c["completion_tokens"] * PRICE.output / 1e6
+        )
         return c["prompt_tokens"] + c["completion_tokens"], cost
 
 
@@ -339,7 +355,9 @@ def _audit_record(path: Path, rounds: int, audit: Audit) -> None:
     kinds = Counter(line.get("type") for line in lines)
     ends = Counter(line["round"] for line in lines if line.get("type") == "round_end")
     starts = Counter(line["round"] for line in lines if line.get("type") == "round_start")
-    audit.duplicate_rounds += sum(n - 1 for n in ends.values() if n > 1) + sum(max(0, n - ends[r]) for r, n in starts.items())
+    audit.duplicate_rounds += sum(n - 1 for n in ends.values() if n > 1) + sum(
+        max(0, n - ends[r]) for r, n in starts.items()
+    )
     audit.missing_rounds += len(set(range(1, rounds + 1)) - set(ends))
     audit.rounds += len(record.rounds)
     if kinds["header"] != 1 or kinds["end"] != 1:
@@ -364,7 +382,10 @@ def _audit_workspaces(path: Path, record, audit: Audit) -> None:
         shown = next((s.observation for s in r.steps if s.action.command == "cat notes.txt"), None)
         if shown is None or _rounds_listed(shown) != expected:
             audit.disagreements += 1
-            audit.add(f"{path} round {r.number}: the workspace showed rounds {None if shown is None else _rounds_listed(shown)}")
+            audit.add(
+                f"{path} round {r.number}: the workspace showed rounds"
+                f" {None if shown is None else _rounds_listed(shown)}"
+            )
         sha = r.end.snapshot
         if sha is None or not store.has(sha):
             if r is record.rounds[-1]:
@@ -380,10 +401,17 @@ def _audit_workspaces(path: Path, record, audit: Audit) -> None:
             continue
         if _rounds_listed(notes) != expected or answer != r.end.submission:
             audit.disagreements += 1
-            audit.add(f"{path} round {r.number}: its snapshot holds rounds {_rounds_listed(notes)} and answer {answer!r} (recorded {r.end.submission!r})")
+            audit.add(
+                f"{path} round {r.number}: its snapshot holds rounds {_rounds_listed(notes)}"
+                f" and answer {answer!r} (recorded {r.end.submission!r})"
+            )
     if record.rounds:
         kept = {record.rounds[0].end.snapshot, record.rounds[-1].end.snapshot}
-        kept |= {r.end.snapshot for r in record.rounds if record.end and record.end.best and r.number == record.end.best.round}
+        kept |= {
+            r.end.snapshot
+            for r in record.rounds
+            if record.end and record.end.best and r.number == record.end.best.round
+        }
         archives = {p.name for p in store.folder.glob("*")} if store.folder.is_dir() else set()
         stray = archives - {f"{sha}.tar" for sha in kept if sha}
         if stray:

@@ -40,7 +40,18 @@ def rollout(spec: dict) -> int:
     config = RolloutConfig(**spec["rollout"])
     sandbox = SandboxConfig(backend=spec.get("backend", "process"))
     reliability_hooks.PROBE.event("ready")
-    asyncio.run(run_batch(envs, teacher, config, sandbox, Path(spec["store"]), spec.get("samples", 1), spec.get("concurrency", 2), spec["base_url"]))
+    asyncio.run(
+        run_batch(
+            envs,
+            teacher,
+            config,
+            sandbox,
+            Path(spec["store"]),
+            spec.get("samples", 1),
+            spec.get("concurrency", 2),
+            spec["base_url"],
+        )
+    )
     return 0
 
 

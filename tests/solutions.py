@@ -25,4 +25,7 @@ EXACT_PY = textwrap.dedent(
 )
 
 # ml-diabetes: train on every feature instead of bmi alone (RMSE ~62 → below 60).
-USE_ALL = "sed -i 's/features = \\[\"bmi\"\\]/features = [c for c in train.columns if c not in (\"id\", \"progression\")]/' train.py"
+USE_ALL = (
+    'sed -i \'s/features = \\["bmi"\\]/'
+    'features = [c for c in train.columns if c not in ("id", "progression")]/\' train.py'
+)

@@ -35,7 +35,11 @@ def test_every_bench_has_figures_its_last_line_prints():
     for name in names:
         spec = run_all.FIGURES[name]
         source = (BENCH / f"{name}.py").read_text()
-        keys = {spec.arex, spec.baseline, spec.ratio} | set(re.findall(r"(\w+)\s*(?:<=|>=|<|>)", spec.target)) | set(re.findall(r"\*\s*(\w+)", spec.target))
+        keys = (
+            {spec.arex, spec.baseline, spec.ratio}
+            | set(re.findall(r"(\w+)\s*(?:<=|>=|<|>)", spec.target))
+            | set(re.findall(r"\*\s*(\w+)", spec.target))
+        )
         computed = set() if spec.ratio else {"ratio"}  # no ratio key: the runner divides arex by baseline
         for key in keys - {""} - computed:
             assert f"{key}=" in source, f"bench/{name}.py prints no {key}="
@@ -46,7 +50,11 @@ def test_figures_ratio_and_targets():
     assert (row.status, row.arex, row.baseline, row.ratio, row.met) == ("ok", 3.0, 2.5, 1.2, True)
     assert run_all.figures("judge_overhead", "arex_s=4 native_s=2 ratio=2.0 per_test_ms=1", 1.0).met is False
     # No ratio key: the runner divides; a target may compare two keys.
-    row = run_all.figures("export", "rows_per_s=9 mb_per_s=1 peak_mb=100 peak_mb_at_2x=110 baseline_peak_mb=400 baseline_rows_per_s=5", 1.0)
+    row = run_all.figures(
+        "export",
+        "rows_per_s=9 mb_per_s=1 peak_mb=100 peak_mb_at_2x=110 baseline_peak_mb=400 baseline_rows_per_s=5",
+        1.0,
+    )
     assert row.ratio == 0.25 and row.met is True
     assert run_all.figures("export", "peak_mb=100 peak_mb_at_2x=200 baseline_peak_mb=400", 1.0).met is False
     assert run_all.figures("judge_overhead", "arex_s=3 native_s=2", 1.0).met is False  # the target's key is missing
@@ -58,7 +66,9 @@ def _fake_benches(tmp_path: Path) -> Path:
     bench = tmp_path / "bench"
     bench.mkdir()
     shutil.copy(BENCH / "run_all.py", bench / "run_all.py")
-    (bench / "judge_overhead.py").write_text("print('a table')\nprint('arex_s=1.0 native_s=1.0 ratio=1.00 per_test_ms=2')\n")
+    (bench / "judge_overhead.py").write_text(
+        "print('a table')\nprint('arex_s=1.0 native_s=1.0 ratio=1.00 per_test_ms=2')\n"
+    )
     (bench / "env_rebuild.py").write_text("import sys\nprint('first_s=1')\nsys.exit('the engine went away')\n")
     (bench / "_helper.py").write_text("raise SystemExit('a helper is never run')\n")
     return bench
@@ -66,7 +76,13 @@ def _fake_benches(tmp_path: Path) -> Path:
 
 def test_runner_rows_for_ok_and_failed_benches(tmp_path):
     bench = _fake_benches(tmp_path)
-    done = subprocess.run([sys.executable, str(bench / "run_all.py")], capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "B_ONLY": ""})
+    done = subprocess.run(
+        [sys.executable, str(bench / "run_all.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "B_ONLY": ""},
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     result = json.loads((bench / "results" / "results.json").read_text())
     rows = {row["bench"]: row for row in result["benches"]}
@@ -81,9 +97,17 @@ def test_runner_rows_for_ok_and_failed_benches(tmp_path):
 @pytest.mark.parametrize(("only", "code", "names"), [("judge_overhead", 0, {"judge_overhead"}), ("nope", 1, None)])
 def test_runner_subset(tmp_path, only, code, names):
     bench = _fake_benches(tmp_path)
-    done = subprocess.run([sys.executable, str(bench / "run_all.py")], capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "B_ONLY": only})
+    done = subprocess.run(
+        [sys.executable, str(bench / "run_all.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "B_ONLY": only},
+    )
     assert done.returncode == code, done.stdout + done.stderr
     if names is None:
         assert "B_ONLY names no bench nope" in done.stderr and "Traceback" not in done.stderr
     else:
-        assert {row["bench"] for row in json.loads((bench / "results" / "results.json").read_text())["benches"]} == names
+        assert {
+            row["bench"] for row in json.loads((bench / "results" / "results.json").read_text())["benches"]
+        } == names

@@ -1,6 +1,5 @@
 """Config loading: stacking, overrides, and errors that name the key, the source and the type."""
 
-
 import pytest
 from repo_paths import REPO
 

@@ -14,8 +14,16 @@ from arex.errors import ArexError, UserInputError
 
 # Every module that defines an ArexError subclass.
 MODULES = [
-    "arex.record.canary", "arex.config", "arex.envs.judge_sources", "arex.dataset.push", "arex.envs.skills",
-    "arex.sandbox.base", "arex.record.snapshots", "arex.specs", "arex.teacher.client", "arex.teacher.local",
+    "arex.record.canary",
+    "arex.config",
+    "arex.envs.judge_sources",
+    "arex.dataset.push",
+    "arex.envs.skills",
+    "arex.sandbox.base",
+    "arex.record.snapshots",
+    "arex.specs",
+    "arex.teacher.client",
+    "arex.teacher.local",
 ]
 
 
@@ -46,9 +54,14 @@ def test_config_error_goes_through_the_same_handler():
 
 
 def test_exit_code_is_the_error_class_own():
-    proc = _arex(code="from arex import cli\nfrom arex.sandbox.base import SandboxError\n"
-                      "def cleanup(store=None, all_owners=False):\n    raise SandboxError('No Docker engine answers; start it')\n"
-                      "from arex.sandbox.docker import DockerSandbox\nDockerSandbox.cleanup = cleanup\ncli.main()", *["sandbox", "prune"])
+    proc = _arex(
+        code=(
+            "from arex import cli\nfrom arex.sandbox.base import SandboxError\n"
+            "def cleanup(store=None, all_owners=False):\n    raise SandboxError('No Docker engine answers; start it')\n"
+            "from arex.sandbox.docker import DockerSandbox\nDockerSandbox.cleanup = cleanup\ncli.main()"
+        ),
+        *["sandbox", "prune"],
+    )
     assert proc.returncode == 4, proc.stderr
     assert proc.stderr.strip() == "arex: No Docker engine answers; start it"
 
@@ -129,7 +142,10 @@ def test_ml_spec_nested_keys_and_kind(tmp_path):
     from arex.specs import MLSpec, SpecError, load_task_spec
 
     path = tmp_path / "arex.yaml"
-    path.write_text("id: x\ntitle: t\nrun: python3 t.py\nmetric: {name: rmse, direction: down}\ndata: {table: d.csv, target: y, split: {sed: 1}}\n")
+    path.write_text(
+        "id: x\ntitle: t\nrun: python3 t.py\nmetric: {name: rmse, direction: down}\n"
+        "data: {table: d.csv, target: y, split: {sed: 1}}\n"
+    )
     with pytest.raises(SpecError) as info:
         load_task_spec(path, MLSpec)
     message = str(info.value)
@@ -153,7 +169,12 @@ def test_builders_get_their_own_error_class_back(tmp_path):
     from arex.specs import JudgeSpec, SpecError, validate_spec
 
     with pytest.raises(SourceError) as info:
-        validate_spec(JudgeSpec, {"id": "x", "title": "t", "tests": [], "time_limit_s": "soon"}, tmp_path / "task.yaml", SourceError)
+        validate_spec(
+            JudgeSpec,
+            {"id": "x", "title": "t", "tests": [], "time_limit_s": "soon"},
+            tmp_path / "task.yaml",
+            SourceError,
+        )
     assert "'time_limit_s' expects a number" in str(info.value) and isinstance(info.value, SpecError)
     try:
         JudgeSpec(id="x", title="t", tests=[])
@@ -167,7 +188,16 @@ def test_every_arex_error_has_a_docstring_and_an_exit_code():
         importlib.import_module(module)
     classes = [ArexError, *_subclasses(ArexError)]
     names = {c.__name__ for c in classes}
-    assert {"ConfigError", "SpecError", "SourceError", "SandboxError", "TeacherError", "LeakError", "PushError", "SkillError"} <= names
+    assert {
+        "ConfigError",
+        "SpecError",
+        "SourceError",
+        "SandboxError",
+        "TeacherError",
+        "LeakError",
+        "PushError",
+        "SkillError",
+    } <= names
     for cls in classes:
         assert (cls.__dict__.get("__doc__") or "").strip(), f"{cls.__name__} has no docstring"
         assert isinstance(cls.exit_code, int) and 0 < cls.exit_code < 256, cls
@@ -196,7 +226,10 @@ def test_help_loads_no_stage_and_no_docker_sdk():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == "['arex', 'arex.cli', 'arex.errors']"
     code = "import sys, arex.config; print('docker' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout.strip() == "False"
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout.strip()
+        == "False"
+    )
     assert _arex("--help").returncode == 0
 
 

@@ -29,7 +29,9 @@ pytestmark = pytest.mark.docker
 
 ROOT = Path(__file__).resolve().parent.parent
 # What a fresh clone would not have. The copy matters: pip builds in the source tree (build/, *.egg-info).
-NOT_IN_A_CLONE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__", "*.pyc", ".arex", ".pytest_cache", ".ruff_cache", "demo")
+NOT_IN_A_CLONE = shutil.ignore_patterns(
+    ".git", "build", "dist", "*.egg-info", "__pycache__", "*.pyc", ".arex", ".pytest_cache", ".ruff_cache", "demo"
+)
 TEACHER = ["-c", "teacher.model=scripted-teacher", "-c", "teacher.track_cost=false", "-c", "teacher.max_attempts=2"]
 # Run by the venv's python, outside the checkout: where arex and its data resolve from.
 PROBE = textwrap.dedent(
@@ -59,8 +61,12 @@ PROBE = textwrap.dedent(
 
 
 def _run(cmd: list, cwd: Path, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(c) for c in cmd], check=False, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, f"{' '.join(map(str, cmd))} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    proc = subprocess.run(
+        [str(c) for c in cmd], check=False, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+    assert proc.returncode == 0, (
+        f"{' '.join(map(str, cmd))} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
     assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     return proc
 
@@ -70,7 +76,22 @@ def wheel(tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("wheel")
     src = base / "src"
     shutil.copytree(ROOT, src, ignore=NOT_IN_A_CLONE)
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", base / "dist", src], cwd=base)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            base / "dist",
+            src,
+        ],
+        cwd=base,
+    )
     [built] = (base / "dist").glob("arex-*.whl")
     return built
 
@@ -86,8 +107,14 @@ def venv(wheel, tmp_path_factory) -> dict:
     env.update(AREX_CACHE=str(base / "cache"), PATH=f"{base / 'venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}")
     probe = _run([python, "-c", PROBE], cwd=base, env=env)
     info = json.loads(probe.stdout)
-    return {"base": base, "python": python, "arex": base / "venv" / "bin" / "arex", "env": env, "info": info,
-            "site": Path(info["arex"]).parent.parent}
+    return {
+        "base": base,
+        "python": python,
+        "arex": base / "venv" / "bin" / "arex",
+        "env": env,
+        "info": info,
+        "site": Path(info["arex"]).parent.parent,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -124,13 +151,32 @@ class Teacher:
         return self.script(request, index)
 
 
-def rollout(venv, built: Path, teacher: Teacher, out: str, rounds: int, *extra: str) -> tuple[list[dict], list[dict], dict]:
-    """`arex rollout` with the installed CLI, cwd outside the checkout; returns (record lines, requests, sandbox mounts)."""
+def rollout(
+    venv, built: Path, teacher: Teacher, out: str, rounds: int, *extra: str
+) -> tuple[list[dict], list[dict], dict]:
+    """`arex rollout` with the installed CLI, cwd outside the checkout; returns (record lines, requests,
+    sandbox mounts)."""
     work = built.parent
     with ScriptedServer(teacher, model="scripted-teacher") as server:
-        cmd = [venv["arex"], "rollout", "--envs", built, "--out", out, "--rounds", str(rounds), "--concurrency", "1",
-               "-c", f"teacher.base_url={server.base_url}", *TEACHER, *extra]
-        proc = subprocess.Popen([str(c) for c in cmd], cwd=work, env=venv["env"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cmd = [
+            venv["arex"],
+            "rollout",
+            "--envs",
+            built,
+            "--out",
+            out,
+            "--rounds",
+            str(rounds),
+            "--concurrency",
+            "1",
+            "-c",
+            f"teacher.base_url={server.base_url}",
+            *TEACHER,
+            *extra,
+        ]
+        proc = subprocess.Popen(
+            [str(c) for c in cmd], cwd=work, env=venv["env"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         teacher.owner = proc.pid
         try:
             stdout, stderr = proc.communicate(timeout=300)
@@ -154,7 +200,13 @@ def rollout(venv, built: Path, teacher: Teacher, out: str, rounds: int, *extra: 
 
 def test_wheel_ships_prompts_skills_and_sandbox_runtime(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    for name in ("arex/data/prompts/default.yaml", "arex/sandbox/runner.c", "arex/sandbox/box/init.py", "arex/sandbox/box/server.py", "arex/sandbox/box/unpack.py"):
+    for name in (
+        "arex/data/prompts/default.yaml",
+        "arex/sandbox/runner.c",
+        "arex/sandbox/box/init.py",
+        "arex/sandbox/box/server.py",
+        "arex/sandbox/box/unpack.py",
+    ):
         assert name in names, name
     # Every file of the package's data folders, at any depth (skills carry scripts/ and references/);
     # the top-level skills/ catalogue as arex/_skills.
@@ -226,13 +278,25 @@ def test_prompts_and_skills_overridable_by_config(venv, built):
     work = built.parent
     skills = work / "my-skills"
     (skills / "my-skill").mkdir(parents=True)
-    (skills / "my-skill" / "SKILL.md").write_text("---\nname: my-skill\ndescription: A skill of the user's own.\n---\n\nUse it.\n")
+    (skills / "my-skill" / "SKILL.md").write_text(
+        "---\nname: my-skill\ndescription: A skill of the user's own.\n---\n\nUse it.\n"
+    )
     prompts = yaml.safe_load((venv["site"] / "arex" / "data" / "prompts" / "default.yaml").read_text())
     prompts["system"] = "[the user's prompts]\n" + prompts["system"]
     (work / "my-prompts.yaml").write_text(yaml.safe_dump(prompts, sort_keys=False))
 
     teacher = Teacher(lambda n: ["ls /skills"])
-    lines, requests, mounts = rollout(venv, built, teacher, "rollouts-custom", 1, "-c", "rollout.skills_dir=my-skills", "-c", "rollout.prompts=my-prompts.yaml")
+    lines, requests, mounts = rollout(
+        venv,
+        built,
+        teacher,
+        "rollouts-custom",
+        1,
+        "-c",
+        "rollout.skills_dir=my-skills",
+        "-c",
+        "rollout.prompts=my-prompts.yaml",
+    )
 
     system = requests[0]["messages"][0]["content"]
     assert system.startswith("[the user's prompts]") and "my-skill" in system and "cpp-fast-io" not in system

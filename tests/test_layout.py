@@ -114,8 +114,11 @@ def _third_party_imports(path: Path) -> set[str]:
 
 def test_only_the_docker_backend_imports_docker():
     backend = ARX / "sandbox" / "docker"
-    outside = [str(p.relative_to(ARX)) for p in _modules().values()
-               if "docker" in _third_party_imports(p) and backend not in p.parents]
+    outside = [
+        str(p.relative_to(ARX))
+        for p in _modules().values()
+        if "docker" in _third_party_imports(p) and backend not in p.parents
+    ]
     assert outside == []
     assert any("docker" in _third_party_imports(p) for p in backend.glob("*.py"))  # the check can see an import
 
@@ -126,8 +129,9 @@ def test_no_code_outside_the_sandbox_asks_which_backend_is_in_use():
         if name.startswith("arex.sandbox"):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Compare) and any(isinstance(c, ast.Constant) and c.value == "docker"
-                                                     for c in [node.left, *node.comparators]):
+            if isinstance(node, ast.Compare) and any(
+                isinstance(c, ast.Constant) and c.value == "docker" for c in [node.left, *node.comparators]
+            ):
                 asking.append(f"{path.relative_to(ARX)}:{node.lineno}")
     assert asking == []
 

@@ -29,7 +29,11 @@ from arex.specs import JudgeSpec, MLSpec, load_task_spec, read_spec_yaml, valida
 pytestmark = pytest.mark.suite  # a reliability suite: run by `make test`, not `make test-fast`
 
 FIXTURE = TESTS / "fixtures" / "v1" / "store"
-SETTINGS = dict(deadline=None, report_multiple_bugs=False, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+SETTINGS = dict(
+    deadline=None,
+    report_multiple_bugs=False,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
 
 
 @contextmanager
@@ -51,10 +55,16 @@ def arex_errors_only(fn, *args, **kwargs):
 
 # -- values ---------------------------------------------------------------------------------------
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(10**6), 10**6), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20),
-    st.sampled_from(["", "0", "-1", "1e400", "nan", "true", "null", "2s", "256m", "x" * 300, "../etc/passwd", "a/b", "é✓"]),
+    st.none(), st.booleans(), st.integers(-(10**6), 10**6), st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=20),
+    st.sampled_from(["", "0", "-1", "1e400", "nan", "true", "null", "2s", "256m", "x" * 300, "../etc/passwd", "a/b",
+                     "é✓"]),
 )  # fmt: skip
-json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
 
 
 # -- the trajectory record ------------------------------------------------------------------------
@@ -63,15 +73,32 @@ def _v2_seed() -> bytes:
     a spent line."""
     lines = (FIXTURE / "ml-diabetes" / "2a77a2f71d80fe17.jsonl").read_text(encoding="utf-8").splitlines()
     header = {**json.loads(lines[0]), "schema_version": SCHEMA_VERSION}
-    spent = Spent(round=9, calls=2, prompt_tokens=10, completion_tokens=5, cost_usd=0.5, reason="cut short ✓").model_dump()
-    return "".join(line + "\n" for line in [json.dumps(header, ensure_ascii=False), *lines[1:-1], json.dumps(spent, ensure_ascii=False), lines[-1]]).encode()
+    spent = Spent(
+        round=9, calls=2, prompt_tokens=10, completion_tokens=5, cost_usd=0.5, reason="cut short ✓"
+    ).model_dump()
+    return "".join(
+        line + "\n"
+        for line in [
+            json.dumps(header, ensure_ascii=False),
+            *lines[1:-1],
+            json.dumps(spent, ensure_ascii=False),
+            lines[-1],
+        ]
+    ).encode()
 
 
-SEEDS = [(FIXTURE / "subset-fill" / "d902a479abd0d1a0.jsonl").read_bytes(), (FIXTURE / "ml-diabetes" / "2a77a2f71d80fe17.jsonl").read_bytes(), _v2_seed()]
+SEEDS = [
+    (FIXTURE / "subset-fill" / "d902a479abd0d1a0.jsonl").read_bytes(),
+    (FIXTURE / "ml-diabetes" / "2a77a2f71d80fe17.jsonl").read_bytes(),
+    _v2_seed(),
+]
 LINE_TYPES = ["header", "round_start", "step", "round_end", "spent", "end", "other", 7, None, [], {}]
 record_lines = st.lists(
     st.one_of(
-        st.fixed_dictionaries({"type": st.sampled_from(LINE_TYPES)}, optional={"schema_version": json_values, "round": json_values, "step": json_values, "call": json_values}),
+        st.fixed_dictionaries(
+            {"type": st.sampled_from(LINE_TYPES)},
+            optional={"schema_version": json_values, "round": json_values, "step": json_values, "call": json_values},
+        ),
         json_values,
     ).map(lambda v: json.dumps(v, allow_nan=True)),
     max_size=6,
@@ -149,18 +176,24 @@ def _dotted_keys(model, prefix: str = "") -> list[str]:
 
 CONFIG_KEYS = _dotted_keys(ArexConfig)
 TRICKY_YAML = [
-    "a: &x [*x]\n", "sandbox: &s {backend: *s}\n", "!!python/object/apply:os.system ['true']\n", "? [a, b]\n: c\n", "---\na: 1\n---\nb: 2\n",
-    "sandbox: !!binary aGVsbG8=\n", "teacher: {prices: {m: {input: .nan, output: .inf}}}\n", "rollout:\n  rounds: 1e400\n", "rollout: {rounds: 2001-12-14}\n",
-    "teacher:\n  prices: !!set {a, b}\n", "[1, 2]\n", "'just text'\n", "rollout:\n\trounds: 3\n", "\ufeffrollout: {rounds: 2}\n", "sandbox: {memory: -1g}\n",
-    "select: {tolerance: {judge: [1]}}\n", "teacher: {prices: [1]}\n", "rollout: {context: [bounded]}\n", "export: {granularities: {a: 1}}\n",
+    "a: &x [*x]\n", "sandbox: &s {backend: *s}\n", "!!python/object/apply:os.system ['true']\n", "? [a, b]\n: c\n",
+    "---\na: 1\n---\nb: 2\n", "sandbox: !!binary aGVsbG8=\n", "teacher: {prices: {m: {input: .nan, output: .inf}}}\n",
+    "rollout:\n  rounds: 1e400\n", "rollout: {rounds: 2001-12-14}\n", "teacher:\n  prices: !!set {a, b}\n", "[1, 2]\n",
+    "'just text'\n", "rollout:\n\trounds: 3\n", "\ufeffrollout: {rounds: 2}\n", "sandbox: {memory: -1g}\n",
+    "select: {tolerance: {judge: [1]}}\n", "teacher: {prices: [1]}\n", "rollout: {context: [bounded]}\n",
+    "export: {granularities: {a: 1}}\n",
 ]  # fmt: skip
 sections = st.sampled_from(["sandbox", "teacher", "rollout", "select", "export", "other"])
-config_layers = st.dictionaries(sections, st.dictionaries(st.sampled_from(CONFIG_KEYS + ["x"]), json_values, max_size=4) | json_values, max_size=3)
+config_layers = st.dictionaries(
+    sections, st.dictionaries(st.sampled_from(CONFIG_KEYS + ["x"]), json_values, max_size=4) | json_values, max_size=3
+)
 config_files = st.one_of(
     st.binary(max_size=300), st.text(max_size=200).map(str.encode), st.sampled_from(TRICKY_YAML).map(str.encode),
     config_layers.map(lambda d: yaml.safe_dump(d, allow_unicode=True).encode()),
 )  # fmt: skip
-dotted = st.sampled_from(CONFIG_KEYS) | st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,6}(\.[A-Za-z_][A-Za-z0-9_]{0,6}){0,3}", fullmatch=True)
+dotted = st.sampled_from(CONFIG_KEYS) | st.from_regex(
+    r"[A-Za-z_][A-Za-z0-9_]{0,6}(\.[A-Za-z_][A-Za-z0-9_]{0,6}){0,3}", fullmatch=True
+)
 overrides = st.tuples(dotted, st.text(max_size=30) | st.sampled_from(TRICKY_YAML)).map("=".join)
 
 
@@ -183,13 +216,31 @@ def _mutated(model, base: dict) -> st.SearchStrategy:
     return st.dictionaries(st.sampled_from(keys), json_values, max_size=4).map(lambda changes: {**base, **changes})
 
 
-JUDGE_BASE = {"id": "p", "title": "P", "time_limit_s": 1, "tests": [{"name": "t", "input": "tests/t.in", "answer": "tests/t.ans"}]}
-ML_BASE = {"id": "m", "kind": "ml", "title": "M", "run": "python3 train.py", "metric": {"name": "rmse", "direction": "minimize"}, "data": {"table": "d.csv", "target": "y"}}
+JUDGE_BASE = {
+    "id": "p",
+    "title": "P",
+    "time_limit_s": 1,
+    "tests": [{"name": "t", "input": "tests/t.in", "answer": "tests/t.ans"}],
+}
+ML_BASE = {
+    "id": "m",
+    "kind": "ml",
+    "title": "M",
+    "run": "python3 train.py",
+    "metric": {"name": "rmse", "direction": "minimize"},
+    "data": {"table": "d.csv", "target": "y"},
+}
 spec_values = st.one_of(_mutated(JudgeSpec, JUDGE_BASE), _mutated(MLSpec, ML_BASE), json_values)
 
 
 @settings(max_examples=150, **SETTINGS)
-@given(st.one_of(st.binary(max_size=300), st.sampled_from(TRICKY_YAML).map(str.encode), spec_values.map(lambda v: yaml.safe_dump(v, allow_unicode=True).encode())))
+@given(
+    st.one_of(
+        st.binary(max_size=300),
+        st.sampled_from(TRICKY_YAML).map(str.encode),
+        spec_values.map(lambda v: yaml.safe_dump(v, allow_unicode=True).encode()),
+    )
+)
 @example(b"kind: []\n")
 @example(b"kind: {a: 1}\n")
 def test_task_spec_loader_on_arbitrary_files(data):
@@ -208,8 +259,14 @@ def test_validate_spec_on_arbitrary_values(model, raw):
 
 
 # -- judge problem packages -------------------------------------------------------------------------
-names = st.text(string.ascii_lowercase + string.digits + "-_.", min_size=1, max_size=8).filter(lambda n: n not in (".", ".."))
-contents = st.one_of(st.binary(max_size=60), st.text(max_size=60).map(str.encode), json_values.map(lambda v: yaml.safe_dump(v, allow_unicode=True).encode()))
+names = st.text(string.ascii_lowercase + string.digits + "-_.", min_size=1, max_size=8).filter(
+    lambda n: n not in (".", "..")
+)
+contents = st.one_of(
+    st.binary(max_size=60),
+    st.text(max_size=60).map(str.encode),
+    json_values.map(lambda v: yaml.safe_dump(v, allow_unicode=True).encode()),
+)
 
 
 def _yaml_of(base: dict, keys: list[str]) -> st.SearchStrategy:
@@ -237,29 +294,53 @@ def _tests_tree(folder: str, with_groups: bool) -> st.SearchStrategy:
 
 AREX_TASK = {"id": "p", "title": "P", "time_limit_s": 1}
 arex_packages = st.tuples(
-    st.fixed_dictionaries({"task.yaml": _yaml_of(AREX_TASK, ["title", "time_limit_s", "statement", "solutions", "checker", "starter", "memory_mb", "tests", "languages"])},
-                          optional={"statement.md": contents, "workspace/solution.py": contents, "private/checker/check.py": contents, "solutions/ok.py": contents}),
+    st.fixed_dictionaries({"task.yaml": _yaml_of(AREX_TASK, ["title", "time_limit_s", "statement", "solutions",
+                                                             "checker", "starter", "memory_mb", "tests", "languages"])},
+                          optional={"statement.md": contents, "workspace/solution.py": contents,
+                                    "private/checker/check.py": contents, "solutions/ok.py": contents}),
     _tests_tree("private/tests", False),
 )  # fmt: skip
 KATTIS_META = {"name": "Add", "limits": {"time_limit": 1}}
 kattis_packages = st.tuples(
-    st.fixed_dictionaries({"problem.yaml": _yaml_of(KATTIS_META, ["name", "limits", "type", "validation", "validator_flags", "id"])},
-                          optional={"problem_statement/problem.en.tex": contents, "statement/problem.md": contents, "output_validators/v/validate.py": contents,
-                                    "submissions/accepted/a.py": contents, "data/secret/g1/testdata.yaml": _yaml_of({"accept_score": 1}, ["accept_score", "max_score"])}),
+    st.fixed_dictionaries({"problem.yaml": _yaml_of(KATTIS_META, ["name", "limits", "type", "validation",
+                                                                  "validator_flags", "id"])},
+                          optional={"problem_statement/problem.en.tex": contents, "statement/problem.md": contents,
+                                    "output_validators/v/validate.py": contents, "submissions/accepted/a.py": contents,
+                                    "data/secret/g1/testdata.yaml": _yaml_of({"accept_score": 1},
+                                                                             ["accept_score", "max_score"])}),
     _tests_tree("data", True),
 )  # fmt: skip
 FRONTIER_CONFIG = {"type": "default", "time": "1s", "memory": "256m", "subtasks": [{"n_cases": 1}], "checker": "chk.cc"}
 frontier_packages = st.tuples(
-    st.fixed_dictionaries({"config.yaml": _yaml_of(FRONTIER_CONFIG, ["type", "time", "memory", "subtasks", "checker", "input_suffix", "output_suffix", "input_prefix", "time_limit"]),
+    st.fixed_dictionaries({"config.yaml": _yaml_of(FRONTIER_CONFIG, ["type", "time", "memory", "subtasks", "checker",
+                                                                     "input_suffix", "output_suffix", "input_prefix",
+                                                                     "time_limit"]),
                            "statement.txt": contents},
-                          optional={"chk.cc": contents, "testdata/1.in": contents, "testdata/1.ans": contents, "solutions/best.py": contents}),
+                          optional={"chk.cc": contents, "testdata/1.in": contents, "testdata/1.ans": contents,
+                                    "solutions/best.py": contents}),
     _tests_tree("testdata", False),
 )  # fmt: skip
-CC_ROW = {"name": "A", "description": "d", "public_tests": {"input": ["1\n"], "output": ["1\n"]}, "private_tests": {"input": ["2\n"], "output": ["2\n"]}}
-cc_keys = ["name", "description", "public_tests", "private_tests", "generated_tests", "solutions", "incorrect_solutions", "time_limit", "memory_limit_bytes"]
+CC_ROW = {
+    "name": "A",
+    "description": "d",
+    "public_tests": {"input": ["1\n"], "output": ["1\n"]},
+    "private_tests": {"input": ["2\n"], "output": ["2\n"]},
+}
+cc_keys = [
+    "name",
+    "description",
+    "public_tests",
+    "private_tests",
+    "generated_tests",
+    "solutions",
+    "incorrect_solutions",
+    "time_limit",
+    "memory_limit_bytes",
+]
 cc_rows = st.dictionaries(st.sampled_from(cc_keys), json_values, max_size=3).map(lambda c: {**CC_ROW, **c})
 cc_files = st.one_of(
-    st.lists(cc_rows | json_values, max_size=3).map(lambda rows: ("rows.jsonl", "".join(json.dumps(r) + "\n" for r in rows).encode())),
+    st.lists(cc_rows | json_values, max_size=3).map(
+        lambda rows: ("rows.jsonl", "".join(json.dumps(r) + "\n" for r in rows).encode())),
     (cc_rows | json_values).map(lambda v: ("rows.json", json.dumps(v).encode())),
     contents.map(lambda b: ("rows.json", b)),
 )  # fmt: skip
@@ -279,9 +360,25 @@ def _import(files: dict[str, bytes]) -> None:
         arex_errors_only(judge_sources.load, root)
 
 
-OK_AREX = {"task.yaml": b"id: p\ntitle: P\ntime_limit_s: 1\n", "statement.md": b"s", "private/tests/a.in": b"1", "private/tests/a.ans": b"1"}
-OK_KATTIS = {"problem.yaml": b"name: Add\n", "problem_statement/problem.en.tex": b"s", "data/secret/g1/a.in": b"1", "data/secret/g1/a.ans": b"1"}
-OK_FRONTIER = {"config.yaml": b"time: 1s\nmemory: 256m\nsubtasks: [{n_cases: 1}]\n", "statement.txt": b"s", "chk.cc": b"", "testdata/1.in": b"1", "testdata/1.ans": b"1"}
+OK_AREX = {
+    "task.yaml": b"id: p\ntitle: P\ntime_limit_s: 1\n",
+    "statement.md": b"s",
+    "private/tests/a.in": b"1",
+    "private/tests/a.ans": b"1",
+}
+OK_KATTIS = {
+    "problem.yaml": b"name: Add\n",
+    "problem_statement/problem.en.tex": b"s",
+    "data/secret/g1/a.in": b"1",
+    "data/secret/g1/a.ans": b"1",
+}
+OK_FRONTIER = {
+    "config.yaml": b"time: 1s\nmemory: 256m\nsubtasks: [{n_cases: 1}]\n",
+    "statement.txt": b"s",
+    "chk.cc": b"",
+    "testdata/1.in": b"1",
+    "testdata/1.ans": b"1",
+}
 # Below, each @example is the smallest input found (by these strategies, shrunk by hand) that made
 # a loader raise something other than an ArexError; they stay as regression cases.
 
@@ -315,7 +412,15 @@ def test_kattis_packages_import_or_say_why(package):
 @example(({**OK_FRONTIER, "config.yaml": b"time: 1s\nmemory: 256m\nsubtasks: [null]\n"}, {}))
 @example(({**OK_FRONTIER, "config.yaml": b"time: 1s\nmemory: 256m\nsubtasks: [{n_cases: x}]\n"}, {}))
 @example(({**OK_FRONTIER, "config.yaml": b"time: 1s\nmemory: 256m\nsubtasks: [{n_cases: 1}]\nchecker: []\n"}, {}))
-@example(({**OK_FRONTIER, "config.yaml": b"time: 1s\nmemory: 256m\nsubtasks: [{n_cases: 1}]\ninput_prefix: " + b"x" * 300 + b"\n"}, {}))
+@example(
+    (
+        {
+            **OK_FRONTIER,
+            "config.yaml": b"time: 1s\nmemory: 256m\nsubtasks: [{n_cases: 1}]\ninput_prefix: " + b"x" * 300 + b"\n",
+        },
+        {},
+    )
+)
 def test_frontier_problems_import_or_say_why(package):
     _import({**package[0], **package[1]})
 

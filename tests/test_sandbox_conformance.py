@@ -10,10 +10,20 @@ pytestmark = pytest.mark.docker
 # The properties the sandbox's security rests on (docs/security.md): each has its check, and
 # scripts/conformance_mutations.py shows each check failing when its protection is removed.
 REQUIRED = {
-    "serving_processes_are_out_of_reach", "server_survives_the_agent", "evidence_cannot_be_forged",
-    "timeout_kills_the_whole_tree", "timeout_kills_tree_without_marker", "isolated_runs_leave_nothing",
-    "disk_is_bounded", "inodes_are_bounded", "cpu_time_is_reported", "read_file_does_not_follow_into_root_only_files",
-    "archive_restore_roundtrip", "archive_size_cap", "no_privileges", "user_is_not_root",
+    "serving_processes_are_out_of_reach",
+    "server_survives_the_agent",
+    "evidence_cannot_be_forged",
+    "timeout_kills_the_whole_tree",
+    "timeout_kills_tree_without_marker",
+    "isolated_runs_leave_nothing",
+    "disk_is_bounded",
+    "inodes_are_bounded",
+    "cpu_time_is_reported",
+    "read_file_does_not_follow_into_root_only_files",
+    "archive_restore_roundtrip",
+    "archive_size_cap",
+    "no_privileges",
+    "user_is_not_root",
 }
 
 

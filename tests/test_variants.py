@@ -30,7 +30,18 @@ def env(tally_env):
 
 
 runner = CliRunner()
-BASE = ["-c", "sandbox.backend=process", "-c", "teacher.model=scripted-teacher", "-c", "teacher.track_cost=false", "-c", "teacher.backoff_base_s=0.01", "-c", "teacher.max_attempts=2"]
+BASE = [
+    "-c",
+    "sandbox.backend=process",
+    "-c",
+    "teacher.model=scripted-teacher",
+    "-c",
+    "teacher.track_cost=false",
+    "-c",
+    "teacher.backoff_base_s=0.01",
+    "-c",
+    "teacher.max_attempts=2",
+]
 
 
 def variants_file(tmp_path: Path, text: str) -> Path:
@@ -65,15 +76,33 @@ def test_two_variants_are_two_ordinary_stores_under_one_concurrency_limit(env, t
     monkeypatch.setattr(batch_module.Rollout, "run", counted)
     file, out = variants_file(tmp_path, ONE_TWO), tmp_path / "ablation"
     with ScriptedServer(RoundScript(climbing), model="scripted-teacher") as server:
-        result = cli("rollout", "--envs", str(env.dir.parent), "--out", str(out), "--variants", str(file), "--samples", "2", "--concurrency", "1", base_url=server.base_url)
+        result = cli(
+            "rollout",
+            "--envs",
+            str(env.dir.parent),
+            "--out",
+            str(out),
+            "--variants",
+            str(file),
+            "--samples",
+            "2",
+            "--concurrency",
+            "1",
+            base_url=server.base_url,
+        )
     assert result.exit_code == 0, result.output
     assert most[0] == 1  # two variants × two samples, never two rollouts at once: the limit is shared
     one, two = records(out / "one"), records(out / "two")
     assert [len(t.rounds) for t in one] == [1, 1] and [len(t.rounds) for t in two] == [2, 2]
-    assert {t.header.config["rounds"] for t in one} == {1} and {t.header.config["context"] for t in two} == {"full-history"}
+    assert {t.header.config["rounds"] for t in one} == {1} and {t.header.config["context"] for t in two} == {
+        "full-history"
+    }
     assert all(t.end.status == "done" for t in one + two)
     recorded = json.loads((out / "variants.json").read_text())["variants"]
-    expected = {v.name: config_hash(v.config.teacher, v.config.rollout) for v in load_variants(file, BASE[1::2] + [f"teacher.base_url={server.base_url}"])}
+    expected = {
+        v.name: config_hash(v.config.teacher, v.config.rollout)
+        for v in load_variants(file, BASE[1::2] + [f"teacher.base_url={server.base_url}"])
+    }
     assert [(v["name"], v["overrides"], v["config_hash"]) for v in recorded] == [
         ("one", ["rollout.rounds=1"], expected["one"]),
         ("two", ["rollout.rounds=2", "rollout.context=full-history"], expected["two"]),
@@ -82,12 +111,19 @@ def test_two_variants_are_two_ordinary_stores_under_one_concurrency_limit(env, t
     assert json.loads((out / "two" / "summary.json").read_text())["endings"] == {"done": 2}
     # a variant's folder is an ordinary store: selection reads it unchanged
     selection = select(out / "two", env.dir.parent, tmp_path / "sel", SelectConfig(), process_sandbox())
-    assert len(selection.kept) + len(selection.dropped) == 2 and all(v.path.startswith(str(out / "two")) for v in selection.kept + selection.dropped)
+    assert len(selection.kept) + len(selection.dropped) == 2 and all(
+        v.path.startswith(str(out / "two")) for v in selection.kept + selection.dropped
+    )
 
 
 def test_a_stopped_run_resumes_each_variant_and_skips_the_finished_one(env, tmp_path):
-    file, out = variants_file(tmp_path, "variants:\n  short: [rollout.rounds=1]\n  long: [rollout.rounds=3]\n"), tmp_path / "ablation"
-    plan = load_variants(file, ["sandbox.backend=process", "teacher.model=scripted-teacher", "teacher.track_cost=false"])
+    file, out = (
+        variants_file(tmp_path, "variants:\n  short: [rollout.rounds=1]\n  long: [rollout.rounds=3]\n"),
+        tmp_path / "ablation",
+    )
+    plan = load_variants(
+        file, ["sandbox.backend=process", "teacher.model=scripted-teacher", "teacher.track_cost=false"]
+    )
     reached, release = threading.Event(), threading.Event()
     script = RoundScript(climbing)
 
@@ -99,7 +135,9 @@ def test_a_stopped_run_resumes_each_variant_and_skips_the_finished_one(env, tmp_
 
     def short_ended() -> bool:  # its end line is written (the variants run side by side, in either order)
         lines = [line for p in (out / "short").glob("*/*.jsonl") for line in p.read_text().splitlines()]
-        return any(line.startswith("{") and line.endswith("}") and json.loads(line).get("type") == "end" for line in lines)
+        return any(
+            line.startswith("{") and line.endswith("}") and json.loads(line).get("type") == "end" for line in lines
+        )
 
     async def stop_in_round_2(base_url: str) -> None:
         task = asyncio.ensure_future(run_variants([env], plan, out, 1, 2, base_url, None, file))
@@ -119,34 +157,79 @@ def test_a_stopped_run_resumes_each_variant_and_skips_the_finished_one(env, tmp_
     assert short.end.status == "done" and long.end is None and [r.number for r in long.rounds] == [1]
     finished = short.path.read_bytes()
     with ScriptedServer(script, model="scripted-teacher") as server:
-        result = cli("rollout", "--envs", str(env.dir.parent), "--out", str(out), "--variants", str(file), base_url=server.base_url)
+        result = cli(
+            "rollout",
+            "--envs",
+            str(env.dir.parent),
+            "--out",
+            str(out),
+            "--variants",
+            str(file),
+            base_url=server.base_url,
+        )
         prompts = [r["messages"][-1]["content"] for r in server.requests]
     assert result.exit_code == 0, result.output
     assert prompts and not any("of 1" in p for p in prompts)  # the finished variant asked nothing
     assert short.path.read_bytes() == finished
     [again] = records(out / "long")
-    assert again.path == long.path and [r.number for r in again.rounds] == [1, 2, 3] and again.end.status == "done"  # no duplicate rounds
-    assert len(list((out / "short" / "tally").glob("*.jsonl"))) == 1 and len(list((out / "long" / "tally").glob("*.jsonl"))) == 1
+    # no duplicate rounds
+    assert again.path == long.path and [r.number for r in again.rounds] == [1, 2, 3] and again.end.status == "done"
+    assert (
+        len(list((out / "short" / "tally").glob("*.jsonl"))) == 1
+        and len(list((out / "long" / "tally").glob("*.jsonl"))) == 1
+    )
 
 
 def test_a_changed_variant_is_refused_naming_it(env, tmp_path):
     file, out = variants_file(tmp_path, ONE_TWO), tmp_path / "ablation"
     with ScriptedServer(RoundScript(climbing), model="scripted-teacher") as server:
-        first = cli("rollout", "--envs", str(env.dir.parent), "--out", str(out), "--variants", str(file), base_url=server.base_url)
+        first = cli(
+            "rollout",
+            "--envs",
+            str(env.dir.parent),
+            "--out",
+            str(out),
+            "--variants",
+            str(file),
+            base_url=server.base_url,
+        )
     assert first.exit_code == 0, first.output
     before = (out / "variants.json").read_text()
     file.write_text("variants:\n  one: [rollout.rounds=1]\n  two: [rollout.rounds=4]\n")
     changed = cli("rollout", "--envs", str(env.dir.parent), "--out", str(out), "--variants", str(file))
     assert changed.exit_code == 2 and changed.output.count("\n") == 1, changed.output
-    assert changed.output.startswith("arex: variant 'two' in ") and "rollout.rounds=4" in changed.output and "new name" in changed.output
+    assert (
+        changed.output.startswith("arex: variant 'two' in ")
+        and "rollout.rounds=4" in changed.output
+        and "new name" in changed.output
+    )
     file.write_text(ONE_TWO)
-    rebased = cli("rollout", "--envs", str(env.dir.parent), "--out", str(out), "--variants", str(file), "-c", "rollout.steps_per_round=5")
+    rebased = cli(
+        "rollout",
+        "--envs",
+        str(env.dir.parent),
+        "--out",
+        str(out),
+        "--variants",
+        str(file),
+        "-c",
+        "rollout.steps_per_round=5",
+    )
     assert rebased.exit_code == 2 and "variant 'one' has the overrides it ran with" in rebased.output, rebased.output
     assert (out / "variants.json").read_text() == before  # nothing recorded for a refused run
     # a new name is a new variant: the others stay on record
     file.write_text(ONE_TWO + "  three: [rollout.rounds=3]\n")
     with ScriptedServer(RoundScript(climbing), model="scripted-teacher") as server:
-        added = cli("rollout", "--envs", str(env.dir.parent), "--out", str(out), "--variants", str(file), base_url=server.base_url)
+        added = cli(
+            "rollout",
+            "--envs",
+            str(env.dir.parent),
+            "--out",
+            str(out),
+            "--variants",
+            str(file),
+            base_url=server.base_url,
+        )
     assert added.exit_code == 0, added.output
     assert [v["name"] for v in json.loads((out / "variants.json").read_text())["variants"]] == ["one", "two", "three"]
     assert [len(t.rounds) for t in records(out / "three")] == [3]
@@ -175,7 +258,12 @@ def test_bad_variants_files_are_one_clear_error(env, tmp_path, text, expected):
 def test_an_unknown_key_names_the_variant_and_the_key(env, tmp_path):
     file = variants_file(tmp_path, "variants:\n  ok: []\n  fast: [rollout.roundz=2]\n")
     result = cli("rollout", "--envs", str(env.dir.parent), "--out", str(tmp_path / "out"), "--variants", str(file))
-    assert result.exit_code == 2 and "variant 'fast'" in result.output and "rollout.roundz" in result.output and "rounds" in result.output, result.output
+    assert (
+        result.exit_code == 2
+        and "variant 'fast'" in result.output
+        and "rollout.roundz" in result.output
+        and "rounds" in result.output
+    ), result.output
 
 
 def test_a_variants_store_and_an_ordinary_store_are_not_mixed(env, tmp_path):
@@ -194,9 +282,18 @@ def test_a_variants_store_and_an_ordinary_store_are_not_mixed(env, tmp_path):
 def test_the_bundled_ablation_file_resolves_to_five_distinct_configurations():
     path = REPO / "configs" / "variants" / "ablation.yaml"
     variants = load_variants(path, [])
-    assert [v.name for v in variants] == ["no-skills", "general-skills", "task-skills", "task-skills+2x-rounds", "feedback-none"]
+    assert [v.name for v in variants] == [
+        "no-skills",
+        "general-skills",
+        "task-skills",
+        "task-skills+2x-rounds",
+        "feedback-none",
+    ]
     rollout = {v.name: v.config.rollout for v in variants}
     assert (rollout["no-skills"].general_skills, rollout["no-skills"].task_skills) == (False, False)
     assert (rollout["general-skills"].general_skills, rollout["general-skills"].task_skills) == (True, False)
-    assert rollout["task-skills+2x-rounds"].rounds == 2 * rollout["task-skills"].rounds and rollout["feedback-none"].feedback == "none"
+    assert (
+        rollout["task-skills+2x-rounds"].rounds == 2 * rollout["task-skills"].rounds
+        and rollout["feedback-none"].feedback == "none"
+    )
     assert len({v.config_hash for v in variants}) == 5

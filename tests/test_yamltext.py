@@ -15,7 +15,12 @@ def test_a_text_is_parsed_once_and_each_caller_gets_its_own_copy(monkeypatch):
     first["steps"].append("mutated")
     first["nested"]["depth"] = 99
     second = yamltext.safe_load(text)
-    assert second == {"name": "yamltext-probe-7", "steps": ["read", "write"], "nested": {"depth": 2}}  # the caller's change stayed its own
+    # the caller's change stayed its own
+    assert second == {
+        "name": "yamltext-probe-7",
+        "steps": ["read", "write"],
+        "nested": {"depth": 2},
+    }
     assert calls == [text]  # parsed once
 
 

@@ -33,11 +33,16 @@ def bpe_tokenizer(template: str, specials: list[str]):
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
     everything = ["<bos>", "<eos>", *specials]
-    trainer = trainers.BpeTrainer(vocab_size=700, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  special_tokens=everything, show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=700,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=everything,
+        show_progress=False,
+    )
     core.train_from_iterator(texts, trainer)
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<bos>", eos_token="<eos>",
-                                        additional_special_tokens=specials)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, bos_token="<bos>", eos_token="<eos>", additional_special_tokens=specials
+    )
     tokenizer.chat_template = template
     return tokenizer
 
@@ -60,7 +65,17 @@ def sft_args(tmp_path, steps=3, batch=1):
     from trl import SFTConfig
 
     return SFTConfig(
-        output_dir=str(tmp_path / "out"), max_steps=steps, per_device_train_batch_size=batch, learning_rate=1e-4,
-        lr_scheduler_type="constant", logging_steps=1, report_to=[], save_strategy="no", use_cpu=True, seed=0,
-        max_length=512, bf16=False, activation_checkpointing=False,
+        output_dir=str(tmp_path / "out"),
+        max_steps=steps,
+        per_device_train_batch_size=batch,
+        learning_rate=1e-4,
+        lr_scheduler_type="constant",
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        seed=0,
+        max_length=512,
+        bf16=False,
+        activation_checkpointing=False,
     )
