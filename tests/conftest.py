@@ -22,6 +22,7 @@ SHARED_BUNDLED = ("judge-subset-fill", "ml-diabetes")
 EXCLUSIVE = (
     "test_judge_verdicts.py::test_same_verdicts_under_host_load",  # starves every CPU, judges the backstop
     "test_sandbox_conformance.py::test_docker_backend[fork_bomb_is_contained]",  # the host must still fork
+    "test_unshare_backend.py::test_unshare_backend[fork_bomb_is_contained]",  # likewise, on the unshare backend
 )
 
 
