@@ -1,7 +1,7 @@
 """The conformance suite every sandbox backend must pass.
 
 Each check is a plain function taking a `Harness` and raising AssertionError on failure, so the
-same checks run under pytest (tests/test_sandbox_conformance.py), from `arex sandbox check`, and in
+same checks run under pytest (tests/sandbox/test_sandbox_conformance.py), from `arex sandbox check`, and in
 scripts/conformance_mutations.py, which removes one protection at a time and shows its check failing.
 
 The checks must hold on a busy machine: they judge by what happened (statuses, signals, CPU time
@@ -10,7 +10,7 @@ appear only as generous backstops against a hang.
 
 Each check must pass alone and in any order: it makes the state it looks at itself (its own files
 and processes in the shared sandbox, under names no other check uses) and never relies on what an
-earlier check left there. tests/test_sandbox_conformance.py runs the suite both ways: all checks on
+earlier check left there. tests/sandbox/test_sandbox_conformance.py runs the suite both ways: all checks on
 one shared sandbox, and each on a harness of its own in reverse order.
 """
 
