@@ -80,25 +80,34 @@ class Gate:
 
 
 class Watch:
-    """Polls Docker for this process's grading containers of env `name`; the most seen at once."""
+    """Follows the engine's events for this process's grading containers of env `name`: the most
+    alive at once. Events, not polling: a container alive between two polls is never missed."""
 
     def __init__(self, name: str):
-        self.filters = {"label": [f"arex.owner_pid={os.getpid()}", f"arex.name=judge-{name}"]}
-        self.most, self.polls, self.stop = 0, 0, threading.Event()
+        self.filters = {
+            "label": [f"arex.owner_pid={os.getpid()}", f"arex.name=judge-{name}"],
+            "type": "container",
+            "event": ["start", "die"],
+        }
+        self.most, self.polls, self.alive = 0, 0, set()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        while not self.stop.is_set():
-            alive = [c for c in docker_client().containers.list(all=True, filters=self.filters) if c.status != "exited"]
-            self.most, self.polls = max(self.most, len(alive)), self.polls + 1
-            self.stop.wait(0.05)
+        for event in self.stream:
+            self.polls += 1  # events seen
+            if event.get("status") == "start":
+                self.alive.add(event["id"])
+            else:
+                self.alive.discard(event["id"])
+            self.most = max(self.most, len(self.alive))
 
     def __enter__(self) -> "Watch":
+        self.stream = docker_client().events(filters=self.filters, decode=True)
         self.thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.stop.set()
+        self.stream.close()
         self.thread.join()
 
 
