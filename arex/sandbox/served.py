@@ -12,6 +12,7 @@ import tarfile
 import tempfile
 import time
 import uuid
+from abc import abstractmethod
 from pathlib import Path
 from typing import BinaryIO
 
@@ -32,19 +33,21 @@ class ServedSandbox(Sandbox):
 
     _server: ExecServer | None = None
 
+    @abstractmethod
     def _require(self):
-        raise NotImplementedError
+        """SandboxError unless the sandbox is running."""
 
+    @abstractmethod
     def _dead(self, what: str, exc: Exception) -> SandboxError:
-        raise NotImplementedError
+        """The error saying the sandbox died during `what`."""
 
+    @abstractmethod
     def _oom_mark(self):
         """What `_oom_since` compares against, taken when a command starts."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _oom_since(self, mark) -> bool:
         """Did the kernel OOM-kill a process of this sandbox since `mark` (each kill counted once)?"""
-        raise NotImplementedError
 
     # -- commands --------------------------------------------------------------------------
     def _runner_options(self, cwd: str, timeout: float, limits: RunLimits | None) -> list[str]:
