@@ -641,11 +641,14 @@ def train_check_command(
         None, "--model", help="Model for --steps: local folder or .gguf (default: the bundled SmolLM2-135M)."
     ),
     rows: int = typer.Option(200, "--rows", help="How many rows to check."),
+    chat_template: Optional[str] = typer.Option(
+        None, "--chat-template", help="Render under this template: one TRL ships (qwen2_5: tool-aware) or a .jinja."
+    ),
 ) -> None:
     """Check an export trains as intended: a sample with the trained tokens highlighted, lengths, optional steps."""
     from arex.dataset.train_check import run
 
-    run(console, dataset, tokenizer, config, steps, model, rows)
+    run(console, dataset, tokenizer, config, steps, model, rows, chat_template)
 
 
 @app.command("push")
@@ -657,13 +660,18 @@ def push_command(
         None, "--endpoint", help="Hub URL (default: $HF_ENDPOINT or huggingface.co)."
     ),
     private: bool = typer.Option(False, "--private", help="Create the repo private."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Check the folder and list what would be uploaded."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Upload the shards and the card to a Hugging Face dataset repo, in one commit."""
-    from arex.dataset.push import push
-    from arex.summary import print_summary, push_summary
+    from arex.dataset.push import plan, push
+    from arex.summary import print_summary, push_plan_summary, push_summary
 
     started = time.monotonic()
+    if dry_run:
+        files = plan(dataset)
+        print_summary(push_plan_summary(files, dataset, repo_id, time.monotonic() - started), console, as_json)
+        return
     with (err if as_json else console).status(f"uploading {dataset} to {repo_id} ..."):
         result = push(dataset, repo_id, token=token, endpoint=endpoint, private=private)
     print_summary(push_summary(result, dataset, time.monotonic() - started), console, as_json, show_items=False)

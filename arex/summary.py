@@ -256,6 +256,22 @@ def export_summary(stats, out: Path, seconds: float) -> Summary:
     )
 
 
+def push_plan_summary(files, folder: Path, repo_id: str, seconds: float) -> Summary:
+    """`arex push --dry-run`: one item per file a push would upload; nothing was sent."""
+    items = [Outcome(id=f.path, outcome="would upload", numbers={"bytes": f.size}) for f in files]
+    total = sum(f.size for f in files)
+    return Summary(
+        verb="push",
+        message=f"dry run: {len(files)} files ({total} bytes) checked; `arex push` without --dry-run uploads them "
+        f"to {repo_id}",
+        counts={"files": len(files), "bytes": total},
+        seconds=round(seconds, 2),
+        paths={"dataset": str(folder)},
+        items=items,
+        extra={"repo_id": repo_id, "dry_run": True},
+    )
+
+
 def push_summary(result, folder: Path, seconds: float) -> Summary:
     """`arex push`: one item per uploaded file."""
     items = [Outcome(id=f.path, outcome="uploaded", numbers={"bytes": f.size}) for f in result.files]

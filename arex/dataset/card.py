@@ -85,11 +85,18 @@ def write_card(out: Path, stats: ExportStats, config: ExportConfig, selection: d
     with naming(out / CURVE):
         has_curve = plot_curves(stats, out / CURVE)
     lines = ["---", yaml.safe_dump(_front_matter(stats, config), sort_keys=False).strip(), "---", ""]
-    lines += _contents(stats, config) + _training(stats, config)
-    lines += ["## Score improvement", "", *_stats_table(stats), ""]
-    if has_curve:
-        lines += [f"![Best held-out score so far, by round]({CURVE})", ""]
-    lines += _reflections(stats) + _token_lengths(stats) + _selection(selection) + _provenance(stats)
+    # One section per function, in page order: a new measurement is one more entry.
+    sections = [
+        _contents(stats, config),
+        _training(stats, config),
+        ["## Score improvement", "", *_stats_table(stats), ""],
+        [f"![Best held-out score so far, by round]({CURVE})", ""] if has_curve else [],
+        _reflections(stats),
+        _token_lengths(stats),
+        _selection(selection),
+        _provenance(stats),
+    ]
+    lines += [line for section in sections for line in section]
     path = out / "README.md"
     with naming(path):
         path.write_text("\n".join(lines), encoding="utf-8")
@@ -168,10 +175,10 @@ def _contents(stats: ExportStats, config: ExportConfig) -> list[str]:
         "",
         "```python",
         "from datasets import load_dataset",
-        f'rows = load_dataset("<this repo>", "{next(iter(stats.rows), "rounds")}", split="train")  # from the Hub',
+        f'# from the Hub: load_dataset("<this repo\'s id>", "{next(iter(stats.rows), "rounds")}", split="train")',
         (
-            'rows = load_dataset("parquet", data_files="<export folder>/'
-            f'{config_folder(next(iter(stats.rows), "rounds"))}/*.parquet", split="train")  # a local copy'
+            'rows = load_dataset("parquet", data_files="'
+            f'{config_folder(next(iter(stats.rows), "rounds"))}/*.parquet", split="train")  # in the export folder'
         ),
         "```",
         "",
@@ -191,8 +198,11 @@ def _tool_calls(stats: ExportStats) -> list[str]:
         "Their assistant turns carry `tool_calls` (`[{id, type, function: {name, arguments}}]`, "
         "the arguments a JSON object), each "
         "tool result is a `tool` message with its `tool_call_id`, and the `tools` column holds the tool definitions "
-        "(JSON text) that TRL's SFTTrainer passes to the chat template; train them under a tool-aware template "
-        "(e.g. Qwen2.5's or Qwen3's). Only the first tool call of a reply ran; any others were answered as not run.",
+        "(JSON text) that TRL's SFTTrainer passes to the chat template. Train them under a template that prints "
+        "`tool_calls` (Qwen2.5's or Qwen3's; for the bundled SmolLM2, `load_tokenizer(chat_template=\"qwen2_5\")`, "
+        "the same turn tokens): a template that prints only `content` trains every tool-call turn as an empty "
+        "reply, so the snippets below call `require_tool_calls`, which refuses one, and so does "
+        "`arex train-check`. Only the first tool call of a reply ran; any others were answered as not run.",
         "",
     ]
 
@@ -276,11 +286,21 @@ def _token_lengths(stats: ExportStats) -> list[str]:
     lines = [
         "## Token lengths",
         "",
-        f"Tokenizer `{tok.get('path')}` ({tok.get('template')}); "
-        f"max_length {limit if limit else 'none (no row was cut)'}. "
+        f"Tokenizer of `{tok.get('name')}` (vocabulary sha256 `{tok.get('vocabulary')}`, the first 16 hex digits "
+        "of `arex.dataset.masks.vocabulary_hash`), under "
+        f"{tok.get('template')}; max_length {limit if limit else 'none (no row was cut)'}. "
         "Lengths are of whole rows, before any cut; "
-        "the recommended max_length keeps 95% of rows whole (rounded up to 256).",
+        "the recommended max_length keeps at least 95% of rows whole (rounded up to 256).",
         "",
+        *(
+            [
+                f"{stats.calls_left_out} calls rows are left out of `calls/` with their token rows (longer than "
+                "max_length, no token with loss, or refused), so TRL never cuts a reply or trains an empty one.",
+                "",
+            ]
+            if "calls" in stats.tokens
+            else []
+        ),
         (
             "| rows of | rows | min | median | p90 | max | recommended max_length | written | split | dropped "
             "| rounds lost | no loss |"
@@ -298,55 +318,81 @@ def _token_lengths(stats: ExportStats) -> list[str]:
     return lines + [""]
 
 
+def _bundled_name() -> str | None:
+    """The bundled model's name (its GGUF file's), or None when arex[local] is not installed."""
+    try:
+        from arex.teacher.local import find_gguf
+
+        return Path(find_gguf()).stem
+    except Exception:  # no bundled model: the snippets name the tokenizer's model instead
+        return None
+
+
+def _setup(stats: ExportStats, config: ExportConfig) -> list[str]:
+    """The snippets' first lines: the model and its tokenizer (tool-aware for tool-call rows)."""
+    tok = stats.tokenizer or {}
+    name = tok.get("name")
+    bundled = name is None or name == _bundled_name()
+    where = "" if bundled else f'"<a local copy of {name}>"'
+    template = config.chat_template or ("qwen2_5" if stats.tool_trajectories and bundled else None)
+    args = ", ".join(a for a in (where, f'chat_template="{template}"' if template else "") if a)
+    lines = [
+        "import torch",
+        "from datasets import load_dataset",
+        "from trl import SFTConfig, SFTTrainer",
+        "from arex.dataset.train import load_model, load_tokenizer"
+        + (", require_tool_calls" if stats.tool_trajectories else ""),
+        "",
+        f"model = load_model({where})"
+        + ("  # SmolLM2-135M, bundled with arex[local]; or a local folder / .gguf" if bundled else ""),
+        f"tokenizer = load_tokenizer({args})"
+        + ("  # tool-aware: prints tool calls and the tool definitions" if template else ""),
+    ]
+    if stats.tool_trajectories:
+        lines.append("require_tool_calls(tokenizer)  # stops here under a chat template that drops tool_calls")
+    return lines + ["gpu = torch.cuda.is_available()  # on a CPU: float32"]
+
+
+def _args(max_length: int) -> str:
+    return f'args=SFTConfig(output_dir="out", max_length={max_length}, bf16=gpu, use_cpu=not gpu)'
+
+
 def _training(stats: ExportStats, config: ExportConfig) -> list[str]:
-    """How to train on each config with TRL: the routes that put the loss on the right tokens."""
-    lines = ["## Training", ""]
+    """How to train on each config with TRL, as one program that runs as written from the export
+    folder (or a clone of this repo): the routes that put the loss on the right tokens."""
+    lines = ["## Training", "", "Run from the export folder (or a clone of this dataset repo):", ""]
+    lines += ["```python", *_setup(stats, config)]
     binary = all(w in (0.0, 1.0) for w in (config.action_weight, config.reflection_weight, config.invalid_weight))
+    notes = []
     if "calls" in stats.rows:
+        measured = stats.tokens.get("calls")  # with export.max_length every longer calls row was left out
+        length = config.max_length or (measured.summary().get("recommended_max_length") if measured else None)
         lines += [
-            (
-                "`calls`: prompt/completion rows; "
-                "TRL's SFTTrainer trains only the completions (its default for this format):"
-            ),
             "",
-            "```python",
-            'calls = load_dataset("parquet", data_files="<export folder>/calls/*.parquet", split="train")',
-            (
-                'SFTTrainer(model=model, train_dataset=calls, args=SFTConfig(output_dir="out"), '
-                "processing_class=tokenizer).train()"
-            ),
-            "```",
-            "",
+            "# calls: prompt/completion rows; SFTTrainer trains only the completions (its default for this format)",
+            'calls = load_dataset("parquet", data_files="calls/*.parquet", split="train")',
+            "SFTTrainer(model=model, train_dataset=calls, processing_class=tokenizer, "
+            f"{_args(length or 4096)}).train()",
         ]
+        if not length:
+            notes.append(
+                "The calls rows' token lengths were not measured (export with `export.tokenizer`), so max_length "
+                "4096 is a guess: a row longer than it would be cut by TRL and lose its reply's end."
+            )
     tokens = [g for g in stats.rows if g.endswith("-tokens")]
     if tokens:
         trainer = "SFTTrainer" if binary else "WeightedSFTTrainer"
+        measured = stats.tokens.get(tokens[0][: -len("-tokens")])
+        length = config.max_length or (measured.summary().get("recommended_max_length") if measured else None) or 4096
         lines += [
-            f"`{tokens[0]}` (and the other `-tokens` configs): "
-            f"pre-tokenized for `{(stats.tokenizer or {}).get('path')}`; "
-            "`labels` is -100 where the weight is 0, so SFTTrainer trains exactly the weighted tokens"
-            + (
-                "."
-                if binary
-                else (
-                    "; the weights here are not all 0/1, "
-                    "so use `arex.dataset.train.WeightedSFTTrainer`, which applies them:"
-                )
-            ),
             "",
-            "```python",
+            f"# {tokens[0]}: labels are -100 where the weight is 0"
+            + ("" if binary else "; WeightedSFTTrainer applies the weights that are not 0/1"),
             *([] if binary else ["from arex.dataset.train import WeightedSFTTrainer"]),
-            (
-                'rows = load_dataset("parquet", '
-                f'data_files="<export folder>/{config_folder(tokens[0])}/*.parquet", split="train")'
-            ),
-            (
-                f'{trainer}(model=model, train_dataset=rows, args=SFTConfig(output_dir="out", '
-                f"max_length={(stats.tokenizer or {}).get('max_length') or 1024}), processing_class=tokenizer).train()"
-            ),
-            "```",
-            "",
+            f'rows = load_dataset("parquet", data_files="{config_folder(tokens[0])}/*.parquet", split="train")',
+            f"{trainer}(model=model, train_dataset=rows, processing_class=tokenizer, {_args(length)}).train()",
         ]
+    lines += ["```", "", *notes, *([""] if notes else [])]
     lines += [
         "`rounds` and `trajectories` hold conversations with one weight per message. Given to SFTTrainer as they are, "
         "every token is trained (system prompt and observations included) and `weights` is dropped: train on "

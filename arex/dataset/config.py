@@ -22,7 +22,8 @@ def config_folder(config_name: str) -> str:
 
 MARKER = ".arex-export"
 """The file arex writes into every export folder (JSON: format, arex version, the files it wrote).
-Only a folder carrying it is replaced by a later `arex export`; `arex push` uploads it too."""
+Only a folder carrying it is replaced by a later `arex export`; `arex push` leaves it out (it guards
+the local folder and means nothing on the Hub)."""
 MARKER_FORMAT = 1
 
 
@@ -50,9 +51,14 @@ class ExportConfig(BaseModel):
     tokenizer: str | None = None
     """A local tokenizer folder or `.gguf` file (never downloaded): also write pre-tokenized rows
     (`input_ids`, `labels`, per-token `weights`) under `tokens/`, and token lengths in the card."""
+    chat_template: str | None = None
+    """With `tokenizer`: render rows under this chat template instead of the tokenizer's own: the
+    name of a template TRL ships (`qwen2_5` is tool-aware and fits the bundled SmolLM2's tokens) or a
+    `.jinja` file. Tool-call rows need a template that prints `tool_calls`."""
     max_length: int | None = Field(default=None, gt=0)
     """With `tokenizer`: the longest pre-tokenized row; longer trajectories are split at round
-    boundaries, longer rounds and calls are dropped (both counted in the card)."""
+    boundaries, longer rounds and calls are dropped (both counted in the card); a calls row whose
+    token row is left out is left out of `calls/` too, so TRL never cuts a reply mid-way."""
     dedupe: bool = True
     """Write near-duplicate trajectories (same assistant turns) once."""
     compression: str = "zstd"
@@ -64,6 +70,8 @@ class ExportConfig(BaseModel):
 
     @model_validator(mode="after")
     def _length_needs_a_tokenizer(self) -> "ExportConfig":
+        if self.chat_template is not None and self.tokenizer is None:
+            raise ValueError("chat_template applies to export.tokenizer's rows, so it needs export.tokenizer")
         if self.max_length is not None and self.tokenizer is None:
             raise ValueError(
                 "max_length counts tokens, so it needs export.tokenizer (a local tokenizer folder or .gguf file)"

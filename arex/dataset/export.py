@@ -32,7 +32,7 @@ from typing import Iterable, Iterator
 
 from arex.dataset.card import write_card
 from arex.dataset.config import GRANULARITIES, MARKER, MARKER_FORMAT, TOKENS_DIR, ExportConfig  # noqa: F401 (re-exported)
-from arex.dataset.masks import Masker, Segment, TokenRows, TokenStats, load_tokenizer
+from arex.dataset.masks import Masker, Segment, TokenRows, TokenStats, load_tokenizer, vocabulary_hash
 from arex.dataset.rows import RowBuilder, conversation, token_row, tools_of
 from arex.dataset.schema import SCHEMA, TOKEN_SCHEMA, schema_for  # noqa: F401 (SCHEMA re-exported)
 from arex.dataset.shards import ShardWriter
@@ -218,12 +218,15 @@ def _write(
                 continue
             seen.add(digest)
         built = builder.rows(record)
+        if tokens is not None:  # first: a calls row goes where its token row goes (length, loss, refusal)
+            left_out = tokens.add(built)
+            if left_out and "calls" in built.rows:
+                built.rows["calls"] = [r for i, r in enumerate(built.rows["calls"]) if i not in left_out]
+                stats.calls_left_out += len(left_out)
         for granularity, writer in writers.items():
             for row in built.rows[granularity]:
                 writer.add(row)
             stats.rows[granularity] += len(built.rows[granularity])
-        if tokens is not None:
-            tokens.add(built)
         stats.skipped_calls += built.skipped_calls
         stats.trajectories += 1
         stats.add(record.header, record.rounds)
@@ -242,27 +245,38 @@ class _TokenWriters:
     """The token rows of every granularity (`tokens/<granularity>/`), with their statistics."""
 
     def __init__(self, staging: Path, config: ExportConfig, stats: ExportStats):
-        masker = Masker(load_tokenizer(config.tokenizer))
+        tokenizer = load_tokenizer(config.tokenizer, chat_template=config.chat_template)
+        masker = Masker(tokenizer)
         self.rows = TokenRows(masker, config.max_length)
         self.writers = {g: ShardWriter(staging / TOKENS_DIR / g, config, TOKEN_SCHEMA) for g in config.granularities}
         self.stats = stats
         for g in config.granularities:
             stats.tokens[g] = TokenStats()
             stats.rows[f"{g}-tokens"] = 0
-        stats.tokenizer = {"path": str(config.tokenizer), "template": masker.name, "max_length": config.max_length}
+        # By name and vocabulary, never by the exporter's local path: the card goes to the Hub.
+        stats.tokenizer = {
+            "name": tokenizer.arex_name,
+            "vocabulary": vocabulary_hash(tokenizer),
+            "template": masker.name,
+            "max_length": config.max_length,
+        }
 
-    def add(self, built) -> None:
+    def add(self, built) -> set[int]:
+        """Write the token rows of `built`; returns the indices of its calls rows that got none."""
+        left_out: set[int] = set()
         for granularity, writer in self.writers.items():
-            for row in built.rows[granularity]:
+            for index, row in enumerate(built.rows[granularity]):
                 messages, weights = conversation(granularity, row)
                 segments = built.segments if granularity == "trajectories" else [Segment(0, row["round"], True)]
-                for encoded, first, last in self.rows.parts(
-                    messages, weights, segments, self.stats.tokens[granularity], tools_of(row)
-                ):
+                parts = self.rows.parts(messages, weights, segments, self.stats.tokens[granularity], tools_of(row))
+                if not parts and granularity == "calls":
+                    left_out.add(index)
+                for encoded, first, last in parts:
                     part = (segments[first], segments[last]) if granularity == "trajectories" else None
                     writer.add(token_row(granularity, row, encoded, part, built.scores))
                     self.stats.tokens[granularity].rows += 1
                     self.stats.rows[f"{granularity}-tokens"] += 1
+        return left_out
 
 
 def token_weights(tokenizer, messages: list[dict], weights: list[float]) -> tuple[list[int], list[float]]:

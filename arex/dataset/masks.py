@@ -33,6 +33,7 @@ downloads one. transformers is imported only here (and only when a tokenizer is 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -51,9 +52,56 @@ class SpecialTokenError(UserInputError):
     its programs or a tool call wrote would be read as turn markup. The row is left out."""
 
 
-def load_tokenizer(spec: str | Path, key: str = "export.tokenizer"):
-    """A fast tokenizer with a chat template from a local folder or a `.gguf` file (never downloaded)."""
+def load_tokenizer(spec: str | Path, key: str = "export.tokenizer", chat_template: str | None = None):
+    """A fast tokenizer with a chat template from a local folder or a `.gguf` file (never downloaded);
+    `chat_template` replaces its own (`chat_template_text`: a template TRL ships, by name, or a .jinja file)."""
+    tokenizer = _load_tokenizer(Path(spec).expanduser(), key)
+    if chat_template:
+        tokenizer.chat_template = chat_template_text(chat_template)
+    tokenizer.arex_name = tokenizer_name(Path(spec).expanduser())
+    return tokenizer
+
+
+def chat_template_text(spec: str) -> str:
+    """A chat template by the name of one TRL ships (`qwen2_5`: tool-aware, and made for the same
+    `<|im_start|>`/`<|im_end|>` tokens as the bundled SmolLM2) or a `.jinja` file."""
+    named = {name: text for text, name in _known_templates().items()}
+    if spec in named:
+        return named[spec]
     path = Path(spec).expanduser()
+    if path.suffix == ".jinja" and path.is_file():
+        return path.read_text(encoding="utf-8")
+    raise UserInputError(
+        f"chat template {spec!r} is neither a .jinja file nor a template TRL ships "
+        f"(e.g. {', '.join(n for n in ('qwen2_5', 'qwen3', 'llama3') if n in named) or 'none found'})"
+    )
+
+
+def tokenizer_name(path: Path) -> str:
+    """A tokenizer's name without the local path: a `.gguf` file's name, else the model's Hub id from
+    the folder's config.json, else the folder's name."""
+    if path.is_file():
+        return path.stem
+    for name in ("config.json", "tokenizer_config.json"):
+        try:
+            given = json.loads((path / name).read_text(encoding="utf-8")).get("_name_or_path") or ""
+        except (OSError, ValueError, AttributeError):
+            continue
+        if given and not Path(given).is_absolute() and not given.startswith((".", "~")):
+            return given
+    return path.resolve().name
+
+
+def vocabulary_hash(tokenizer) -> str:
+    """sha256 of the vocabulary (every token and its id, added tokens included), first 16 hex digits:
+    the same for every copy of a tokenizer, wherever it is stored."""
+    import hashlib
+
+    vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+    return hashlib.sha256(json.dumps(vocab, ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+def _load_tokenizer(path: Path, key: str):
     if not path.exists():
         raise UserInputError(
             f"{key}: {path} does not exist; give a local tokenizer folder or a .gguf file "
@@ -112,7 +160,11 @@ def template_name(tokenizer) -> str:
     if isinstance(template, dict):
         template = template.get("default", "")
     name = _known_templates().get((template or "").strip())
-    return f"the {name} chat template" if name else f"the chat template of {tokenizer.name_or_path or 'this tokenizer'}"
+    if name:
+        return f"the {name} chat template"
+    # arex_name: set by load_tokenizer, never a local path (the name goes into cards and errors)
+    owner = getattr(tokenizer, "arex_name", None) or Path(tokenizer.name_or_path or "this tokenizer").name
+    return f"the chat template of {owner}"
 
 
 def _candidates(content: str) -> list[str]:
@@ -188,6 +240,7 @@ class Masker:
         # gap would take the next turn's opening token (`\n<|im_start|>`) for a closing one.
         self._end = re.compile("|".join(map(re.escape, specials))) if specials else None
         self._headers: dict[str, str] = {}
+        self._tools_ok: set[str] = set()
         decoder = getattr(tokenizer, "added_tokens_decoder", {})
         self._special_ids = set(tokenizer.all_special_ids)
         self._special_ids |= {i for i, t in decoder.items() if getattr(t, "special", False)}
@@ -272,6 +325,23 @@ class Masker:
             )
         return match.end()
 
+    def check_tool_calls(self, tools: list[dict] | None = None) -> None:
+        """TemplateError unless the template prints an assistant turn's tool calls, name and arguments
+        (probed once per tool list). A template that prints only `content` (the bundled SmolLM2's)
+        would train every tool-call turn as an empty reply, whatever the reply's text says."""
+        key = json.dumps(tools, sort_keys=True)
+        if key in self._tools_ok:
+            return
+        call = {"id": "call_0", "type": "function", "function": {"name": "arexprobe", "arguments": {"q": "arexvalue"}}}
+        probe = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "", "tool_calls": [call]}]
+        text = self.render(probe, tools)
+        if "arexprobe" not in text or "arexvalue" not in text:
+            raise TemplateError(
+                f"{self.name} drops an assistant turn's tool_calls, so tool-call rows would train as empty replies; "
+                "use a tool-aware template (export.chat_template / --chat-template qwen2_5 fits the bundled SmolLM2)"
+            )
+        self._tools_ok.add(key)
+
     def _assistant_header(self, tools: list[dict] | None) -> str:
         """What the template puts before an assistant reply: its generation prompt."""
         key = json.dumps(tools, sort_keys=True)
@@ -314,6 +384,8 @@ class Masker:
         elsewhere. Linear in the conversation. Message text never becomes a special token; a row
         that would hold more special tokens than the template inserts raises SpecialTokenError."""
         messages = _templated(messages)
+        if any(m.get("tool_calls") for m in messages):
+            self.check_tool_calls(tools)
         text, spans = self.spans(messages, tools)
         ranges, owned = self._ranges(text, spans, messages, weights, tools)
         ids, offsets, markup = self._tokenize(text, spans)
@@ -451,8 +523,15 @@ class TokenStats:
             "median": pick(0.5),
             "p90": pick(0.9),
             "max": values[-1],
-            "recommended_max_length": -(-pick(0.95) // 256) * 256,
+            "recommended_max_length": recommended_length(values),
         }
+
+
+def recommended_length(sorted_lengths: list[int], share: float = 0.95) -> int:
+    """The smallest multiple of 256 that keeps at least `share` of the rows whole: the length of the
+    ceil(share × n)-th shortest row, rounded up (15 rows: all 15, since 14 of 15 is under 95%)."""
+    keep = sorted_lengths[max(0, math.ceil(share * len(sorted_lengths)) - 1)]
+    return -(-keep // 256) * 256
 
 
 class TokenRows:

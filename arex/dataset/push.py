@@ -24,7 +24,6 @@ from huggingface_hub.utils import (
 )
 from pydantic import BaseModel
 
-from arex.dataset.config import MARKER
 from arex.errors import UserInputError
 from arex.hashing import file_sha256
 
@@ -101,6 +100,13 @@ def push(
     )
 
 
+def plan(folder: Path) -> list[PushedFile]:
+    """`arex push --dry-run`: the folder checked as a push checks it, and the files a push would
+    upload; no token is read and nothing is sent."""
+    folder = Path(folder)
+    return [PushedFile(path=rel, size=(folder / rel).stat().st_size) for rel in check_export(folder)]
+
+
 def resolve_token(token: str | None) -> str:
     """The token argument, else HF_TOKEN, else the token saved by `hf auth login`."""
     token = (token or "").strip() or os.environ.get("HF_TOKEN", "").strip()
@@ -117,7 +123,9 @@ def resolve_token(token: str | None) -> str:
 
 
 def check_export(folder: Path) -> list[str]:
-    """Validate an export folder and return the files to upload (sorted POSIX paths, hidden ones skipped)."""
+    """Validate an export folder and return the files to upload (sorted POSIX paths). Hidden files are
+    skipped, the `.arex-export` marker too: it guards the local folder (which files arex may replace)
+    and means nothing on the Hub."""
     if not folder.is_dir():
         raise PushError(f"Export folder {folder} does not exist; run `arex export` first.")
     readme = folder / "README.md"
@@ -127,13 +135,8 @@ def check_export(folder: Path) -> list[str]:
     files = sorted(
         p.relative_to(folder).as_posix()
         for p in folder.rglob("*")
-        # Hidden files and folders (.git, .cache, editor swap files) are not part of the dataset;
-        # the export marker is: it says which arex wrote the dataset.
-        if p.is_file()
-        and (
-            p.relative_to(folder).as_posix() == MARKER
-            or not any(part.startswith(".") for part in p.relative_to(folder).parts)
-        )
+        # Hidden files and folders (.git, .cache, editor swap files, the export marker) are not part of the dataset.
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
     )
     shards = [f for f in files if f.endswith(".parquet")]
     if not shards:

@@ -25,6 +25,8 @@ class ExportStats:
     """relative path → {rows, bytes, sha256}"""
     skipped_calls: int = 0
     """Unusable replies left out of the calls rows."""
+    calls_left_out: int = 0
+    """Calls rows left out because their token row was (over max_length, no loss, or refused)."""
     reflections: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(REFLECTION_PARTS + ("complete", "total"), 0)
     )
@@ -32,7 +34,7 @@ class ExportStats:
     tokens: dict[str, TokenStats] = field(default_factory=dict)
     """Per granularity, with `export.tokenizer`: token lengths and what max_length split or dropped."""
     tokenizer: dict | None = None
-    """The tokenizer the token rows were made with: its path and chat template."""
+    """The tokenizer the token rows were made with: its name, vocabulary hash and chat template."""
     tool_trajectories: int = 0
     """Trajectories in the `tools` action format (their rows carry tool calls and `tools`)."""
 

@@ -19,7 +19,9 @@ The loss is sum(weight × token loss) / (number of trained tokens), TRL's own no
 weights give exactly the stock loss.
 
 `load_model` loads a local folder or `.gguf` file (never a download); a GGUF model is dequantized
-on load, and the Trainer's "purely quantized" refusal is lifted (see there).
+on load, and the Trainer's "purely quantized" refusal is lifted (see there). `load_tokenizer` loads its
+tokenizer, optionally under another chat template (a tool-aware one for tool-call rows), and
+`require_tool_calls` refuses a template that would drop tool calls.
 """
 
 from __future__ import annotations
@@ -33,7 +35,15 @@ from trl import SFTConfig, SFTTrainer
 
 from arex.errors import UserInputError
 
-__all__ = ["SFTConfig", "WeightedCollator", "WeightedSFTTrainer", "load_model", "weighted_loss"]
+__all__ = [
+    "SFTConfig",
+    "WeightedCollator",
+    "WeightedSFTTrainer",
+    "load_model",
+    "load_tokenizer",
+    "require_tool_calls",
+    "weighted_loss",
+]
 
 FUSED_HEAD = hasattr(trl.trainer.sft_trainer, "add_fused_lm_head")
 """SFTTrainer gives the model a fused LM head (per-token log-probs, no full logits): TRL >= 1.x."""
@@ -75,6 +85,28 @@ def load_model(path: str | Path | None = None, dtype: torch.dtype = torch.float3
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
     return model
+
+
+def load_tokenizer(path: str | Path | None = None, chat_template: str | None = None):
+    """The tokenizer of a local folder or `.gguf` file (default: the bundled SmolLM2-135M's), with
+    `chat_template` in place of its own if given: the name of a template TRL ships or a `.jinja` file.
+    SmolLM2's own template prints only `content`; `chat_template="qwen2_5"` (the same
+    `<|im_start|>`/`<|im_end|>` tokens) prints tool calls and the tool definitions too."""
+    from arex.dataset.masks import load_tokenizer as load
+
+    if path is None:
+        from arex.teacher.local import find_gguf
+
+        path = find_gguf()
+    return load(path, key="tokenizer", chat_template=chat_template)
+
+
+def require_tool_calls(tokenizer) -> None:
+    """`arex.dataset.masks.TemplateError` (one sentence) unless the tokenizer's chat template prints
+    an assistant turn's `tool_calls`: under one that does not, tool-call rows train as empty replies."""
+    from arex.dataset.masks import Masker
+
+    Masker(tokenizer).check_tool_calls()
 
 
 @dataclass

@@ -3,8 +3,10 @@
 It loads one config of an export the way a user does (`load_dataset("parquet", data_files=...)`),
 puts rows through the tokenizer's chat template exactly as training will see them, shows one with
 the tokens that carry loss highlighted, reports token lengths, and fails if a row trains nothing
-or trains its prompt. With `--steps N` it runs N SFT steps of a tiny model on the CPU (SmolLM2-135M
-dequantized from the bundled GGUF, or `--model`) on the shortest rows and fails unless the loss
+or trains its prompt; rows with tool calls are refused under a chat template that would not print
+them (`--chat-template` replaces the tokenizer's). With `--steps N` it runs N SFT steps of a tiny
+model on the CPU (SmolLM2-135M dequantized from the bundled GGUF, or `--model`) on the shortest rows
+and fails unless the loss
 falls. The route matches what a user runs: calls rows through a stock `SFTTrainer`, token rows with
 0/1 weights too, other weights (and conversations with per-message weights, masked here) through
 `arex.dataset.train.WeightedSFTTrainer`.
@@ -144,11 +146,26 @@ def check(folder: Path, tokenizer, config: str | None = None, limit: int = 200) 
     """Load, encode and check up to `limit` rows of one config."""
     name = pick_config(Path(folder), config)
     rows = load_rows(Path(folder), name, limit)
+    if "tools" in rows.column_names and any(t for t in rows["tools"]):
+        refuse_dropped_tool_calls(tokenizer)
     report = CheckReport(name, encode_rows(rows, name, tokenizer), features=dict(rows.features))
     for index, checked in enumerate(report.rows):
         found = [checked.refused] if checked.refused else mask_problems(checked.input_ids, checked.weights)
         report.problems += [f"row {index}: {p}" for p in found]
     return report
+
+
+def refuse_dropped_tool_calls(tokenizer) -> None:
+    """TrainCheckFailed when the rows hold tool calls and the template would not print them (whatever
+    the config: token rows were made under the export's template, but a user trains calls or
+    conversations under this one)."""
+    from arex.dataset.masks import TemplateError
+    from arex.dataset.train import require_tool_calls
+
+    try:
+        require_tool_calls(tokenizer)
+    except TemplateError as exc:
+        raise TrainCheckFailed(f"these rows hold tool calls, but {exc}") from None
 
 
 def highlight(tokenizer, input_ids: list[int], weights: list[float], keep: int = 400):
@@ -230,7 +247,14 @@ def train_steps(report: CheckReport, tokenizer, steps: int, model_path: Path | N
 
 
 def run(
-    console, dataset: Path, tokenizer_path: Path, config: str | None, steps: int, model: Path | None, limit: int
+    console,
+    dataset: Path,
+    tokenizer_path: Path,
+    config: str | None,
+    steps: int,
+    model: Path | None,
+    limit: int,
+    chat_template: str | None = None,
 ) -> CheckReport:
     """The command: check, show a sample and the lengths, train if asked; raise if anything is off."""
     from rich.table import Table
@@ -239,7 +263,7 @@ def run(
 
     if steps < 0:
         raise UserInputError(f"--steps expects 0 or more, got {steps}")
-    tokenizer = load_tokenizer(tokenizer_path, key="--tokenizer")
+    tokenizer = load_tokenizer(tokenizer_path, key="--tokenizer", chat_template=chat_template)
     report = check(dataset, tokenizer, config, limit)
     if not report.rows:
         raise TrainCheckFailed(f"{dataset}: config {report.config} has no rows")

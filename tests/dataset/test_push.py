@@ -333,10 +333,29 @@ def test_folder_without_shards_at_all(hub, tmp_path):
     assert hub.requests == []
 
 
-def test_the_export_marker_is_uploaded_and_other_hidden_files_are_not(hub, tmp_path):
+def test_hidden_files_and_the_export_marker_are_not_uploaded(hub, tmp_path):
     folder = make_export(tmp_path / "export")
     (folder / ".arex-export").write_text('{"format": 1}\n')
     push(folder, REPO, token=TOKEN, endpoint=hub.endpoint)
     remote = without_gitattributes(hub.files(REPO))
-    assert remote == {**local_files(folder), ".arex-export": b'{"format": 1}\n'}
+    assert remote == local_files(folder) and ".arex-export" not in remote  # it guards the local folder only
     assert ".DS_Store" not in remote and ".cache/state.json" not in remote
+
+
+def test_a_dry_run_checks_and_lists_what_would_be_uploaded_and_sends_nothing(hub, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from arex.cli import app
+
+    folder = make_export(tmp_path / "export")
+    (folder / ".arex-export").write_text('{"format": 1}\n')
+    monkeypatch.delenv("HF_TOKEN", raising=False)  # a dry run needs no token
+    done = CliRunner().invoke(app, ["push", "--dataset", str(folder), "--repo-id", REPO, "--dry-run", "--json"])
+    assert done.exit_code == 0, done.output
+    summary = json.loads(done.stdout)
+    listed = {item["id"]: item["numbers"]["bytes"] for item in summary["items"]}
+    assert listed == {rel: len(data) for rel, data in local_files(folder).items()} and ".arex-export" not in listed
+    assert summary["extra"]["dry_run"] is True and hub.requests == []
+    next(folder.rglob("*.parquet")).write_bytes(b"PAR1 not really")  # the same checks as a push
+    broken = CliRunner().invoke(app, ["push", "--dataset", str(folder), "--repo-id", REPO, "--dry-run"])
+    assert broken.exit_code == 2 and "sha256" in broken.output and hub.requests == []
