@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from arex.envs.judge_build import BUILDER_VERSION, Job, build_one, judge_jobs, load_spec, write_env
+from arex.envs.judge_generate import GenerationError
 from arex.envs.judge_sources import SourceError, content_hash, source_files
 from arex.envs.ml_build import build_ml, crash_reason
 from arex.envs.report import EnvReport, cached_rejection, rejection_key, remember_rejection, write_report
-from arex.sandbox import SandboxConfig
+from arex.sandbox import SandboxConfig, SandboxError
 from arex.specs import DEFAULT_KIND, kind_named, source_kind
 
 # load_spec and write_env are the judge builder's, kept importable from here for existing callers;
@@ -51,9 +52,10 @@ def build_envs(
     `package_sources`: requirement lines may choose a package index or URL (`build.package_sources`)."""
     sandbox = sandbox or SandboxConfig()
     work: list[_Work] = []
-    for source in sources:
-        work += _plan(source, out)
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        # Planning may generate a package's tests (in a sandbox): as many at once as builds.
+        for planned in pool.map(lambda source: _plan(source, out, sandbox), sources):
+            work += planned
         # A lone source has no one to clash with.
         whole = [w for w in work if w.job is None and w.report is None] if len(work) > 1 else []
         for w, env_id in zip(whole, pool.map(_env_id, whole)):
@@ -67,10 +69,10 @@ def build_envs(
     return reports
 
 
-def _plan(source: Path, out: Path) -> list[_Work]:
-    """The units of one source: a rejected report if it is missing or cannot be read (from the
-    cache when its content is unchanged), else one per problem (or the source, if its kind builds
-    sources whole)."""
+def _plan(source: Path, out: Path, sandbox: SandboxConfig | None = None) -> list[_Work]:
+    """The units of one source: a rejected report if it is missing or cannot be read or its tests
+    cannot be generated (from the cache when its content is unchanged), else one per problem (or
+    the source, if its kind builds sources whole). An error report if the sandbox failed."""
     started = time.monotonic()
     if not source.exists():
         return [_Work(source, report=EnvReport(str(source), None, "rejected", "no such file or folder"))]
@@ -86,11 +88,12 @@ def _plan(source: Path, out: Path) -> list[_Work]:
     if cached is not None:
         return [_Work(source, report=cached)]
     try:
-        jobs = judge_jobs(source, digest)
+        jobs = judge_jobs(source, digest, sandbox)
+    except SandboxError as exc:  # the host's failure, not the source's: reported, never remembered
+        return [_Work(source, report=EnvReport(str(source), None, "error", f"SandboxError: {exc}"))]
     except (SourceError, OSError, ValueError) as exc:
-        report = EnvReport(
-            str(source), None, "rejected", f"unreadable source: {exc}", seconds=time.monotonic() - started
-        )
+        reason = str(exc) if isinstance(exc, GenerationError) else f"unreadable source: {exc}"
+        report = EnvReport(str(source), None, "rejected", reason, seconds=time.monotonic() - started)
         remember_rejection(out, key, digest, report)
         return [_Work(source, report=report)]
     return [_Work(source, env_id=job[0].spec.id, job=job) for job in jobs]

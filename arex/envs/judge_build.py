@@ -15,7 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from arex.envs.judge_sources import Problem, content_hash, load, source_files
+from arex.envs.judge_generate import generated_data
+from arex.envs.judge_sources import Problem, content_hash, detect, load, source_files
 from arex.envs.report import (
     EnvReport,
     GateLog,
@@ -30,12 +31,14 @@ from arex.grading.checkers import Check
 from arex.grading.interactive import crash_of
 from arex.grading.judge import Judge
 from arex.grading.languages import language_for
+from arex.hashing import cache_dir
 from arex.record.canary import CANARY_FILE, make_canary
 from arex.sandbox import SandboxConfig, SandboxError
 from arex.specs import GradeResult, JudgeSpec, SolutionRef, load_task_spec
 
 # judge-2: legacy time limits round up (as problemtools), reference-free gates, no-sample problems.
-BUILDER_VERSION = "judge-2"
+# judge-3: generated tests (generators.yaml), include/, .timelimit, a candidate's margin over the no-op.
+BUILDER_VERSION = "judge-3"
 INTERACTIVE_GATES = "hostile-output-1"
 """In an interactive problem's build key: grading takes an interactor's crash as the program's wrong
 answer, which holds only for an interactor that passed the hostile-output gate, so one accepted
@@ -102,6 +105,8 @@ def run_gates(env_dir: Path, spec: JudgeSpec, problem: Problem, sandbox: Sandbox
     """Run the gates in order, stopping at the first that fails; returns the gates with the scores
     seen, and the spec (time limit resolved)."""
     log = GateLog()
+    if problem.generation:
+        log.check("tests generated", True, problem.generation)
     accepted = gated(spec.solutions, "accepted")
     if not _data_gates(log, Judge(env_dir, spec, sandbox)):
         return log, spec
@@ -614,11 +619,16 @@ def _short(path: str) -> str:
 
 
 # -- the build -----------------------------------------------------------------------------------
-def judge_jobs(source: Path, digest_base: str | None = None) -> list[Job]:
+def judge_jobs(source: Path, digest_base: str | None = None, sandbox: SandboxConfig | None = None) -> list[Job]:
     """One job per problem of the source; raises SourceError, OSError or ValueError if unreadable.
-    `digest_base`: the source's content hash, if the caller has it already."""
-    problems = load(source)
-    digest_base = digest_base or content_hash(source_files(source), BUILDER_VERSION.encode())
+    `digest_base`: the source's content hash, if the caller has it already. A Kattis package whose
+    tests its generators make has them made first, in `sandbox` (or read from the cache)."""
+    files = source_files(source)
+    generated = None
+    if source.is_dir() and detect(source) == "kattis":
+        generated = generated_data(source, files, sandbox or SandboxConfig())
+    problems = load(source, *((generated.data, generated.summary) if generated else ()))
+    digest_base = digest_base or content_hash(files, BUILDER_VERSION.encode())
     return [(problem, source, f"{digest_base}-{_problem_key(problem, source)}") for problem in problems]
 
 
@@ -631,9 +641,15 @@ def _problem_key(problem: Problem, source: Path) -> str:
 
 def _outside(problem: Problem, source: Path) -> list[Path]:
     """Files the env takes from outside the source (a testlib.h or Frontier-CS candidate solutions
-    from parent folders): the build depends on them too, so an edit to one rebuilds the env."""
+    from parent folders): the build depends on them too, so an edit to one rebuilds the env.
+    Generated tests are not: the source's content and the generator version decide them."""
     inside = source.resolve() if source.is_dir() else source.resolve().parent
-    return [p for p in problem.files.values() if isinstance(p, Path) and not p.resolve().is_relative_to(inside)]
+    made = (cache_dir() / "generated").resolve()
+    return [
+        p
+        for p in problem.files.values()
+        if isinstance(p, Path) and not p.resolve().is_relative_to(inside) and not p.resolve().is_relative_to(made)
+    ]
 
 
 def build_one(problem: Problem, source: Path, digest: str, out: Path, sandbox: SandboxConfig) -> EnvReport:

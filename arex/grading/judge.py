@@ -33,17 +33,30 @@ from pathlib import Path
 from arex.grading import interactive
 from arex.grading.checkers import Check, check_builtin, interpret_kattis, interpret_testlib
 from arex.grading.languages import language_named
-from arex.grading.verdicts import Limits, program_failure
+from arex.grading.verdicts import (
+    HOST_BUSY,
+    STARVED_ATTEMPTS,
+    HostStarved,
+    Limits,
+    program_failure,
+    starved_message,
+)
 from arex.hashing import cache_dir, tree_sha256
 from arex.sandbox import Mount, SandboxConfig, make_sandbox
 from arex.sandbox.base import RunLimits, Sandbox, SandboxError
 from arex.specs import GradeResult, JudgeSpec, TestCase, TestResult
 
+# Every judge step's timeout counts the time its processes ran or could have run: time they waited
+# for a CPU the host gave other load extends it, up to a hard cap (RunLimits.starved_wall_s); a step
+# stopped at the cap is run again, then reported as the host's failure (HostStarved), never judged.
 COMPILE_TIMEOUT_S = 60.0
 # A checker is compiled once per content hash, and testlib-based ones are heavy (16 s natively on a
-# loaded machine): generous, and waiting for a CPU on a busy host extends both (RunLimits).
+# loaded machine): generous.
 CHECKER_COMPILE_TIMEOUT_S = 300.0
 STARVED_COMPILE_CAP_S = 600.0
+CHECKER_TIMEOUT_S = 60.0
+"""A checker's time to give one test's verdict."""
+STARVED_CHECKER_CAP_S = 600.0
 COMPILE_MEMORY = 2 << 30
 PRIVATE_MOUNT = "/judge/private"
 RUN = "/workspace/run"
@@ -67,6 +80,7 @@ class Judge:
             time_s=spec.time_limit_s, memory_mb=spec.memory_mb, output_mb=spec.output_limit_mb, wall_s=self.wall_limit_s
         )
         self._pins: dict[str, str] = {}  # private/ file → sha256, once pinned (pin_private)
+        self._includes: dict[str, dict[str, bytes]] = {}  # language → include/ files (_included)
 
     def pin_private(self) -> None:
         """Record the sha256 of every test input and answer now: each later read is checked
@@ -120,7 +134,8 @@ class Judge:
         checker_box: Sandbox | None = None,
     ) -> GradeResult:
         """Grade one submission, in `box` (a fresh one from open_box or a GradingPool lease: clean)
-        or in a fresh grading container. A broken submission is a low score; a broken env sets infra_error."""
+        or in a fresh grading container. A broken submission is a low score; a broken env, or a host
+        too busy to run a step (HostStarved), sets infra_error."""
         lang = language_named(language).for_submission(source, self.spec.memory_mb)  # Java: its class, its heap
         # Samples run first: the runs of one grading share the container's writable places, and a
         # sample's output (its stderr, its checker message) is shown to the agent. A hidden run
@@ -129,6 +144,12 @@ class Judge:
         tests = [t for t in self.spec.tests if t.sample] + [
             t for t in self.spec.tests if not t.sample and not samples_only
         ]
+        try:
+            return self._grade(lang, source, tests, stop_on_failure, box, checker_box)
+        except HostStarved as exc:  # no verdict at all: every test says why, and infra_error too
+            return self._finish([self._result(t, "JE", message=str(exc)) for t in tests])
+
+    def _grade(self, lang, source: str, tests: list[TestCase], stop_on_failure: bool, box, checker_box) -> GradeResult:
         results: list[TestResult] = []
         outputs: dict[str, str] = {}
         own = box is None
@@ -155,7 +176,10 @@ class Judge:
         finally:
             if own:
                 box.stop()
-        checks = self.check_outputs(outputs, checker_box)
+        return self._finish(self._checked(results, self.check_outputs(outputs, checker_box)))
+
+    def _checked(self, results: list[TestResult], checks: dict[str, Check]) -> list[TestResult]:
+        """The results with the checker's verdicts, in the spec's order."""
         final = []
         order = {t.name: i for i, t in enumerate(self.spec.tests)}
         for result in sorted(results, key=lambda r: order[r.name]):  # reported in the spec's order
@@ -172,20 +196,34 @@ class Judge:
                     update={"verdict": verdict, "ratio": check.ratio, "raw": check.raw, "message": message}
                 )
             final.append(result)
-        return self._finish(final)
+        return final
 
     def _compile(self, box: Sandbox, lang, source: str) -> str | None:
         """Write and compile the source (the box is clean: fresh or from a GradingPool). The
         compile log if it failed, else None."""
         box.write_file(f"{RUN}/{lang.source}", source)
+        for rel, data in self._included(lang.name).items():  # after the source: they replace its namesakes
+            box.write_file(f"{RUN}/{rel}", data)
         if not lang.compile:
             return None  # the tests' limit may stay on from a previous grading: no engine round trip
         box.set_memory_limit(COMPILE_MEMORY)
         limits = RunLimits(isolated=True, starved_wall_s=STARVED_COMPILE_CAP_S)
-        compiled = box.exec(list(lang.compile), timeout=COMPILE_TIMEOUT_S, cwd=RUN, limits=limits)
+        compiled = fair_exec(box, "the compiler", list(lang.compile), COMPILE_TIMEOUT_S, limits, cwd=RUN)
         if compiled.status == "timeout":
-            return f"compilation timeout: the compiler ran over {COMPILE_TIMEOUT_S:g} s"
+            return (
+                f"compilation timeout: the compiler ran over {COMPILE_TIMEOUT_S:g} s "
+                f"({compiled.cpu_s or 0:.1f} s of CPU; time spent waiting for a CPU is not counted)"
+            )
         return None if compiled.ok else (compiled.stderr or compiled.stdout)[-3000:]
+
+    def _included(self, language: str) -> dict[str, bytes]:
+        """The problem's files placed beside every submission in `language` (a Kattis package's
+        include/: private/include/<language>/), read once per judge."""
+        if language not in self._includes:
+            folder = self.private / "include" / language
+            files = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+            self._includes[language] = {p.relative_to(folder).as_posix(): p.read_bytes() for p in files}
+        return self._includes[language]
 
     def _limit_memory(self, box: Sandbox) -> str | None:
         """Tighten the memory limit for the test runs. None if done; else why every test is MLE.
@@ -217,9 +255,14 @@ class Judge:
             isolated=True,
         )
         stdin = self.private_bytes(test.input)
-        r = box.exec(list(run), timeout=self.wall_limit_s, cwd=RUN, stdin=stdin, limits=limits)
+        for _ in range(STARVED_ATTEMPTS):
+            r = box.exec(list(run), timeout=self.wall_limit_s, cwd=RUN, stdin=stdin, limits=limits)
+            failure = program_failure(r, self.limits)
+            if failure is None or not failure.host:
+                break
+        else:
+            raise HostStarved(failure.message)
         evidence = {"time_s": r.cpu_s, "wall_s": r.duration_s, "memory_kb": r.memory_kb, "exit_code": r.exit_code}
-        failure = program_failure(r, self.limits)
         if failure is None:
             return self._result(test, "AC", **evidence), r.stdout
         message = (

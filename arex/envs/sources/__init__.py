@@ -63,8 +63,9 @@ def detect(path: Path) -> str:
     )
 
 
-def load(path: Path) -> list[Problem]:
+def load(path: Path, generated: Path | None = None, generation: str = "") -> list[Problem]:
     """All problems in one source (a folder is one problem; a CodeContests file may hold many).
+    `generated`: a Kattis package's data/ as its generators made it (`generation` says how).
     SourceError, naming the source, for anything in it arex cannot read."""
     fmt = detect(path)
     if path.is_dir():  # the loaders read files by name; a link out of the folder would read the host's
@@ -72,6 +73,8 @@ def load(path: Path) -> list[Problem]:
     try:
         if fmt == "codecontests":
             problems = load_codecontests(path)
+        elif fmt == "kattis":
+            problems = [load_kattis(path, generated, generation)]
         else:
             problems = [{"arex": load_arex, "kattis": load_kattis, "frontier-cs": load_frontier}[fmt](path)]
         return [drop_samples_equal_to_hidden(problem) for problem in problems]

@@ -47,6 +47,8 @@ class Problem:
     skipped: list[tuple[str, str, str]] = field(default_factory=list)
     """Submissions of the source left out: (path in the package, expected category, reason), the
     reason e.g. "python2", "language .kt", "multi-file submission"."""
+    generation: str = ""
+    """How the tests were generated (a package's generators/generators.yaml run by arex), "" if shipped."""
 
     def skipped_summary(self, expected: str) -> str:
         """A sentence fragment on the `expected` submissions skipped, "" when none; e.g. "3 accepted

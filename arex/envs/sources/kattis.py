@@ -2,9 +2,15 @@
 and 2023-07 / 2025-09 (statement/, `type:` list, `limits.time_limit`, submissions.yaml).
 
 Rejected with the reason: multi-pass and submit-answer problems (the judge would grade a multi-pass
-problem as single pass and accept wrong answers), and packages whose tests must first be generated.
-Interactive problems load with their output validator as the interactor (`CheckerSpec(kind=
-"interactive", protocol="kattis")`).
+problem as single pass and accept wrong answers). Tests made by generators/generators.yaml come in
+as `generated` (arex.envs.judge_generate ran it). Interactive problems load with their output
+validator as the interactor (`CheckerSpec(kind="interactive", protocol="kattis")`).
+
+2025-09 `include/`: `include/<language>/` (else `include/default/`) is placed beside every
+submission in that language when it is graded (env: private/include/<arex language>/, a copy in
+workspace/include/ for the agent to read); `{{constants}}` are filled in there and in the example
+submissions, as the format says. A BAPCtools `.timelimit` file (or DOMjudge's
+`domjudge-problem.ini` `timelimit`) gives the time limit when problem.yaml does not.
 """
 
 from __future__ import annotations
@@ -34,13 +40,15 @@ _STATEMENT_NAMES = ("problem.en.md", "problem.en.tex", "problem.md", "problem.te
 _VALIDATOR_SUFFIXES = (".cpp", ".cc", ".cxx", ".py")
 
 
-def load_kattis(folder: Path) -> Problem:
+def load_kattis(folder: Path, generated: Path | None = None, generation: str = "") -> Problem:
+    """`generated`: the data/ folder made by the package's generators (`generation` says how)."""
     meta_path = folder / "problem.yaml"
     meta = read_yaml(meta_path)
-    interactive, scoring = _kattis_type(meta, meta_path)
+    interactive, scoring = kattis_type(meta, meta_path)
     limits = _mapping(meta.get("limits"), meta_path, "limits")
-    data = folder / "data"
-    _check_test_data(folder, data)
+    data = generated or folder / "data"
+    if generated is None:
+        _check_test_data(folder, data)
     title = _title(meta.get("name"), folder)
     samples = _samples(data / "sample", interactive)
     statement = with_samples(_statement(folder, title, meta.get("constants")), samples)
@@ -53,7 +61,11 @@ def load_kattis(folder: Path) -> Problem:
     validation = str(meta.get("validation", "default")).split()
     checker = _checker(folder, meta_path, _validator_flags(meta, data), validation, interactive, files)
     solutions, skipped = kattis_solutions(folder, files, _full_score(data / "secret") if scoring else None)
-    time_limit, multiplier, resolution = _time(limits, meta, meta_path)
+    _fill_constants(files, [s.path for s in solutions], _constants(meta))
+    included = _includes(folder, files)
+    if included:
+        statement += included
+    time_limit, multiplier, resolution = _time(limits, meta, meta_path, folder)
     spec = make_spec(
         meta_path,
         id=slug(str(meta.get("id") or folder.name)),
@@ -75,6 +87,7 @@ def load_kattis(folder: Path) -> Problem:
         time_multiplier=multiplier,
         time_resolution=resolution,
         skipped=skipped,
+        generation=generation,
     )
 
 
@@ -86,7 +99,7 @@ def _mapping(value: Any, path: Path, key: str) -> dict:
     return value
 
 
-def _kattis_type(meta: dict, meta_path: Path) -> tuple[bool, bool]:
+def kattis_type(meta: dict, meta_path: Path) -> tuple[bool, bool]:
     """(interactive, scoring) from `type` (2023-07+) or `validation` (legacy); rejects what arex cannot judge."""
     raw = meta.get("type", "pass-fail")
     types = {str(t) for t in raw} if isinstance(raw, list) else set(str(raw).split())
@@ -269,18 +282,113 @@ def _default_validator(flags: list[str]) -> CheckerSpec:
     return CheckerSpec(**values)
 
 
-def _time(limits: dict, meta: dict, meta_path: Path) -> tuple[float, float | None, float]:
+def _time(limits: dict, meta: dict, meta_path: Path, folder: Path) -> tuple[float, float | None, float]:
     """(time limit or a provisional one, the multiplier to derive it with or None, the resolution).
-    A 2023-07+ `limits.time_limit` is used as given; otherwise the limit is derived from the slowest
-    accepted submission: legacy `limits.time_multiplier` (default 5), 2023-07+
+    A 2023-07+ `limits.time_limit` is used as given, else a BAPCtools `.timelimit` file or DOMjudge
+    `domjudge-problem.ini` `timelimit`; otherwise the limit is derived from the slowest accepted
+    submission: legacy `limits.time_multiplier` (default 5), 2023-07+
     `limits.time_multipliers.ac_to_time_limit` (default 2)."""
     resolution = float(limits.get("time_resolution", 1.0))
     if resolution <= 0:
         raise SourceError(f"{meta_path}: field 'limits.time_resolution' must be above 0, got {resolution:g}")
     if limits.get("time_limit") is not None:
         return float(limits["time_limit"]), None, resolution
+    given = _time_limit_file(folder)
+    if given is not None:
+        return given, None, resolution
     version = str(meta.get("problem_format_version", "legacy"))
     if version.startswith("legacy"):
         return PROVISIONAL_TIME_LIMIT_S, float(limits.get("time_multiplier", 5)), resolution
     multipliers = _mapping(limits.get("time_multipliers"), meta_path, "limits.time_multipliers")
     return PROVISIONAL_TIME_LIMIT_S, float(multipliers.get("ac_to_time_limit", 2.0)), resolution
+
+
+def _time_limit_file(folder: Path) -> float | None:
+    """The limit a BAPCtools `.timelimit` file (seconds) or `domjudge-problem.ini` (`timelimit = 2`)
+    sets; None if neither does. SourceError naming the file if it holds no positive number."""
+    candidates = [(folder / ".timelimit", None), (folder / "domjudge-problem.ini", "timelimit")]
+    for path, key in candidates:
+        if not path.is_file():
+            continue
+        text = read_text(path)
+        if key is not None:
+            lines = [line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith(";")]
+            values = [v.strip().strip("'\"") for k, v in lines if k.strip() == key]
+            if not values:
+                continue
+            text = values[-1]
+        try:
+            value = float(text.strip())
+        except ValueError:
+            value = 0.0
+        if not value > 0 or value != value or value == float("inf"):
+            raise SourceError(f"{path}: must hold the time limit in seconds (a number above 0), got {text.strip()!r}")
+        return value
+    return None
+
+
+# Kattis language codes of include/<code>/ by arex language (pypy3 is Kattis' python3 too).
+INCLUDE_CODES = {"cpp17": "cpp", "python3": "python3", "pypy3": "python3", "c11": "c", "java": "java"}
+
+
+def _constants(meta: dict) -> dict[str, str]:
+    raw = meta.get("constants") if isinstance(meta.get("constants"), dict) else {}
+    return {str(k): str(v.get("value") if isinstance(v, dict) else v) for k, v in raw.items()}
+
+
+def _fill(data: bytes, constants: dict[str, str]) -> bytes:
+    """`{{name}}` and `{{name.value}}` of each defined constant replaced (others stay as written)."""
+    if not constants or b"{{" not in data:
+        return data
+    text = data.decode("utf-8", errors="surrogateescape")
+    for name, value in constants.items():
+        text = text.replace("{{" + name + "}}", value).replace("{{" + name + ".value}}", value)
+    return text.encode("utf-8", errors="surrogateescape")
+
+
+def _fill_constants(files: dict, paths: list[str], constants: dict[str, str]) -> None:
+    for path in paths:
+        source = files[path]
+        data = source if isinstance(source, bytes) else source.read_bytes()
+        filled = _fill(data, constants)
+        if filled != data:
+            files[path] = filled
+
+
+def include_files(folder: Path, language: str) -> dict[str, bytes]:
+    """The 2025-09 `include/` files placed beside a submission in arex language `language`: those
+    of include/<its Kattis code>/, else include/default/ (constants filled in); {} if none."""
+    root = folder / "include"
+    code = INCLUDE_CODES.get(language, language)
+    chosen = next((d for d in (root / code, root / "default") if d.is_dir() and any(d.rglob("*"))), None)
+    if chosen is None:
+        return {}
+    constants = _constants(read_yaml(folder / "problem.yaml"))
+    return {
+        p.relative_to(chosen).as_posix(): _fill(p.read_bytes(), constants)
+        for p in sorted(chosen.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def _includes(folder: Path, files: dict) -> str:
+    """The include/ files into the env (private/include/<language>/ for the judge, workspace/include/
+    for the agent); the statement's note on them, "" when the package has none."""
+    root = folder / "include"
+    if not root.is_dir():
+        return ""
+    for language in INCLUDE_CODES:
+        for rel, data in include_files(folder, language).items():
+            files[f"private/include/{language}/{rel}"] = data
+    shown = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    if not shown:
+        return ""
+    constants = _constants(read_yaml(folder / "problem.yaml"))
+    for rel in shown:
+        files[f"workspace/include/{rel}"] = _fill((root / rel).read_bytes(), constants)
+    listed = ", ".join(f"`include/{rel}`" for rel in shown)
+    return (
+        "\n## Included files\n\nWhen your submission is graded, the files of `include/<language>/` "
+        "(`cpp`, `python3`, `c`, `java`), else of `include/default/`, are placed beside it (replacing files "
+        f"of the same name); your workspace has a copy: {listed}.\n"
+    )

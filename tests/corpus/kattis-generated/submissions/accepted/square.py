@@ -1,2 +1,0 @@
-n = int(input())
-print(n * n)

@@ -1,0 +1,4 @@
+import sys
+
+data = sys.stdin.read().split()
+print(int(data[1]))
