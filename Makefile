@@ -1,5 +1,8 @@
 PYTHON ?= python3
 export PYTHON
+# The tests start hundreds of `python -m arex` children: let them reuse compiled bytecode even where the
+# shell says not to write it (a fresh compile of arex costs each child about a CPU-second).
+unexport PYTHONDONTWRITEBYTECODE
 # make test: two workers; the tests sharing a module-scoped fixture stay on one (tests/conftest.py)
 PARALLEL ?= -n 2 --dist loadgroup
 
@@ -12,8 +15,8 @@ test: setup lint  ## set up, lint, then run every test (Docker and local-model t
 	$(PYTHON) -m pytest -m serial
 	$(PYTHON) scripts/conformance_mutations.py
 
-test-fast:  ## no Docker, no model, no cluster: the loop, selection and export on checked-in fixtures (two workers)
-	$(PYTHON) -m pytest -m "not docker and not local_model and not suite and not browser and not ray" -q -n 2
+test-fast:  ## no Docker, model, cluster or trainer stack: the loop, selection and export on checked-in fixtures
+	$(PYTHON) -m pytest -m "not docker and not local_model and not suite and not browser and not ray and not heavy" -q -n 2
 
 lint:  ## ruff: pyflakes, import order, line length, complexity (settings in pyproject.toml)
 	$(PYTHON) -m ruff check arex tests bench scripts

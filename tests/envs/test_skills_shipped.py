@@ -75,6 +75,7 @@ def test_the_checkout_reads_its_top_level_catalogue():
     assert RolloutConfig().content()["skills"] == BUNDLED_CONTENT["skills"]  # moved, not changed: same rollout keys
 
 
+@pytest.mark.heavy
 def test_the_wheel_ships_every_file_of_the_catalogue_inside_the_package(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert [f for f in skill_files() if f"arex/_skills/{f}" not in names] == []
@@ -82,6 +83,7 @@ def test_the_wheel_ships_every_file_of_the_catalogue_inside_the_package(wheel):
     assert stray == []
 
 
+@pytest.mark.heavy
 def test_an_installed_copy_loads_the_catalogue_it_shipped(wheel, tmp_path):
     run([sys.executable, "-m", "venv", "--system-site-packages", tmp_path / "venv"], cwd=tmp_path)
     python = tmp_path / "venv" / "bin" / "python"

@@ -280,6 +280,7 @@ def test_a_tools_rollout_killed_mid_round_resumes_to_the_same_record(killed_and_
     assert read_member(archive, "notes.txt", 1000).decode() == "round-1 ✓\nround-2 ✓\nround-3 ✓\n"
 
 
+@pytest.mark.heavy
 def test_the_resumed_tools_rollout_is_selected_and_exported_with_its_tool_calls(killed_and_resumed):
     from datasets import load_dataset
     from trl.data_utils import is_conversational
@@ -305,6 +306,7 @@ def test_the_resumed_tools_rollout_is_selected_and_exported_with_its_tool_calls(
     assert "1 of 1 trajectories acted through tool calls" in card
 
 
+@pytest.mark.heavy
 def test_tool_rows_render_under_a_tool_aware_template_through_trl(killed_and_resumed, qwen):
     from datasets import load_dataset
     from transformers import AutoTokenizer
