@@ -66,6 +66,11 @@ NOOP = {
 # Reference-free validation: the answer files, offered as outputs, must be rated at least this
 # (Frontier-CS testlib checkers print "Ratio: 1.0" for the best known answer itself).
 ANSWER_RATIO_MIN = 0.99
+CANDIDATE_MARGIN = 0.05
+"""Reference-free validation from candidates: the best candidate's held-out score must exceed the
+no-op's by at least this (scores in [0, 1]). A candidate at 0.0001 against a no-op at 0.000 shows
+nothing of whether the checker rewards a better answer (a checker that hands out crumbs for any
+output does that too); five points of the scale is a difference a real solution makes."""
 # What a failing submission must be caught with, by its expected outcome.
 MAX_GATED = 4
 """Solutions per expected outcome the gates grade (see `gated`)."""
@@ -401,16 +406,23 @@ def _hostile_output_gate(log: GateLog, judge: Judge) -> bool:
 
 # -- reference-free validation (scored problems without an accepted submission) ------------------
 # The rejection when nothing shows that grading rewards a better answer: what is missing, and the fix.
+# Where a fix comes from, as a Frontier-CS clone is laid out: a file in the problem's own solutions/
+# is an accepted reference (it must score 1.0); candidates of unknown score are read from
+# algorithmic/solutions/<N>/ beside algorithmic/problems/<N>/ (and the problem's examples/).
+WHERE_SOLUTIONS = (
+    "add an accepted solution as <problem>/solutions/<name>.cpp (it must score 1.0), or build from a "
+    "Frontier-CS clone whose algorithmic/solutions/<N>/ holds candidates for algorithmic/problems/<N>/"
+)
 NO_EVIDENCE = (
     "no accepted submission, the answer files are not rated as answers (placeholder answers?), "
-    "and no candidate solution scores above the no-op: add a solution (solutions/<name>.cpp)"
+    f"and no candidate solution scores {CANDIDATE_MARGIN:g} above the no-op: {WHERE_SOLUTIONS}"
 )
 NO_EVIDENCE_INTERACTIVE = (
-    "interactive problem with no solution: nothing shows the interactor accepts a good answer; add solutions/<name>.cpp"
+    f"interactive problem with no solution: nothing shows the interactor accepts a good answer; {WHERE_SOLUTIONS}"
 )
 NO_EVIDENCE_INTERACTIVE_CANDIDATES = (
-    "interactive problem and no candidate solution scores above the no-op: "
-    "nothing shows the interactor accepts a good answer; add solutions/<name>.cpp"
+    f"interactive problem and no candidate solution scores {CANDIDATE_MARGIN:g} above the no-op: "
+    f"nothing shows the interactor accepts a good answer; {WHERE_SOLUTIONS}"
 )
 
 
@@ -556,11 +568,11 @@ def _grade_candidates(log: GateLog, judge: Judge, box) -> dict[str, float] | Non
 def _candidate_gates(
     log: GateLog, judge: Judge, box, noop: float, candidates: dict[str, float], ratios: dict[str, float]
 ) -> str | None:
-    """Without answers rated as answers: the best candidate scores above the no-op (and above 0),
-    the no-op at most half of it, and a candidate above the no-op grades the same twice."""
+    """Without answers rated as answers: the best candidate scores at least CANDIDATE_MARGIN above
+    the no-op, the no-op at most half of it, and a candidate that far above grades the same twice."""
     best = max(candidates, key=lambda path: candidates[path], default="")
     score = candidates.get(best, 0.0)
-    if score <= max(noop, 0.0):
+    if score < max(noop, 0.0) + CANDIDATE_MARGIN:
         seen = ", ".join(f"{_short(path)} {value:.3f}" for path, value in candidates.items()) or "none"
         rated = f"answers rated {min(ratios.values()):.3f} at lowest; " if ratios else ""
         missing = NO_EVIDENCE
@@ -570,7 +582,9 @@ def _candidate_gates(
         return None
     tried = f"{len(candidates)} candidate{'s' if len(candidates) != 1 else ''}"
     log.check(
-        "better answer scores higher", True, f"best of {tried} {score:.3f} ({_short(best)}), above the no-op {noop:.3f}"
+        "better answer scores higher",
+        True,
+        f"best of {tried} {score:.3f} ({_short(best)}), at least {CANDIDATE_MARGIN:g} above the no-op {noop:.3f}",
     )
     if not log.check(
         "no-op scores clearly lower",
@@ -578,7 +592,8 @@ def _candidate_gates(
         f"no-op {noop:.3f} vs best candidate {score:.3f}",
     ):
         return None
-    stable = _stable_candidate(log, judge, box, {path: value for path, value in candidates.items() if value > noop})
+    above = {path: value for path, value in candidates.items() if value >= noop + CANDIDATE_MARGIN}
+    stable = _stable_candidate(log, judge, box, above)
     if stable is None:
         return None
     shown = (

@@ -127,6 +127,30 @@ def test_a_candidate_whose_score_varies_does_not_decide_determinism(monkeypatch)
     )
 
 
+def test_a_candidate_a_crumb_above_the_noop_is_no_evidence(monkeypatch):
+    """A checker that gives 0.0001 for any output made a Frontier-CS problem pass: a candidate at
+    0.0001 against a no-op at 0.000. The best candidate must be CANDIDATE_MARGIN above the no-op,
+    and the rejection says where solutions come from in a Frontier-CS clone."""
+    refs = [SolutionRef(path="solutions/candidates/crumb.cpp", language="cpp17", expected="candidate")]
+    judge = SimpleNamespace(spec=SimpleNamespace(solutions=refs, checker=SimpleNamespace(kind="testlib")))
+    regraded = []
+    monkeypatch.setattr(judge_build, "_grade", lambda *a, **kw: regraded.append(a) or None)
+    log = GateLog()
+    crumb = {"solutions/candidates/crumb.cpp": 0.0001}
+    assert judge_build._candidate_gates(log, judge, None, 0.0, crumb, {}) is None
+    assert not log.gates[-1].passed and log.gates[-1].name == "better answer scores higher"
+    assert NO_EVIDENCE in log.gates[-1].detail and "crumb.cpp 0.000" in log.gates[-1].detail
+    assert "algorithmic/solutions/<N>/" in NO_EVIDENCE and "<problem>/solutions/" in NO_EVIDENCE
+    assert regraded == []  # rejected on the scores seen: nothing graded again
+
+    enough = GateLog()
+    margin = {"solutions/candidates/crumb.cpp": judge_build.CANDIDATE_MARGIN}
+    stable = GradeResult(public_score=None, held_out_score=judge_build.CANDIDATE_MARGIN, held_out_raw=0.0, feedback="")
+    monkeypatch.setattr(judge_build, "_grade", lambda *a, **kw: stable)
+    assert judge_build._candidate_gates(enough, judge, None, 0.0, margin, {}) is not None
+    assert all(g.passed for g in enough.gates), enough.gates
+
+
 # -- the gates (Docker) ----------------------------------------------------------------------------
 LINEAR = (
     "n = int(input())\n"

@@ -383,6 +383,11 @@ def test_frontier_single_case_is_hidden_only(tmp_path):
         )
     )
     assert [(t.name, t.sample) for t in three.spec.tests] == [("1", True), ("2", False), ("3", False)]
+    # The public case is shown before the first submission: in the statement and the workspace.
+    sample_in = (tmp_path / "three" / "testdata" / "1.in").read_bytes()
+    assert three.files["workspace/samples/1.in"].read_bytes() == sample_in
+    assert "## Sample 1" in three.statement and sample_in.decode().strip() in three.statement
+    assert not any(k.startswith("workspace/") for k in problem.files)  # one case: hidden, never shown
     # The case arex picks as a sample equals hidden cases (a real Frontier-CS problem does this):
     # it is not the package's public data, so the sample goes and every hidden case stays.
     same = frontier(
@@ -392,7 +397,9 @@ def test_frontier_single_case_is_hidden_only(tmp_path):
         **{"chk.cc": "int main() {}\n"},
     )
     (same / "testdata" / "2.in").write_text("1\n")
-    assert [(t.name, t.sample) for t in only(same).spec.tests] == [("2", False), ("3", False)]
+    loaded = only(same)
+    assert [(t.name, t.sample) for t in loaded.spec.tests] == [("2", False), ("3", False)]
+    assert "## Sample" not in loaded.statement and not any(k.startswith("workspace/") for k in loaded.files)
 
 
 def test_frontier_interactive_and_explicit_cases(tmp_path):

@@ -11,7 +11,9 @@ parents (the repository keeps it in algorithmic/judge/include/). Scores are the 
 
 Frontier-CS's test data is its public cases: with two or more, the first is the sample (shown in
 feedback, not scored) and the rest are hidden; a problem with one case has it hidden only, and no
-sample, so hidden data never shows in sample feedback.
+sample, so hidden data never shows in sample feedback. The sample is shown to the agent before its
+first submission too: appended to the statement and in workspace/samples/1.in and .ans (not for an
+interactive problem, whose .in is the interactor's, nor when it equals a hidden case).
 
 Solutions: `solutions/<name>` inside the problem folder is arex's convention (accepted, or partial /
 wrong by name). Frontier-CS itself ships model-written solutions of unknown score in
@@ -37,6 +39,7 @@ from arex.envs.sources.common import (
     testlib_header,
 )
 from arex.envs.sources.programs import classify
+from arex.envs.sources.statement import Sample, with_samples, workspace_samples
 from arex.specs import CheckerSpec, SolutionRef, TestCase, resolve_inside
 
 _LIMIT_LINE = re.compile(r"^(time|memory)\s*limit|^problem\s*$|^(input|output)\b", re.I)
@@ -84,6 +87,9 @@ def load_frontier(folder: Path, candidates: int = CANDIDATES_MAX) -> Problem:
     checker = _checker(folder, config, config_path, kind, files)
     solutions, skipped = _solutions(folder, files)
     solutions += _candidates(folder, files, candidates)
+    shown = [] if kind == "interactive" else _public_sample(tests, files)
+    statement = with_samples(statement, shown) if shown else statement
+    files.update(workspace_samples(shown))
     spec = make_spec(
         config_path,
         id=f"frontier-{slug(folder.name)}",
@@ -155,6 +161,26 @@ def _tests(folder: Path, config: dict, config_path: Path, files: dict) -> list[T
             )
         )
     return tests
+
+
+def _public_sample(tests: list[TestCase], files: dict) -> list[Sample]:
+    """The sample case as the agent is shown it, or [] if there is none or it equals a hidden case
+    (then it stops being a sample: common._drop_sample_twins)."""
+    sample = next((t for t in tests if t.sample), None)
+    if sample is None:
+        return []
+    given = files[f"private/{sample.input}"].read_bytes()
+    if any(files[f"private/{t.input}"].read_bytes() == given for t in tests if not t.sample):
+        return []
+    answer = files[f"private/{sample.answer}"]
+    return [
+        Sample(
+            given.decode(errors="replace"),
+            answer.read_text(errors="replace"),
+            download_input=files[f"private/{sample.input}"],
+            download_answer=answer,
+        )
+    ]
 
 
 def _checker(folder: Path, config: dict, config_path: Path, kind: str, files: dict) -> CheckerSpec:
