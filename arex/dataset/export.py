@@ -43,6 +43,7 @@ from arex.hashing import file_sha256
 from arex.record.canary import Canaries, scan_file
 from arex.record.storage import naming
 from arex.record.trajectory import Trajectory, load
+from arex.selection.files import read_kept, read_selection
 
 
 def action_format(path: Path) -> str:
@@ -88,30 +89,11 @@ class KeptRecords:
                 f"{self.selection_dir} holds no kept.jsonl; run `arex select --out {self.selection_dir}` first"
             )
         self.rerun = f"re-run `arex select --out {self.selection_dir}` (cached verdicts make it quick)"
-        rows = []
-        try:
-            lines = self.kept_file.read_text(encoding="utf-8").splitlines()
-        except UnicodeDecodeError as exc:
-            raise ExportError(f"{self.kept_file} is not UTF-8 text ({exc}); {self.rerun}") from None
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                rows.append((str(row["env_id"]), str(row["key"]), Path(row["path"]), row.get("record_sha")))
-            except (ValueError, KeyError, TypeError, AttributeError):
-                raise ExportError(
-                    f"{self.kept_file}, line {number}: not a kept record (a JSON object with key, env_id and path); "
-                    f"{self.rerun}"
-                ) from None
-        rows.sort(key=lambda r: (r[0], r[1]))
-        self.paths = [r[2] for r in rows]
-        self.record_sha = {r[2]: r[3] for r in rows}
+        rows = sorted(read_kept(self.kept_file), key=lambda r: (r.env_id, r.key))  # checked: one sentence if bad
+        self.paths = [Path(r.path) for r in rows]
+        self.record_sha = {Path(r.path): r.record_sha for r in rows}
         report = self.selection_dir / "selection.json"
-        try:
-            self.report: dict | None = json.loads(report.read_text(encoding="utf-8")) if report.is_file() else None
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ExportError(f"{report} is not valid JSON ({exc}); {self.rerun}") from None
+        self.report: dict | None = read_selection(report) if report.is_file() else None
 
     def __iter__(self) -> Iterator[Path]:
         return iter(self.paths)

@@ -5,6 +5,8 @@ Each package folder holds `expect.yaml`:
     status: accepted | rejected        # what `arex build-envs` must report
     reason: "words the reason holds"   # rejected only: a fragment of the one-sentence reason
     env_id: some-id                    # accepted only (optional): the id the env gets
+    time_limit_s: 3                    # accepted only (optional): the env's time limit
+    gates: {gate name: "words its detail holds"}   # (optional) gates that passed, as the report says
 The corpus is the list the README's Environments section gives: add a shape there and here.
 """
 
@@ -50,11 +52,44 @@ def test_corpus_package(package: Path, built) -> None:
         assert all(r.status == "accepted" for r in reports), statuses
         if expect.get("env_id"):
             assert [r.env_id for r in reports] == [expect["env_id"]]
+        if expect.get("time_limit_s"):
+            task = yaml.safe_load((out / reports[0].env_id / "task.yaml").read_text())
+            assert task["time_limit_s"] == expect["time_limit_s"], task["time_limit_s"]
     else:
         assert any(r.status == "rejected" and expect["reason"].lower() in r.reason.lower() for r in reports), statuses
+    for name, words in (expect.get("gates") or {}).items():
+        details = [g.detail for r in reports for g in r.gates if g.name == name and g.passed]
+        assert any(words in detail for detail in details), (
+            name,
+            [(g.name, g.detail) for r in reports for g in r.gates],
+        )
     # The report names each source and keeps each reason on one table row.
     table = (out / "build-report.md").read_text()
     assert all(len([line for line in table.splitlines() if f"| {r.source} |" in line]) == 1 for r in reports), table
+
+
+@pytest.mark.docker
+def test_generated_tests_are_cached_by_content(built, monkeypatch) -> None:
+    """A rebuild of an unchanged package reads the tests its generators made from the cache: no
+    sandbox is started (the corpus build above made them)."""
+    from arex.envs import judge_generate
+    from arex.envs.judge_sources import source_files
+    from arex.sandbox import SandboxConfig
+
+    def started(*args, **kw):
+        raise AssertionError("a sandbox was started for tests already generated")
+
+    monkeypatch.setattr(judge_generate, "make_sandbox", started)
+    package = CORPUS / "kattis-generators"
+    generated = judge_generate.generated_data(package, source_files(package), SandboxConfig())
+    assert generated is not None and generated.summary.startswith("18 tests from generators/generators.yaml")
+    assert sorted(p.name for p in (generated.data / "secret" / "1-large" / "1-huge").iterdir())[:2] == [
+        "09-a.ans",
+        "09-a.in",
+    ]
+    # The generator that wrote both files kept its own answer (the solution would print the same
+    # sum, so the input shows which: 2 × 10^9, written by writer.py, not by the solution).
+    assert (generated.data / "secret" / "06-self.ans").read_text() == "2000000000\n"
 
 
 def test_corpus_is_not_empty() -> None:

@@ -1,0 +1,2 @@
+data = open(0).read().split()
+print(max(int(x) for x in data[1:]))

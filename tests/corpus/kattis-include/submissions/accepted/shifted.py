@@ -1,0 +1,3 @@
+import offset
+
+print(int(input()) + offset.SHIFT)
