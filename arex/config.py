@@ -53,7 +53,7 @@ def load_config(
     origin: dict[tuple[str, ...], str] = {}
     for item in items:
         match = _OVERRIDE.match(item)
-        if match and not Path(item).exists():
+        if match and not _is_file(Path(item)):
             key, raw = match.groups()
             try:
                 value = yaml.safe_load(raw) if raw.strip() else ""
@@ -106,11 +106,20 @@ def _layer(key: str, value: Any) -> dict[str, Any]:
     return layer
 
 
+def _is_file(path: Path) -> bool:
+    """Is there a file at `path`? A name the OS refuses (too long, a NUL byte) names none."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
+    if not _is_file(path):
         hint = "" if path.suffix in (".yaml", ".yml") else " (an override must look like section.key=value)"
+        shown = str(path) if len(str(path)) <= 200 else f"{str(path)[:100]}...{str(path)[-60:]}"
         raise ConfigError(
-            f"Config file '{path}' not found{hint}. Pass an existing YAML file with -c, e.g. -c configs/default.yaml."
+            f"Config file '{shown}' not found{hint}. Pass an existing YAML file with -c, e.g. -c configs/default.yaml."
         )
     try:
         text = path.read_bytes().decode("utf-8")

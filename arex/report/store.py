@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from arex.errors import UserInputError
 from arex.record.trajectory import RecordError, Trajectory, load
+from arex.selection.files import read_selection
 
 VARIANTS_FILE = "variants.json"
 
@@ -115,18 +116,12 @@ def read_selections(selection: Path, variants: list[tuple[Variant, Path]]) -> li
     stores = {folder.resolve(): v.name for v, folder in variants}
     out = []
     for path in files:
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-            store = raw.get("store")
-            variant = stores.get(Path(store).resolve()) if isinstance(store, str) else None
-            if variant is None and path.parent != selection and path.parent.name in stores.values():
-                variant = path.parent.name
-            out.append(
-                SelectionRead(path=str(path), variant=variant, total=raw["total"], kept=raw["kept"], drops=raw["drops"])
-            )
-        except (ValueError, KeyError, TypeError, AttributeError, ValidationError) as exc:
-            raise UserInputError(
-                f"{path} is not a selection report written by `arex select` ({type(exc).__name__}: {exc}); "
-                "re-run `arex select`"
-            ) from None
+        raw = read_selection(path)  # checked: a malformed one is one sentence naming it
+        store = raw.get("store")
+        variant = stores.get(Path(store).resolve()) if isinstance(store, str) else None
+        if variant is None and path.parent != selection and path.parent.name in stores.values():
+            variant = path.parent.name
+        out.append(
+            SelectionRead(path=str(path), variant=variant, total=raw["total"], kept=raw["kept"], drops=raw["drops"])
+        )
     return out

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import secrets
-import shutil
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -30,7 +30,9 @@ from arex.errors import ConfigError, UserInputError
 from arex.hashing import file_sha256
 from arex.record.canary import Canaries, LeakError, scan_archive, scan_file
 from arex.record.snapshots import SnapshotError
+from arex.record.storage import OutputError, naming, write_error
 from arex.record.trajectory import RecordError, load
+from arex.record.url_store import url_of
 from arex.sandbox import SandboxConfig, SandboxError
 from arex.selection.config import LLMJudgeConfig, SelectConfig
 from arex.selection.criteria import (
@@ -44,6 +46,7 @@ from arex.selection.criteria import (
     targets_of,
 )
 from arex.selection.exploits import REASON as EXPLOIT_REASON
+from arex.selection.files import read_verdicts
 from arex.teacher.client import TeacherClient, TeacherConfig
 
 __all__ = ["LLMJudgeConfig", "LeakError", "SelectConfig", "Selection", "Verdict", "select"]
@@ -293,9 +296,18 @@ def _add(verdict: Verdict, drop: Drop | None) -> bool:
 
 # -- the whole store -----------------------------------------------------------------------------
 def trajectory_files(store: Path) -> list[Path]:
+    """The trajectory records in `store`; UserInputError naming the store (its URL, for a mirror)
+    if it is missing or holds none: an empty selection of a mistyped store is no result."""
+    name = url_of(store) or str(store)
     if not store.is_dir():
-        raise UserInputError(f"trajectory store {store} does not exist; run `arex rollout --out {store}` first")
-    return sorted(store.glob("*/*.jsonl"))
+        raise UserInputError(f"trajectory store {name} does not exist; run `arex rollout --out {name}` first")
+    files = sorted(store.glob("*/*.jsonl"))
+    if not files:
+        raise UserInputError(
+            f"trajectory store {name} holds no trajectories (<env>/<key>.jsonl); pass the --out of an "
+            f"`arex rollout` that ran, or run `arex rollout --out {name}` first"
+        )
+    return files
 
 
 def select(
@@ -319,9 +331,45 @@ def select(
         )
     selector = Selector(config, envs, sandbox, teacher, executor.regrader(store) if executor is not None else None)
     files = trajectory_files(store)
-    out.mkdir(parents=True, exist_ok=True)
-    cache_path = out / "verdicts.jsonl"
-    cached = _read_cache(cache_path)
+    _writable(out)
+    ordered = _judge_all(selector, files, out / "verdicts.jsonl", on_verdict, concurrency)
+    selection = Selection([v for v in ordered if v.kept], [v for v in ordered if not v.kept], config)
+    _write(selection, out, store, envs_dir)
+    return selection
+
+
+def _write(selection: Selection, out: Path, store: Path, envs_dir: Path) -> None:
+    """selection.json, kept.jsonl and drops.md, each whole or not at all (a kill or a full disk
+    mid-write leaves the previous one as it was)."""
+    report = {**selection.report(), "store": str(store.resolve()), "envs": str(envs_dir.resolve())}
+    # record_sha: export refuses a record that changed after it was judged
+    kept = [
+        {
+            "key": v.key,
+            "env_id": v.env_id,
+            "path": str(Path(v.path).resolve()),
+            "scores": v.scores,
+            "record_sha": v.record_sha,
+        }
+        for v in selection.kept
+    ]
+    lines = ["| reason | dropped | ids |", "|---|---:|---|"]
+    for reason, row in selection.drop_table().items():
+        ids = ", ".join(row["ids"][:8]) + (" …" if len(row["ids"]) > 8 else "")
+        lines.append(f"| {reason} | {row['count']} | {ids} |")
+    total = len(selection.kept) + len(selection.dropped)
+    _replace(out / "kept.jsonl", "".join(json.dumps(row) + "\n" for row in kept))
+    drops = f"kept {len(selection.kept)} of {total}\n\n" + "\n".join(lines) + "\n" + _exploit_section(selection)
+    _replace(out / "drops.md", drops)
+    _replace(out / "selection.json", json.dumps(report, indent=2) + "\n")
+
+
+def _judge_all(selector: Selector, files: list[Path], cache_path: Path, on_verdict, concurrency: int) -> list[Verdict]:
+    """Every file's verdict, in file order: from the cache `cache_path` where it holds one, else
+    judged `concurrency` at a time and appended to the cache as soon as it is judged."""
+    config = selector.config
+    cached = read_verdicts(cache_path)
+    _end_cut_line(cache_path)
 
     def judged(path: Path) -> tuple[Verdict, bool]:
         sha = file_sha256(path)
@@ -331,7 +379,7 @@ def select(
             return Verdict(**{**row, "path": str(path)}), True
         return selector.check(path, sha), False
 
-    verdicts: list[Verdict] = []
+    verdicts: dict[int, Verdict] = {}
     awaiting_judge: list[Verdict] = []
     with cache_path.open("a", encoding="utf-8") as cache, ThreadPoolExecutor(max(1, concurrency)) as pool:
 
@@ -340,68 +388,60 @@ def select(
                 cache.write(json.dumps(asdict(verdict)) + "\n")
                 cache.flush()
 
-        for verdict, from_cache in pool.map(judged, files):  # in file order; a kill keeps what was judged
-            verdicts.append(verdict)
-            if not from_cache and verdict.kept and config.llm_judge.enabled:
-                awaiting_judge.append(verdict)  # judged below, all in one event loop
-                continue
-            if not from_cache:
-                remember(verdict)
-            if on_verdict:
-                on_verdict(verdict)
+        futures = {pool.submit(judged, path): index for index, path in enumerate(files)}
+        try:
+            # Each verdict is kept as soon as it is judged, not in file order behind the slowest
+            # re-grade: a kill keeps every finished one, and a re-run resumes from them.
+            for future in as_completed(futures):
+                verdict, from_cache = future.result()
+                verdicts[futures[future]] = verdict
+                if not from_cache and verdict.kept and config.llm_judge.enabled:
+                    awaiting_judge.append(verdict)  # judged below, all in one event loop
+                    continue
+                if not from_cache:
+                    remember(verdict)
+                if on_verdict:
+                    on_verdict(verdict)
+        except BaseException:
+            for future in futures:  # a leak or Ctrl-C: judge nothing more
+                future.cancel()
+            raise
         if awaiting_judge:
             asyncio.run(selector.llm_judge(awaiting_judge))
             for verdict in awaiting_judge:
                 remember(verdict)
                 if on_verdict:
                     on_verdict(verdict)
-    selection = Selection([v for v in verdicts if v.kept], [v for v in verdicts if not v.kept], config)
-    _write(selection, out, store, envs_dir)
-    return selection
+    return [verdicts[index] for index in range(len(files))]
 
 
-def _read_cache(path: Path) -> dict[tuple[str, str], dict]:
-    """Cached verdicts by (record checksum, criteria hash)."""
-    cached: dict[tuple[str, str], dict] = {}
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by a kill
-            cached[(row["record_sha"], row["criteria"])] = row
-    return cached
+def _writable(out: Path) -> None:
+    """Make `out` and its verdict cache, or say in one sentence why they cannot be (before any
+    judging: a read-only --out keeps nothing, and the message must not say it does)."""
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"--out {out} is a file, not a folder; choose another --out (nothing was judged)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "verdicts.jsonl").open("a").close()
+    except OSError as exc:
+        raise write_error(exc, out, "nothing was judged") from None
 
 
-def _write(selection: Selection, out: Path, store: Path, envs_dir: Path) -> None:
-    report = {**selection.report(), "store": str(store.resolve()), "envs": str(envs_dir.resolve())}
-    (out / "selection.json").write_text(json.dumps(report, indent=2) + "\n")
-    with (out / "kept.jsonl.tmp").open("w", encoding="utf-8") as handle:
-        for v in selection.kept:
-            # record_sha: export refuses a record that changed after it was judged
-            handle.write(
-                json.dumps(
-                    {
-                        "key": v.key,
-                        "env_id": v.env_id,
-                        "path": str(Path(v.path).resolve()),
-                        "scores": v.scores,
-                        "record_sha": v.record_sha,
-                    }
-                )
-                + "\n"
-            )
-    shutil.move(out / "kept.jsonl.tmp", out / "kept.jsonl")
-    lines = ["| reason | dropped | ids |", "|---|---:|---|"]
-    for reason, row in selection.drop_table().items():
-        ids = ", ".join(row["ids"][:8]) + (" …" if len(row["ids"]) > 8 else "")
-        lines.append(f"| {reason} | {row['count']} | {ids} |")
-    (out / "drops.md").write_text(
-        f"kept {len(selection.kept)} of {len(selection.kept) + len(selection.dropped)}\n\n"
-        + "\n".join(lines)
-        + "\n"
-        + _exploit_section(selection)
-    )
+def _end_cut_line(cache: Path) -> None:
+    """End a line a kill cut short, so the verdicts appended next start on their own line."""
+    if cache.is_file() and cache.stat().st_size:
+        with cache.open("rb+") as handle:
+            handle.seek(-1, os.SEEK_END)
+            if handle.read(1) != b"\n":
+                handle.write(b"\n")
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write `path` through a temporary file beside it and one rename."""
+    partial = path.with_name(path.name + ".tmp")
+    with naming(partial):
+        partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
 
 
 def _exploit_section(selection: Selection) -> str:

@@ -181,3 +181,10 @@ def test_selection_and_sandbox_counts_are_range_checked_too():
     message = str(caught.value)
     for key in ("select.max_repeat_streak", "sandbox.cpus", "sandbox.pids_limit", "select.llm_judge.min_score"):
         assert f"'{key}'" in message, (key, message)
+
+
+def test_a_config_path_too_long_for_the_os_is_one_sentence(tmp_path):
+    """`OSError: File name too long` escaped as a traceback (issue 31)."""
+    for item in ("a" * 300, "a" * 300 + ".yaml", "x=" + "a" * 5000, "a/" * 3000):
+        text = one_paragraph(runner.invoke(app, ["config", "show", "-c", item]))
+        assert "not found" in text or "unknown key" in text, text

@@ -25,13 +25,15 @@ def load_arex(folder: Path) -> Problem:
         folder, pairs(tests_dir), group_of=lambda n: n.split("-")[0], sample_of=lambda n: n.startswith("sample")
     )
     solutions = []
-    for i, entry in enumerate(task.get("solutions", [])):
+    for i, entry in enumerate(_mappings(task.get("solutions"), task_path, "solutions")):
         if not resolve_inside(folder, entry.get("path", ""), task_path, f"solutions.{i}.path", SourceError).is_file():
             raise SourceError(f"{task_path}: field 'solutions.{i}.path': file '{entry.get('path')}' does not exist")
         entry = {"language": language_for(entry["path"]).name, **entry}
         solutions.append(entry)
         files[entry["path"]] = folder / entry["path"]
     checker = task.get("checker", {}) or {}
+    if not isinstance(checker, dict):
+        raise SourceError(f"{task_path}: field 'checker' must be a mapping (source, ...), got {checker!r}")
     if checker.get("source"):
         src = resolve_inside(folder / "private", checker["source"], task_path, "checker.source", SourceError)
         if not src.is_file():
@@ -47,3 +49,15 @@ def load_arex(folder: Path) -> Problem:
     known = {k: v for k, v in task.items() if k not in ("solutions", "statement")}
     spec = make_spec(task_path, **{**known, "tests": tests, "solutions": solutions, "source_format": "arex"})
     return Problem(spec=spec, statement=read_text(statement_path), files=files)
+
+
+def _mappings(value, path: Path, key: str) -> list[dict]:
+    """A field that holds a list of mappings (none if absent); SourceError naming the field if not."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise SourceError(f"{path}: field '{key}' must be a list of mappings (path, expected), got {value!r}")
+    for i, entry in enumerate(value):
+        if not isinstance(entry, dict):
+            raise SourceError(f"{path}: field '{key}.{i}' must be a mapping (path, expected), got {entry!r}")
+    return value

@@ -96,6 +96,15 @@ def read_yaml(path: Path) -> dict:
     return data
 
 
+def number(value, path: Path, key: str, cast: Callable = float):
+    """A field's value as a number (`cast` of it: text such as "2.5" too); SourceError naming the
+    field if it is not one."""
+    try:
+        return cast(value)
+    except (TypeError, ValueError, OverflowError):
+        raise SourceError(f"{path}: field '{key}' must be a number, got {value!r}") from None
+
+
 def make_spec(path: Path, **fields) -> JudgeSpec:
     return validate_spec(JudgeSpec, fields, path, SourceError)  # every problem, with its key
 

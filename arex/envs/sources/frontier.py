@@ -38,6 +38,7 @@ from arex.envs.sources.common import (
     slug,
     testlib_header,
 )
+from arex.envs.sources.common import number as as_number
 from arex.envs.sources.programs import classify
 from arex.envs.sources.statement import Sample, with_samples, workspace_samples
 from arex.specs import CheckerSpec, SolutionRef, TestCase, resolve_inside
@@ -122,7 +123,8 @@ def _case_files(config: dict, config_path: Path) -> list[tuple[int, str, str]]:
     cases, number = [], 1
     for s, subtask in enumerate(subtasks):
         if isinstance(subtask, dict) and "n_cases" in subtask:
-            for k in range(number, number + int(subtask["n_cases"])):
+            subtask = {**subtask, "n_cases": as_number(subtask["n_cases"], config_path, f"subtasks.{s}.n_cases", int)}
+            for k in range(number, number + subtask["n_cases"]):
                 cases.append((s, f"{in_prefix}{k}{in_suffix}", f"{out_prefix}{k}{out_suffix}"))
             number += int(subtask["n_cases"])
         elif isinstance(subtask, dict) and isinstance(subtask.get("cases"), list):
@@ -134,6 +136,19 @@ def _case_files(config: dict, config_path: Path) -> list[tuple[int, str, str]]:
     return cases
 
 
+def _case_paths(folder: Path, data: Path, config_path: Path, s: int, in_name: str, out_name: str) -> tuple[Path, Path]:
+    """The input and answer files of one case of subtask `s`; SourceError naming it if one is missing."""
+    inp = resolve_inside(folder, in_name, config_path, f"subtasks.{s}", SourceError, base=data)
+    # As Frontier-CS's judge: the answer is the output name with .out read as .ans, else the name itself.
+    names = (re.sub(r"\.out$", ".ans", out_name), out_name)
+    named = [resolve_inside(folder, name, config_path, f"subtasks.{s}", SourceError, base=data) for name in names]
+    ans = next((p for p in named if p.is_file()), named[-1])
+    for path, what in ((inp, "input"), (ans, "answer")):
+        if not path.is_file():
+            raise SourceError(f"{config_path}: field 'subtasks.{s}': {what} file testdata/{path.name} is missing")
+    return inp, ans
+
+
 def _tests(folder: Path, config: dict, config_path: Path, files: dict) -> list[TestCase]:
     data = folder / "testdata"
     cases = _case_files(config, config_path)
@@ -141,14 +156,13 @@ def _tests(folder: Path, config: dict, config_path: Path, files: dict) -> list[T
         raise SourceError(f"{config_path}: field 'subtasks': no test cases (n_cases is 0 everywhere)")
     tests = []
     for index, (s, in_name, out_name) in enumerate(cases, start=1):
-        inp = resolve_inside(folder, in_name, config_path, f"subtasks.{s}", SourceError, base=data)
-        # As Frontier-CS's judge: the answer is the output name with .out read as .ans, else the name itself.
-        names = (re.sub(r"\.out$", ".ans", out_name), out_name)
-        named = [resolve_inside(folder, name, config_path, f"subtasks.{s}", SourceError, base=data) for name in names]
-        ans = next((p for p in named if p.is_file()), named[-1])
-        for path, what in ((inp, "input"), (ans, "answer")):
-            if not path.is_file():
-                raise SourceError(f"{config_path}: field 'subtasks.{s}': {what} file testdata/{path.name} is missing")
+        try:
+            inp, ans = _case_paths(folder, data, config_path, s, in_name, out_name)
+        except OSError as exc:  # a name the OS refuses (too long): made of the prefixes and suffixes
+            raise SourceError(
+                f"{config_path}: field 'subtasks.{s}': the test file name {in_name[:40]!r}... cannot be a file name "
+                f"({exc.strerror}); check input_prefix, input_suffix, output_prefix and output_suffix"
+            ) from None
         files[f"private/tests/{index}.in"], files[f"private/tests/{index}.ans"] = inp, ans
         sample = index == 1 and len(cases) > 1  # one case: hidden only, never a sample too
         tests.append(

@@ -24,6 +24,7 @@ from arex.envs.sources.common import (
     SourceError,
     copy_program_folder,
     make_spec,
+    number,
     pairs,
     read_text,
     read_yaml,
@@ -71,8 +72,8 @@ def load_kattis(folder: Path, generated: Path | None = None, generation: str = "
         id=slug(str(meta.get("id") or folder.name)),
         title=title,
         time_limit_s=time_limit,
-        memory_mb=int(limits.get("memory", 1024)),
-        output_limit_mb=int(limits.get("output", 8)),
+        memory_mb=number(limits.get("memory", 1024), meta_path, "limits.memory", int),
+        output_limit_mb=number(limits.get("output", 8), meta_path, "limits.output", int),
         checker=checker,
         scoring="groups" if scoring and len(hidden_groups) > 1 else ("ratio" if scoring else "fraction"),
         groups=groups,
@@ -288,19 +289,21 @@ def _time(limits: dict, meta: dict, meta_path: Path, folder: Path) -> tuple[floa
     `domjudge-problem.ini` `timelimit`; otherwise the limit is derived from the slowest accepted
     submission: legacy `limits.time_multiplier` (default 5), 2023-07+
     `limits.time_multipliers.ac_to_time_limit` (default 2)."""
-    resolution = float(limits.get("time_resolution", 1.0))
+    resolution = number(limits.get("time_resolution", 1.0), meta_path, "limits.time_resolution")
     if resolution <= 0:
         raise SourceError(f"{meta_path}: field 'limits.time_resolution' must be above 0, got {resolution:g}")
     if limits.get("time_limit") is not None:
-        return float(limits["time_limit"]), None, resolution
+        return number(limits["time_limit"], meta_path, "limits.time_limit"), None, resolution
     given = _time_limit_file(folder)
     if given is not None:
         return given, None, resolution
     version = str(meta.get("problem_format_version", "legacy"))
     if version.startswith("legacy"):
-        return PROVISIONAL_TIME_LIMIT_S, float(limits.get("time_multiplier", 5)), resolution
+        multiplier = number(limits.get("time_multiplier", 5), meta_path, "limits.time_multiplier")
+        return PROVISIONAL_TIME_LIMIT_S, multiplier, resolution
     multipliers = _mapping(limits.get("time_multipliers"), meta_path, "limits.time_multipliers")
-    return PROVISIONAL_TIME_LIMIT_S, float(multipliers.get("ac_to_time_limit", 2.0)), resolution
+    ratio = number(multipliers.get("ac_to_time_limit", 2.0), meta_path, "limits.time_multipliers.ac_to_time_limit")
+    return PROVISIONAL_TIME_LIMIT_S, ratio, resolution
 
 
 def _time_limit_file(folder: Path) -> float | None:
