@@ -145,6 +145,10 @@ def test_generated_tests_are_named_as_such(tmp_path):
         load(root)
     (root / "generators" / "generators.yaml").unlink()
     (root / "generators").rmdir()
+    (root / "data" / "generator.sh").write_text(". ../../testdata_tools/gen.sh\n")  # Kattis testdata_tools
+    with pytest.raises(SourceError, match=r"generator first \(data/generator\.sh"):
+        load(root)
+    (root / "data" / "generator.sh").unlink()
     with pytest.raises(SourceError, match="no hidden tests found"):
         load(root)
 
@@ -553,6 +557,7 @@ def test_corpus_packages_load_as_expected():
         rows.spec.checker.kind == "float"
         and rows.skipped_summary("accepted") == "1 accepted submission skipped (python2)"
     )
-    for name, reason in (("kattis-multipass", "multi-pass"), ("kattis-generated", "tests are generated")):
+    # The loader alone does not generate (the build runs the generators first: judge_generate).
+    for name, reason in (("kattis-multipass", "multi-pass"), ("kattis-generators", "tests are generated")):
         with pytest.raises(SourceError, match=reason):
             load(CORPUS / name)

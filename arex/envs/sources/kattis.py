@@ -2,9 +2,10 @@
 and 2023-07 / 2025-09 (statement/, `type:` list, `limits.time_limit`, submissions.yaml).
 
 Rejected with the reason: multi-pass and submit-answer problems (the judge would grade a multi-pass
-problem as single pass and accept wrong answers). Tests made by generators/generators.yaml come in
-as `generated` (arex.envs.judge_generate ran it). Interactive problems load with their output
-validator as the interactor (`CheckerSpec(kind="interactive", protocol="kattis")`).
+problem as single pass and accept wrong answers). Tests made by generators/generators.yaml come
+in as `generated` (arex.envs.judge_generate ran it); a testdata_tools `data/generator.sh` is not
+run (rejected: generate first). Interactive problems load with their output validator as the
+interactor (`CheckerSpec(kind="interactive", protocol="kattis")`).
 
 2025-09 `include/`: `include/<language>/` (else `include/default/`) is placed beside every
 submission in that language when it is graded (env: private/include/<arex language>/, a copy in
@@ -126,7 +127,12 @@ def _check_test_data(folder: Path, data: Path) -> None:
         return
     generators = [
         p
-        for p in (folder / "generators" / "generators.yaml", data / "generators.yaml", folder / "generators")
+        for p in (
+            folder / "generators" / "generators.yaml",
+            data / "generators.yaml",
+            data / "generator.sh",  # Kattis testdata_tools: a bash script sourcing gen.sh from outside the package
+            folder / "generators",
+        )
         if p.exists()
     ]
     if generators:
