@@ -20,6 +20,7 @@ and blocks, so the test's SIGKILL lands exactly there. Pause points:
             the cut inside a multibyte UTF-8 character when the line has one)
 - fs:       just before a file-system commit (rename, replace, move, rmtree, unlink, write_text,
             write_bytes, open for writing)
+- wtext:    `Path.write_text` has written the first half of its text (a kill in the middle of a write)
 
 `tokens`/`cost` in a `paused` event are the teacher tokens and dollars the child has been paid
 for and holds only in memory at that moment (the call just received, or the calls in the line
@@ -252,6 +253,21 @@ def _hook_fs() -> None:
     Path.open = open_
 
 
+def _hook_text_writes() -> None:
+    """The `wtext` pause point: the n-th Path.write_text writes half of its text, then pauses."""
+    original = Path.write_text
+
+    def write_text(self, data, encoding=None, errors=None, newline=None):
+        if not PROBE.reached("wtext"):
+            return original(self, data, encoding, errors, newline)
+        with open(self, "w", encoding=encoding or "utf-8", errors=errors, newline=newline) as handle:
+            handle.write(data[: len(data) // 2])
+            handle.flush()
+        PROBE.hold("wtext")
+
+    Path.write_text = write_text
+
+
 def _hook_prune() -> None:
     from arex.rollout.keep import Keeper
 
@@ -281,6 +297,7 @@ def install(backend: str) -> None:
     _hook_teacher()
     _hook_prune()
     _hook_fs()
+    _hook_text_writes()
 
 
 def counts_event() -> None:

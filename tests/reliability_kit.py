@@ -176,10 +176,13 @@ def run_child(
     env: dict | None = None,
     timeout: float = 240.0,
     zygote: Zygote | None = None,
+    until=None,
 ) -> Outcome:
     """Run the runner (forked by `zygote`, or as a new process); with `pause` (`phase:n[:cut]`)
-    SIGKILL it once it pauses there, with `delay` SIGKILL it that many seconds after it is ready;
-    otherwise let it finish. A child that fails by itself fails the test with its output."""
+    SIGKILL it once it pauses there (and, with `until`, once `until()` is true too: what the rest
+    of the child did while one part of it was held), with `delay` SIGKILL it that many seconds
+    after it is ready; otherwise let it finish. A child that fails by itself fails the test with
+    its output."""
     events.parent.mkdir(parents=True, exist_ok=True)
     events.write_text("")
     log = events.with_suffix(".out")
@@ -194,6 +197,10 @@ def run_child(
                     f"the child did not reach {wanted!r} in {timeout:g}s: {log.read_text(errors='replace')[-3000:]}"
                 )
             time.sleep(0.005)  # polling the child's event log
+        while until is not None and child.poll() is None and not until():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the child paused, but {until.__doc__ or 'the condition'} never held")
+            time.sleep(0.01)  # polling the child's output
         if delay is not None and child.poll() is None:
             child.wait(delay)
         if (pause or delay is not None) and child.poll() is None:

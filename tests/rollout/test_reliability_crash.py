@@ -357,3 +357,65 @@ def test_export_survives_sigkill(world, capsys, zygote):
     # A killed export leaves the previous dataset whole, or (the first time) none at all.
     assert set(states) <= {"complete", "absent"}, states
     assert differing == [] and leftovers == []
+
+
+def _verdict_lines(path: Path) -> int:
+    """Complete, parseable lines of a verdict cache."""
+    text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+    return sum(1 for line in text.split("\n")[:-1] if _is_json(line))
+
+
+def test_a_killed_select_keeps_every_verdict_it_finished(world, zygote):
+    """Issue 31: verdicts were cached in file order behind the slowest re-grade, so a select killed
+    while one re-grade hung kept none judged after it. One re-grade is held; every other verdict
+    must reach the cache, survive the kill, and not be judged again on the re-run."""
+    tmp_path, envs, store = world
+    select = ["select", "--store", store, "--envs", envs, "-c", "sandbox.backend=process", "--out"]
+    census = run_child(["cli", *map(str, select), str(tmp_path / "reference")], tmp_path / "events.log", zygote=zygote)
+    reference = files_of(tmp_path / "reference")
+    every = _verdict_lines(tmp_path / "reference" / "verdicts.jsonl")
+    out = tmp_path / "held"
+
+    def all_but_the_held_one_cached() -> bool:
+        """all but the held trajectory's verdict reached the cache"""
+        return _verdict_lines(out / "verdicts.jsonl") >= every - 1
+
+    held = run_child(
+        ["cli", *map(str, select), str(out)],
+        tmp_path / "events.log",
+        "regrade:1",
+        zygote=zygote,
+        until=all_but_the_held_one_cached,
+        timeout=120,
+    )
+    assert held.killed and held.where == "regrade"
+    assert _verdict_lines(out / "verdicts.jsonl") == every - 1
+    rerun = run_child(["cli", *map(str, select), str(out)], tmp_path / "events.log", zygote=zygote)
+    # the re-run re-grades the held trajectory's rounds only (first, best, final: 3 at most)
+    assert 1 <= rerun.counts.get("regrade", 0) <= 3 < census.counts["regrade"], (rerun.counts, census.counts)
+    got = files_of(out)
+    assert [name for name in ("selection.json", "kept.jsonl", "drops.md") if got.get(name) != reference[name]] == []
+
+
+def test_select_outputs_are_the_previous_ones_or_the_new_ones_after_a_kill_mid_write(world, zygote):
+    """Issue 31: selection.json and drops.md were written in place, so a kill (or a full disk)
+    mid-write left half a file where a whole one had been. Each text write of a re-run of a
+    finished selection is cut in half and killed there; the outputs must be the finished ones."""
+    tmp_path, envs, store = world
+    out = tmp_path / "selected"
+    select = ["cli", "select", "--store", str(store), "--envs", str(envs), "-c", "sandbox.backend=process", "--out"]
+    run_child([*select, str(out)], tmp_path / "events.log", zygote=zygote)
+    reference = files_of(out)
+    census = run_child([*select, str(out)], tmp_path / "events.log", zygote=zygote)
+    assert census.counts.get("wtext", 0) >= 2, census.counts  # selection.json and drops.md at least
+    cut = []
+    for n in range(1, census.counts["wtext"] + 1):
+        outcome = run_child([*select, str(out)], tmp_path / "events.log", f"wtext:{n}", zygote=zygote)
+        assert outcome.killed and outcome.where == "wtext"
+        got = files_of(out)
+        cut += [
+            f"{name} (write {n})"
+            for name in ("selection.json", "kept.jsonl", "drops.md")
+            if got[name] != reference[name]
+        ]
+    assert cut == []
