@@ -14,6 +14,7 @@ Records are read through `arex.record.trajectory.load` only; every string from t
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,16 +25,21 @@ from arex.record.trajectory import Trajectory
 from arex.report.page import report_page
 from arex.report.pngs import CURVES, write_pngs
 from arex.report.stats import (
+    Anchors,
     Drop,
     Report,
     SelectionStats,
     TrajectoryRow,
     Unreadable,
     VariantStats,
+    anchors_of,
     ending_of,
     endings,
     env_stats,
+    final,
+    scaling,
     score_of,
+    scores,
     spend,
 )
 from arex.report.store import Loaded, load_variant, read_selections, variants_of
@@ -57,31 +63,54 @@ def page_path(variant: str, t: Trajectory) -> str:
     return f"{PAGES}/{variant}/{t.path.parent.name}/{t.path.stem}.html"
 
 
-def variant_stats(loaded: Loaded) -> VariantStats:
-    name = loaded.variant.name
+def _by_env(trajectories: list[Trajectory]) -> dict[str, list[Trajectory]]:
     by_env: dict[str, list[Trajectory]] = {}
-    for t in loaded.trajectories:
+    for t in trajectories:
         by_env.setdefault(t.header.env_id, []).append(t)
-    rows = [
-        TrajectoryRow(
-            env=t.header.env_id,
-            key=t.header.key,
-            sample=t.header.sample,
-            rounds=len(t.rounds),
-            held_out=t.held_out,
-            best=max(t.held_out) if t.rounds else None,
-            status=ending_of(t)[0],
-            page=page_path(name, t),
+    return by_env
+
+
+def _verdicts(selections: list[SelectionStats] | None) -> dict[tuple[str | None, str], tuple[str, list[str]]]:
+    """(variant, trajectory key) -> ('kept' or 'dropped', drop reasons), from the selections given."""
+    out: dict[tuple[str | None, str], tuple[str, list[str]]] = {}
+    for s in selections or []:
+        for key in s.kept_ids:
+            out[(s.variant, key)] = ("kept", [])
+        for drop in s.drops:
+            for key in drop.ids:
+                out[(s.variant, key)] = ("dropped", [*out.get((s.variant, key), ("", []))[1], drop.reason])
+    return out
+
+
+def variant_stats(loaded: Loaded, anchors: dict[str, Anchors], verdicts: dict | None = None) -> VariantStats:
+    name = loaded.variant.name
+    by_env = _by_env(loaded.trajectories)
+    rows = []
+    for t in loaded.trajectories:
+        verdict = (verdicts or {}).get((name, t.header.key)) or (verdicts or {}).get((None, t.header.key))
+        rows.append(
+            TrajectoryRow(
+                env=t.header.env_id,
+                key=t.header.key,
+                sample=t.header.sample,
+                rounds=len(t.rounds),
+                held_out=scores(t),
+                best=final(t),
+                status=ending_of(t)[0],
+                selection=verdict[0] if verdict else "",
+                drop_reasons=verdict[1] if verdict else [],
+                page=page_path(name, t),
+            )
         )
-        for t in loaded.trajectories
-    ]
+    normalised = [anchors[t.header.env_id].normalise(final(t)) for t in loaded.trajectories if t.rounds]
     return VariantStats(
         name=name,
         overrides=loaded.variant.overrides,
         store=str(loaded.store),
         rollouts=len(loaded.trajectories),
-        envs=[env_stats(env, ts) for env, ts in sorted(by_env.items())],
-        overall=score_of([max(t.held_out) for t in loaded.trajectories if t.rounds]),
+        envs=[env_stats(env, ts, anchors[env]) for env, ts in sorted(by_env.items())],
+        overall=score_of([n for n in normalised if n is not None]),
+        scaling=scaling(by_env, anchors),
         spend=spend(loaded.trajectories),
         endings=endings(loaded.trajectories),
         trajectories=rows,
@@ -93,7 +122,6 @@ def build(store: Path, selection: Path | None = None) -> tuple[Report, list[Load
     """The report's numbers, and the records they came from."""
     variants = variants_of(store)
     loaded = [load_variant(v, folder) for v, folder in variants]
-    stats = [variant_stats(one) for one in loaded]
     selections = None
     if selection is not None:
         selections = [
@@ -102,6 +130,7 @@ def build(store: Path, selection: Path | None = None) -> tuple[Report, list[Load
                 variant=s.variant,
                 total=s.total,
                 kept=s.kept,
+                kept_ids=_kept_ids(Path(s.path)),
                 drops=[
                     Drop(variant=s.variant, reason=r, count=row.get("count", 0), ids=row.get("ids", []))
                     for r, row in sorted(s.drops.items())
@@ -109,8 +138,23 @@ def build(store: Path, selection: Path | None = None) -> tuple[Report, list[Load
             )
             for s in read_selections(selection, variants)
         ]
+    # Each env is normalised once, over every variant's rollouts, so that variants share one scale.
+    every = _by_env([t for one in loaded for t in one.trajectories if t.rounds])
+    anchors = {t.header.env_id: Anchors() for one in loaded for t in one.trajectories}
+    anchors.update({env: anchors_of(ts) for env, ts in every.items()})
+    verdicts = _verdicts(selections)
+    stats = [variant_stats(one, anchors, verdicts) for one in loaded]
     envs = sorted({e.env for v in stats for e in v.envs})
     return Report(arex_version=__version__, store=str(store), variants=stats, envs=envs, selections=selections), loaded
+
+
+def _kept_ids(path: Path) -> list[str]:
+    """The kept trajectory keys of a selection.json (read_selections checked the file)."""
+    try:
+        ids = json.loads(path.read_text(encoding="utf-8")).get("kept_ids", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [str(i) for i in ids] if isinstance(ids, list) else []
 
 
 def write_report(store: Path, out: Path, selection: Path | None = None) -> ReportResult:

@@ -11,10 +11,18 @@ from arex.report.svg import Series, line_chart, num, sparkline
 from arex.selection.exploits import exploit_sentence
 
 DEFINITIONS = (
-    "Best so far: a rollout's highest held-out score up to that round; the line is the mean over the rollouts "
-    "that reached the round, the band ± the spread (population standard deviation). "
+    "Best so far: a rollout's highest held-out score up to that round; a rollout that stopped earlier carries "
+    "its best forward, so the line is the mean over every rollout with a score by then (n; 'played': how many "
+    "played the round), the band ± the spread (population standard deviation). An invalid submission has no score. "
     "Still improving at round r: a later or equal round beats every round before r (round 1: the env's baseline, "
     "when recorded). Final score: each rollout's best held-out score, mean ± spread (n rollouts)."
+)
+NORMALISED = (
+    "Normalised: per env, the share of the gap from its baseline (recorded, else the lowest score any rollout "
+    "reached) to its best-known score (the highest any rollout of any variant reached): 0 = baseline, 1 = best "
+    "known (a rollout with no score yet counts as 0). Envs with different metrics are only averaged normalised; "
+    "the band is the 95% confidence interval "
+    "of the mean (1.96 standard errors)."
 )
 
 
@@ -23,16 +31,55 @@ def score_cell(score: Score) -> str:
     return "—" if score.mean is None else f"{num(score.mean)} ± {num(score.spread)} (n={score.n})"
 
 
+def _env_cell(e) -> str:
+    if e is None:
+        return "—"
+    if not e.graded:
+        return "no graded round"
+    normalised = f" · normalised {num(e.normalised.mean)}" if e.normalised.mean is not None else ""
+    return score_cell(e.final) + normalised
+
+
 def _stagewise(report: Report) -> str:
     rows = []
     for v in report.variants:
-        by_env = {e.env: e.final for e in v.envs}
+        by_env = {e.env: e for e in v.envs}
         rows.append(
             [esc(v.name), esc(" ".join(map(str, v.overrides)) or "—")]
-            + [esc(score_cell(by_env.get(env, Score()))) for env in report.envs]
+            + [esc(_env_cell(by_env.get(env))) for env in report.envs]
             + [esc(score_cell(v.overall))]
         )
-    return "<h2>Stage-wise results</h2>" + table(["variant", "overrides", *report.envs, "overall"], rows, "stagewise")
+    metrics = {e.env: e.metric for v in report.variants for e in v.envs}
+    head = [f"{env} ({metrics[env]})" if metrics.get(env) else env for env in report.envs]
+    return (
+        "<h2>Stage-wise results</h2>"
+        + table(["variant", "overrides", *head, "overall (normalised)"], rows, "stagewise")
+        + f'<p class="small muted">{esc(NORMALISED)}</p>'
+    )
+
+
+def _scaling(report: Report) -> str:
+    """The headline: the test-time scaling curve, one line per variant (AREX-2's figure)."""
+    series = [
+        Series(v.name, [p.round for p in v.scaling], [p.mean for p in v.scaling], [p.ci for p in v.scaling])
+        for v in report.variants
+        if v.scaling
+    ]
+    if not series:
+        return '<h2>Test-time scaling</h2><p class="muted">no env has a graded round to normalise: no curve</p>'
+    chart = line_chart("test-time scaling: normalised best held-out so far", series, "normalised best so far")
+    rows = [
+        [esc(v.name), str(p.round), esc(f"{num(p.mean)} ± {num(p.ci)}"), str(p.n)]
+        for v in report.variants
+        for p in v.scaling
+    ]
+    return (
+        f'<h2>Test-time scaling</h2><figure class="scaling">{chart}</figure>'
+        f'<p class="small muted">Mean over every rollout of every env. {esc(NORMALISED)}</p>'
+        "<details><summary>the numbers</summary>"
+        + table(["variant", "round", "normalised best so far (± 95% CI)", "rollouts"], rows, "scaling", (1, 2, 3))
+        + "</details>"
+    )
 
 
 def _curve_table(report: Report, env: str) -> str:
@@ -46,14 +93,14 @@ def _curve_table(report: Report, env: str) -> str:
                         str(p.round),
                         esc(f"{num(p.mean)} ± {num(p.spread)}"),
                         str(p.n),
+                        str(p.ran),
                         esc(num(e.improving[p.round - 1])),
                     ]
                     for p in e.best_curve
                 ]
-    head = ["variant", "round", "best so far", "rollouts", "still improving"]
-    return (
-        f"<details><summary>the numbers</summary>{table(head, rows, f'curve curve-{esc(env)}', (1, 2, 3, 4))}</details>"
-    )
+    head = ["variant", "round", "best so far", "rollouts", "played", "still improving"]
+    numbers = table(head, rows, f"curve curve-{esc(env)}", (1, 2, 3, 4, 5))
+    return f"<details><summary>the numbers</summary>{numbers}</details>"
 
 
 def _curves(report: Report) -> str:
@@ -66,6 +113,11 @@ def _curves(report: Report) -> str:
                     xs = [p.round for p in e.best_curve]
                     best.append(Series(v.name, xs, [p.mean for p in e.best_curve], [p.spread for p in e.best_curve]))
                     still.append(Series(v.name, xs, e.improving))
+        if not best:
+            out.append(
+                f'<h3>{esc(env)}</h3><p class="no-graded muted">no graded round: {esc(_why_empty(report, env))}</p>'
+            )
+            continue
         out.append(f'<h3>{esc(env)}</h3><div class="charts">')
         chart = line_chart(f"{env}: best held-out so far", best, "best held-out score")
         out.append(f'<figure class="curve" data-env="{esc(env)}">{chart}</figure>')
@@ -73,6 +125,15 @@ def _curves(report: Report) -> str:
         out.append(f'<figure class="improving" data-env="{esc(env)}">{chart}</figure>')
         out.append("</div>" + _curve_table(report, env))
     return "\n".join(out)
+
+
+def _why_empty(report: Report, env: str) -> str:
+    stats = [e for v in report.variants for e in v.envs if e.env == env]
+    played = sum(len(e.improving) for e in stats)
+    invalid = sum(e.invalid for e in stats)
+    if not played:
+        return "no rollout of it completed a round"
+    return f"every round's submission was invalid ({invalid}) or could not be graded, so there is nothing to plot"
 
 
 def _spend(report: Report) -> str:
@@ -131,13 +192,16 @@ def _trajectories(v: VariantStats) -> str:
     for t in v.trajectories:
         link = f'<a href="{esc(quote(t.page))}">{esc(t.key)}</a>'
         best = num(t.best) if t.best is not None else "—"
-        rows.append([esc(t.env), str(t.sample), link, str(t.rounds), best, esc(t.status), sparkline(t.held_out)])
+        verdict = {"kept": "kept", "dropped": "dropped: " + ", ".join(t.drop_reasons)}.get(t.selection, "—")
+        rows.append(
+            [esc(t.env), str(t.sample), link, str(t.rounds), best, esc(t.status), esc(verdict), sparkline(t.held_out)]
+        )
     unreadable = "".join(f"<li>{esc(u.path)}: {esc(u.reason)}</li>" for u in v.unreadable)
     extra = f'<p>Records that could not be read:</p><ul class="unreadable">{unreadable}</ul>' if unreadable else ""
     return (
         f"<h3>{esc(v.name)} ({v.rollouts} rollouts)</h3>"
         + table(
-            ["env", "sample", "trajectory", "rounds", "best", "ending", "held-out by round"],
+            ["env", "sample", "trajectory", "rounds", "best", "ending", "selection", "held-out by round"],
             rows,
             "trajectories",
             (1, 3, 4),
@@ -154,6 +218,7 @@ def report_page(report: Report) -> str:
             f'<p class="muted">store {esc(report.store)} · variants: {esc(names)} · envs: '
             f"{esc(', '.join(report.envs))} · arex {esc(report.arex_version)}</p>"
         ),
+        _scaling(report),
         _stagewise(report),
         _curves(report),
         _spend(report),

@@ -137,29 +137,42 @@ def line_chart(
     return "\n".join(body)
 
 
-def sparkline(values: list[float], width: int = 160, height: int = 36, label: str = "held-out score by round") -> str:
+def sparkline(
+    values: list[float | None], width: int = 160, height: int = 36, label: str = "held-out score by round"
+) -> str:
     """A small inline chart of one rollout's held-out score per round; each point a circle with
-    `data-round` and `data-value`."""
+    `data-round` and `data-value`. A round with no score (None: an invalid submission, or grading
+    failed) is a hollow mark on the bottom edge titled so, outside the scale: the worst value an
+    invalid ML submission records (-1e6) would flatten every real score."""
     if not values:
         return '<svg class="spark" width="0" height="0"></svg>'
-    lo, hi = min(values), max(values)
+    valid = [v for v in values if v is not None]
+    lo, hi = min(valid, default=0.0), max(valid, default=0.0)
     span = hi - lo or 1.0
 
-    def at(i: int, v: float) -> tuple[float, float]:
+    def at(i: int, v: float | None) -> tuple[float, float]:
         x = 4 + (width - 8) * (i / (len(values) - 1) if len(values) > 1 else 0.5)
+        if v is None:
+            return x, height - 3.0
         return x, height - 4 - (height - 8) * ((v - lo) / span if hi > lo else 0.5)
 
     coords = [at(i, v) for i, v in enumerate(values)]
+    shown = ", ".join("invalid submission" if v is None else num(v) for v in values)
     out = [
         '<svg class="spark" xmlns="http://www.w3.org/2000/svg" '
         f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}">'
     ]
-    out.append(f"<title>{escape(label)}: {', '.join(num(v) for v in values)}</title>")
-    out.append(
-        f'<polyline class="line" stroke="{PALETTE[0]}" points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in coords)}"/>'
-    )
-    best = values.index(hi)
+    out.append(f"<title>{escape(label)}: {shown}</title>")
+    line = " ".join(f"{x:.1f},{y:.1f}" for (x, y), v in zip(coords, values) if v is not None)
+    out.append(f'<polyline class="line" stroke="{PALETTE[0]}" points="{line}"/>')
+    best = values.index(hi) if valid else -1
     for i, ((x, y), v) in enumerate(zip(coords, values)):
+        if v is None:
+            out.append(
+                f'<circle class="invalid" cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="none" stroke="{PALETTE[1]}" '
+                f'data-round="{i + 1}" data-value="invalid"><title>round {i + 1}: invalid submission</title></circle>'
+            )
+            continue
         cls = "best" if i == best else "pt"
         out.append(
             f'<circle class="{cls}" cx="{x:.1f}" cy="{y:.1f}" r="2.5" data-round="{i + 1}" '

@@ -10,7 +10,7 @@ import difflib
 
 from arex.record.trajectory import Reflection, Round, Step, Trajectory
 from arex.report.markup import esc, page, pre
-from arex.report.stats import best_so_far, ending_of
+from arex.report.stats import best_so_far, ending_of, round_score, scores
 from arex.report.svg import num, sparkline
 
 DIFF_LINES = 600
@@ -50,7 +50,8 @@ def _meta(t: Trajectory, variant: str) -> str:
 def _step(step: Step) -> str:
     action = step.action
     kind = action.kind
-    parts = [f'<div class="step {esc(kind)}"><div class="small muted">step {step.step}: {esc(kind)}']
+    # Steps count from 1 within their round, as rounds do (the record's index is step.step, from 0).
+    parts = [f'<div class="step {esc(kind)}"><div class="small muted">step {step.step + 1}: {esc(kind)}']
     if step.exec is not None:
         parts.append(f" · exit {step.exec.exit_code} ({esc(step.exec.status)}, {step.exec.seconds:.2f}s)")
     parts.append(f" · call {esc(step.call.status)}, {step.call.tokens} tokens</div>")
@@ -100,12 +101,14 @@ def _reflection(reflection: Reflection) -> str:
     return f'<h3>Reflection</h3><dl class="kv">{parts}</dl>'
 
 
-def _round(round_: Round, previous: str | None, best: float) -> str:
+def _round(round_: Round, previous: str | None, best: float | None) -> str:
     end = round_.end
     grade = end.grade
+    score = round_score(round_)
+    held = num(score) if score is not None else ("invalid submission" if grade.details.get("invalid") else "none")
     summary = (
-        f"Round {round_.number}: {end.ending}, held-out {num(grade.held_out_score)} "
-        f"(public {_score(grade.public_score)}), best so far {num(best)}"
+        f"Round {round_.number}: {end.ending}, held-out {held} "
+        f"(public {_score(grade.public_score) if score is not None else 'none'}), best so far {_score(best)}"
     )
     context = round_.start.context[-1].content if round_.start.context else ""
     body = [
@@ -136,7 +139,7 @@ def trajectory_page(t: Trajectory, variant: str, report_href: str) -> str:
         f'<p class="small"><a href="{esc(report_href)}">← run report</a></p>',
         f"<h1>Trajectory {esc(title)}</h1>",
         _meta(t, variant),
-        f"<h2>Held-out score by round</h2>{sparkline(t.held_out, 360, 70)}",
+        f"<h2>Held-out score by round</h2>{sparkline(scores(t), 360, 70)}",
         f"<h2>Rounds ({len(t.rounds)})</h2>",
         "\n".join(rounds) or '<p class="muted">no complete round</p>',
     ]

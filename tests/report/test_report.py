@@ -108,11 +108,16 @@ def held_out(lines: list[dict]) -> list[float]:
 
 
 def expected_curve(records: list[list[dict]]) -> list[dict]:
+    """Best so far by round, each rollout's last best carried past its end (no survivorship)."""
     runs = [list(accumulate(held_out(r), max)) for r in records]
     out = []
     for n in range(1, max(map(len, runs)) + 1):
-        values = [run[n - 1] for run in runs if len(run) >= n]
-        out.append({"round": n, "n": len(values), "mean": fmean(values), "spread": pstdev(values)})
+        values = [run[min(n, len(run)) - 1] for run in runs]
+        played = sum(len(run) >= n for run in runs)
+        ci = 1.96 * pstdev(values) / len(values) ** 0.5 if len(values) > 1 else 0.0
+        out.append(
+            {"round": n, "n": len(values), "mean": fmean(values), "spread": pstdev(values), "ran": played, "ci": ci}
+        )
     return out
 
 
@@ -147,6 +152,21 @@ def expected_spend(records: list[list[dict]]) -> dict[int, tuple[int, int]]:
             elif line["type"] == "spent":
                 row[0], row[1] = row[0] + line["calls"], row[1] + line["prompt_tokens"] + line["completion_tokens"]
     return {n: tuple(v) for n, v in sorted(table.items())}
+
+
+def normalise(store: Path, record: list[dict]) -> float:
+    """A rollout's best score as the share of its env's gap from baseline to the best any rollout of
+    any variant reached (baseline: recorded, else the lowest score reached)."""
+    mine = [
+        r
+        for r in raw_records(store / "no-skills") + raw_records(store / "skills")
+        if r[0]["env_id"] == record[0]["env_id"]
+    ]
+    every = [s for r in mine for s in held_out(r)]
+    recorded = next((r[0]["baseline_score"] for r in mine if r[0]["baseline_score"] is not None), None)
+    low = recorded if recorded is not None else min(every)
+    high = max([*every, *([recorded] if recorded is not None else [])])
+    return (max(held_out(record)) - low) / (high - low)
 
 
 def by_env(records: list[list[dict]]) -> dict[str, list[list[dict]]]:
@@ -196,7 +216,8 @@ def test_the_report_numbers_are_the_records_numbers(run_dir):
     assert [v["name"] for v in report["variants"]] == ["no-skills", "skills"]  # variants.json's order
     tables = Tables(result.html.read_text())
     stagewise = {row[0]: row for row in tables.tables["stagewise"][1:]}
-    assert tables.tables["stagewise"][0] == ["variant", "overrides", "tally-a", "tally-b", "overall"]
+    header = ["variant", "overrides", "tally-a (tally score)", "tally-b (tally score)", "overall (normalised)"]
+    assert tables.tables["stagewise"][0] == header
     for variant in report["variants"]:
         records = raw_records(base / "store" / variant["name"])
         assert variant["rollouts"] == len(records) == {"no-skills": 6, "skills": 4}[variant["name"]]
@@ -206,8 +227,9 @@ def test_the_report_numbers_are_the_records_numbers(run_dir):
             assert env["improving"] == pytest.approx(expected_improving(mine))
             finals = [max(held_out(r)) for r in mine]
             assert (env["final"]["mean"], env["final"]["spread"]) == pytest.approx((fmean(finals), pstdev(finals)))
-            assert stagewise[variant["name"]][2 + ["tally-a", "tally-b"].index(env["env"])] == cell(finals)
-        assert stagewise[variant["name"]][4] == cell([max(held_out(r)) for r in records])
+            assert stagewise[variant["name"]][2 + ["tally-a", "tally-b"].index(env["env"])].startswith(cell(finals))
+        normalised = [normalise(base / "store", r) for r in records]
+        assert stagewise[variant["name"]][4] == cell(normalised)
         spend = expected_spend(records)
         assert {s["round"]: (s["calls"], s["tokens"]) for s in variant["spend"]} == spend
         assert sum(t for _, t in spend.values()) == sum(r[-1]["tokens"] for r in records)  # each end line's total
@@ -223,12 +245,14 @@ def test_the_report_numbers_are_the_records_numbers(run_dir):
     no_skills = report["variants"][0]
     assert {e["status"] for e in no_skills["endings"]} == {"done", "budget"}
     [a] = [e for e in no_skills["envs"] if e["env"] == "tally-a"]
-    # the budget rollout stopped after round 1
-    assert [p["n"] for p in a["best_curve"]] == [3, 2, 2] and a["best_curve"][0]["spread"] > 0
+    # the budget rollout stopped after round 1: it still counts, its best carried forward
+    assert [(p["n"], p["ran"]) for p in a["best_curve"]] == [(3, 3), (3, 2), (3, 2)] and a["best_curve"][0][
+        "spread"
+    ] > 0
     # The PNG copies of the curves: one real image per env, drawn (not blank).
     from matplotlib.image import imread
 
-    assert sorted(p.name for p in result.pngs) == ["tally-a.png", "tally-b.png"]
+    assert sorted(p.name for p in result.pngs) == ["tally-a.png", "tally-b.png", "test-time-scaling.png"]
     for png in result.pngs:
         pixels = imread(png)
         assert pixels.shape[0] > 200 and pixels.shape[1] > 500 and pixels[..., :3].std() > 0.05
