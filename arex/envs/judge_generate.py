@@ -255,7 +255,9 @@ class _Run:
         )
 
     def _validate(self, case: GenCase, work: str, name: str, folder: str, command: list[str]) -> None:
-        args = group_args(self.plan, case.path, "input_validator_args", name)
+        args = case.validator_args
+        if args is None:
+            args = group_args(self.plan, case.path, "input_validator_args", name)
         run = shlex.join([*_absolute(command, folder), *args])
         result = self._exec(f"cd {folder} && {run} < /workspace/{work}/testcase.in", f"validator {name}")
         if result.exit_code != 42:

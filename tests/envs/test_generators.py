@@ -135,3 +135,39 @@ def test_generated_tests_do_not_enter_the_outside_files_of_the_build_key(tmp_pat
     problem.files["private/checker/elsewhere.h"] = outside
     assert judge_build._outside(problem, CORPUS / "kattis-include") == [outside]
     assert Path(made).is_file()
+
+
+def test_includes_link_each_case_once_and_name_a_clash(tmp_path):
+    """A group included with the cases it includes itself links each case once (BAPCtools resolves
+    an include to the case it repeats); two different cases of one name in a folder are named.
+    Groups are walked in name order (as BAPCtools): an include names an earlier one."""
+    (tmp_path / "generators").mkdir()
+    (tmp_path / "generators" / "g.py").write_text("print(1)\n")
+    yaml_text = (
+        "data:\n  sample:\n    data:\n      '1': {in: '1'}\n"
+        "  secret:\n    data:\n"
+        "      small:\n        include: ['1']\n        data:\n          a: g.py 1\n"
+        "      z-all:\n        include: [small, sample]\n        data:\n          b: g.py 2\n"
+    )
+    (tmp_path / "generators" / "generators.yaml").write_text(yaml_text)
+    plan = plan_generators(tmp_path)
+    linked = {c.path: c.same_as for c in plan.cases if c.same_as}
+    assert linked == {"secret/small/1": "sample/1", "secret/z-all/a": "secret/small/a", "secret/z-all/1": "sample/1"}
+    clash = yaml_text.replace("a: g.py 1", "'1': g.py 1").replace("        include: ['1']\n", "")
+    (tmp_path / "generators" / "generators.yaml").write_text(clash)
+    with pytest.raises(SourceError, match="links two cases named '1' into data/secret/z-all"):
+        plan_generators(tmp_path)
+
+
+def test_a_test_cases_own_validator_args_replace_its_groups(tmp_path):
+    (tmp_path / "generators").mkdir()
+    (tmp_path / "generators" / "g.py").write_text("print(1)\n")
+    (tmp_path / "generators" / "generators.yaml").write_text(
+        "data:\n  secret:\n    test_group.yaml: {input_validator_args: [--group]}\n    data:\n"
+        "      a: g.py 1\n      b:\n        generate: g.py 2\n"
+        "        yaml: {input_validator_args: ['', 'g.py {seed}']}\n"
+    )
+    plan = plan_generators(tmp_path)
+    a, b = plan.cases
+    assert a.validator_args is None and group_args(plan, a.path, "input_validator_args", "v") == ["--group"]
+    assert b.validator_args == ["", "g.py {seed}"]  # as written: a validator may check the seed with it

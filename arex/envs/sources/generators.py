@@ -59,6 +59,8 @@ class GenCase:
     """The program writing the answer (`/submissions/...` or `/generators/...`), None: no answer."""
     same_as: str | None = None
     """An included case: the path of the case it repeats."""
+    validator_args: list[str] | None = None
+    """The test case's own `input_validator_args` (its `yaml:`), which replace its group's."""
 
     @property
     def how(self) -> str:
@@ -251,15 +253,29 @@ class _Walker:
             return []
         if not isinstance(keys, list):
             raise SourceError(f"{self.path}: key '{where}include' must list keys of earlier test cases or groups")
-        paths = []
+        by_name: dict[str, str] = {}  # a linked case's name here → the case it repeats (its origin)
         for key in keys:
             found = self.keys.get(str(key), [])
             if len(found) != 1:
                 what = "is ambiguous" if found else "names no earlier test case or group"
                 raise SourceError(f"{self.path}: key '{where}include': '{key}' {what}")
             target, is_dir = found[0]
-            paths += [c.path for c in self.plan.cases if c.path.startswith(target + "/")] if is_dir else [target]
-        return paths
+            paths = [c.path for c in self.plan.cases if c.path.startswith(target + "/")] if is_dir else [target]
+            for path in paths:
+                origin = self._origin(path)
+                name = Path(path).name
+                if by_name.setdefault(name, origin) != origin:  # one name, two different cases
+                    raise SourceError(
+                        f"{self.path}: key '{where}include' links two cases named '{name}' into data/{rel}"
+                    )
+        return list(by_name.values())
+
+    def _origin(self, path: str) -> str:
+        """The case an included case repeats, through includes of includes."""
+        cases = {c.path: c for c in self.plan.cases}
+        while cases[path].same_as:
+            path = cases[path].same_as
+        return path
 
     def _cases(self, value: Any, key: str, rel: str, numbered: bool, config: _Config, where: str) -> None:
         node = {"generate": value} if isinstance(value, str) else dict(value) if isinstance(value, dict) else None
@@ -300,6 +316,10 @@ class _Walker:
             case.copy = resolve_inside(
                 self.plan.folder / "generators", str(node["copy"]), self.path, f"{where}copy", SourceError
             )
+        own = node.get("yaml") if isinstance(node.get("yaml"), dict) else {}
+        if own.get("input_validator_args") is not None:
+            value = own["input_validator_args"]
+            case.validator_args = [str(v) for v in value] if isinstance(value, list) else str(value).split()
         for ext in EXTENSIONS:
             if isinstance(node.get(ext), str):
                 text = node[ext]
