@@ -2,11 +2,11 @@
 
 Each source goes to the builder of its kind: the kind whose detector claims it in the table of
 kinds (arex.specs.KINDS), else the default kind's (judge problems, built one problem at a time by
-judge_build). An env is built in a temporary folder, graded through its validation gates, and
-moved into place only if it passes
-(report.py). Re-running skips a source whose content hash matches its last build, accepted or
-rejected. A bad source (missing, unreadable, a duplicate id) is one rejected report: the batch
-goes on.
+judge_build). An env is built in a staging folder in `out` (staging.py), graded through its
+validation gates, and moved into place only if it passes (report.py); what a killed build left in
+`out` (staging folders, sandboxes) is removed by the next build into it. Re-running skips a
+source whose content hash matches its last build, accepted or rejected. A bad source (missing,
+unreadable, a duplicate id) is one rejected report: the batch goes on.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from arex.envs.judge_generate import GenerationError
 from arex.envs.judge_sources import SourceError, content_hash, source_files
 from arex.envs.ml_build import build_ml, crash_reason
 from arex.envs.report import EnvReport, cached_rejection, rejection_key, remember_rejection, write_report
+from arex.envs.staging import remove_stale
 from arex.sandbox import SandboxConfig, SandboxError
+from arex.sandbox.leftovers import working_on
 from arex.specs import DEFAULT_KIND, kind_named, source_kind
 
 # load_spec and write_env are the judge builder's, kept importable from here for existing callers;
@@ -52,7 +54,10 @@ def build_envs(
     `package_sources`: requirement lines may choose a package index or URL (`build.package_sources`)."""
     sandbox = sandbox or SandboxConfig()
     work: list[_Work] = []
-    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+    # What killed builds into `out` left goes first (their sandboxes, their staging folders), and
+    # this build's sandboxes carry `out` as their label, for the next build to find if this one is killed.
+    with working_on(out, sandbox.backend), ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        remove_stale(out)
         # Planning may generate a package's tests (in a sandbox): as many at once as builds.
         for planned in pool.map(lambda source: _plan(source, out, sandbox), sources):
             work += planned

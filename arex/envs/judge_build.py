@@ -11,12 +11,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
 from arex.envs.judge_generate import generated_data
 from arex.envs.judge_sources import Problem, content_hash, detect, load, source_files
+from arex.envs.staging import staging
 from arex.envs.report import (
     EnvReport,
     GateLog,
@@ -678,8 +678,8 @@ def build_one(problem: Problem, source: Path, digest: str, out: Path, sandbox: S
         return earlier
     report = EnvReport(str(source), env_id, "rejected")
     out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".{env_id}-", dir=out) as tmp:
-        work = Path(tmp) / env_id
+    with staging(out, env_id) as tmp:  # a killed build's is deleted by the next build into `out`
+        work = tmp / env_id
         spec = problem.spec.model_copy(update={"source_hash": digest})
         write_env(dataclasses.replace(problem, spec=spec), work)
         try:

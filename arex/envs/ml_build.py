@@ -10,7 +10,6 @@ The held-out labels go to the env's private/ folder and never into any image.
 from __future__ import annotations
 
 import shutil
-import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -35,6 +34,7 @@ from arex.envs.ml_source import (
 )
 from arex.envs.report import EnvReport, finish, skipped_report, write_task
 from arex.envs.skills import SOURCE_SKILLS
+from arex.envs.staging import staging
 from arex.hashing import bytes_sha256, text_sha256
 from arex.record.canary import CANARY_FILE, make_canary
 from arex.sandbox import SandboxConfig, SandboxError
@@ -111,8 +111,8 @@ def _build_and_gate(
     text, encoding = decode_table(spec.data, prepare_table(spec, checkout.folder, deps, sandbox))
     columns, train, public, private = split_table(spec, text)
     out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".{spec.id}-", dir=out) as tmp:
-        work = Path(tmp) / spec.id
+    with staging(out, spec.id) as tmp:  # a killed build's is deleted by the next build into `out`
+        work = tmp / spec.id
         checksums = _write_data(work, checkout, columns, train, public, private)
         (work / CANARY_FILE).write_text(make_canary(f"{spec.id}\0{content}") + "\n")
         (work / "statement.md").write_text(

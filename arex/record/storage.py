@@ -32,9 +32,9 @@ from arex.errors import ArexError, UserInputError
 
 LOCK_NAME = "rollout.lock"
 STORE_ENV = "AREX_STORE"
-"""Set to the trajectory store's absolute path while `arex rollout` runs on it: Docker sandboxes
-carry it as a label, so a later run on the same store removes what a killed one left
-(arex.sandbox.docker)."""
+"""Set to the absolute path of the folder a run writes to (a rollout's trajectory store, the --out
+of build-envs or select) while it runs: Docker sandboxes carry it as a label, so a later run on
+the same folder removes what a killed one left (arex.sandbox.leftovers)."""
 
 
 class StoreLocked(UserInputError):

@@ -34,6 +34,7 @@ from arex.record.storage import OutputError, naming, write_error
 from arex.record.trajectory import RecordError, load
 from arex.record.url_store import url_of
 from arex.sandbox import SandboxConfig, SandboxError
+from arex.sandbox.leftovers import working_on
 from arex.selection.config import LLMJudgeConfig, SelectConfig
 from arex.selection.criteria import (
     CRITERIA,
@@ -332,7 +333,9 @@ def select(
     selector = Selector(config, envs, sandbox, teacher, executor.regrader(store) if executor is not None else None)
     files = trajectory_files(store)
     _writable(out)
-    ordered = _judge_all(selector, files, out / "verdicts.jsonl", on_verdict, concurrency)
+    # The re-grading sandboxes a killed select on `out` left go first; these carry `out`'s label.
+    with working_on(out, sandbox.backend):
+        ordered = _judge_all(selector, files, out / "verdicts.jsonl", on_verdict, concurrency)
     selection = Selection([v for v in ordered if v.kept], [v for v in ordered if not v.kept], config)
     _write(selection, out, store, envs_dir)
     return selection

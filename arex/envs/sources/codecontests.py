@@ -1,4 +1,7 @@
-"""CodeContests-style rows (deepmind/code_contests): a .json file (one row or a list) or a .jsonl file.
+"""CodeContests-style rows (deepmind/code_contests): a .json file (one row or a list), a .jsonl file,
+or one of the dataset's own parquet shards (`data/train-00000-of-00039-....parquet`), read a few
+rows at a time (`stream_codecontests`): a shard's 13k problems are never all in memory, and only
+the columns arex reads are decoded.
 
 A row: `name`, `description`, `public_tests` / `private_tests` / `generated_tests` ({input: [...],
 output: [...]}), `solutions` / `incorrect_solutions` ({language: [ids], solution: [code]}),
@@ -12,6 +15,7 @@ decimal point, are compared with a float tolerance of 1e-6.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +31,77 @@ _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z")
 _DEFAULT_MEMORY_BYTES = 256 << 20
 
 
+# The columns of a shard arex reads (the others, cf_tags, untranslated_description, ..., are not decoded).
+COLUMNS = (
+    "name",
+    "description",
+    "public_tests",
+    "private_tests",
+    "generated_tests",
+    "solutions",
+    "incorrect_solutions",
+    "time_limit",
+    "memory_limit_bytes",
+)
+REQUIRED_COLUMNS = ("name", "description")
+PARQUET_BATCH_ROWS = 4
+"""Rows decoded at once: a row's generated tests can take megabytes."""
+_SHAPE_ERRORS = (TypeError, AttributeError, KeyError, IndexError, ValueError)
+
+
 def load_codecontests(path: Path) -> list[Problem]:
     problems = []
-    for where, row in json_rows(path):
-        if not isinstance(row, dict):
-            raise SourceError(f"{where}: must be a JSON object (a CodeContests row), got {type(row).__name__}")
-        problems.append(_row_problem(path, where, row))
+    for _, problem in stream_codecontests(path):
+        if isinstance(problem, SourceError):
+            raise problem
+        problems.append(problem)
     return problems
+
+
+def stream_codecontests(path: Path) -> Iterator[tuple[str, Problem | SourceError]]:
+    """(where, problem) for each row, in order, read as it is reached; a row that cannot be read
+    gives its SourceError in place of a problem and the rows after it still come. A file that is
+    not readable as rows at all raises SourceError at once."""
+    rows = parquet_rows(path) if path.suffix == ".parquet" else iter(json_rows(path))
+    for where, row in rows:
+        if not isinstance(row, dict):
+            yield where, SourceError(f"{where}: must be a JSON object (a CodeContests row), got {type(row).__name__}")
+            continue
+        try:
+            yield where, _row_problem(path, where, row)
+        except SourceError as exc:
+            yield where, exc
+        except _SHAPE_ERRORS as exc:
+            why = f"{type(exc).__name__}: {exc}"
+            yield where, SourceError(f"{where}: a field does not have CodeContests' shape ({why})")
+
+
+def parquet_rows(path: Path) -> Iterator[tuple[str, dict]]:
+    """(where, row) for each row of a CodeContests parquet shard, PARQUET_BATCH_ROWS at a time
+    (pyarrow's iter_batches), only COLUMNS decoded. SourceError if it is no parquet file or lacks a
+    column every row needs; a shard damaged further on ends with a SourceError there."""
+    import pyarrow
+    import pyarrow.parquet as pq
+
+    try:
+        shard = pq.ParquetFile(path)
+    except (OSError, pyarrow.ArrowException) as exc:
+        raise SourceError(f"{path}: not a parquet file arex can read ({exc})") from None
+    names = shard.schema_arrow.names
+    missing = [c for c in REQUIRED_COLUMNS if c not in names]
+    if missing:
+        raise SourceError(
+            f"{path}: not a CodeContests shard: column(s) {', '.join(missing)} missing "
+            f"(it has: {', '.join(names[:12])}); give the dataset's own parquet files (deepmind/code_contests data/)"
+        )
+    index = 0
+    try:
+        for batch in shard.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=[c for c in COLUMNS if c in names]):
+            for row in batch.to_pylist():
+                yield f"{path} row {index}", row
+                index += 1
+    except (OSError, pyarrow.ArrowException) as exc:
+        raise SourceError(f"{path} row {index}: the shard cannot be read from here on ({exc})") from None
 
 
 def _row_problem(path: Path, where: str, row: dict) -> Problem:

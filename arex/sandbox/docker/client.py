@@ -18,8 +18,9 @@ OWNER_START_LABEL = "arex.owner_start"
 """The owner's start tick and boot id (arex.record.storage.proc_start): a pid reused by another
 process is not taken for the owner."""
 STORE_LABEL = "arex.store"
-"""The trajectory store the owner was working on ($AREX_STORE, set by `arex rollout`): a later run
-on the same store removes the containers a killed run left."""
+"""The folder the owner was writing to ($AREX_STORE: a rollout's trajectory store, the --out of
+build-envs or select; arex.sandbox.leftovers): a later run on the same folder removes the
+containers a killed run left."""
 FIX_ENGINE = "start it with: bash scripts/setup.sh (or: nohup dockerd --bridge=none --iptables=false &)"
 
 

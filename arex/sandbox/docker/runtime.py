@@ -11,6 +11,7 @@ import docker.errors
 
 from arex.sandbox import runtime
 from arex.sandbox.base import SandboxError
+from arex.sandbox.docker.client import labels
 
 BUILDER_IMAGE = "arex-base:latest"
 
@@ -29,6 +30,7 @@ def _compile(client: docker.DockerClient, folder: Path) -> None:
             volumes={str(folder): {"bind": "/out", "mode": "rw"}},
             network_disabled=True,
             remove=True,
+            labels=labels("runner-compile"),  # a killed process's container is found and removed by owner
         )
     except docker.errors.ImageNotFound:
         raise SandboxError(
