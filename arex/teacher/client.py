@@ -1,10 +1,12 @@
 """The teacher client: any OpenAI-compatible chat endpoint, with retries, limits and accounting.
 
-Transient failures (429, 5xx, timeouts, broken connections, malformed bodies, empty or truncated
-replies) are retried with jittered exponential backoff that honours Retry-After, within a cap on
-attempts and on total wait. Failures retrying cannot fix (authentication, context length, model
-not found, other bad requests) abort at once. Every attempt's tokens are counted: a retried
-response was still paid for.
+Transient failures (429, 5xx, timeouts, broken connections, malformed bodies, a 200 whose body is
+no chat completion, empty or truncated replies) are retried with jittered exponential backoff that
+honours Retry-After, until `max_wait_s` has passed since the first attempt (and within
+`max_attempts`, if set). Failures retrying cannot fix (authentication, context length, model not
+found, other bad requests) abort at once. Every attempt's tokens are counted, those of a call that
+then failed too (`TeacherError.attempts`): a retried response was still paid for. A reply from
+another model than the configured one is recorded as such (`Reply.model`) and warned about once.
 """
 
 from __future__ import annotations
@@ -12,13 +14,23 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import logging
 import os
+import re
 import time
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 import openai
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
+from openai.types.chat import ChatCompletion
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+    stop_never,
+    wait_random_exponential,
+)
 
 from arex.errors import ArexError
 from arex.specs import Attempt, TeacherCall, TeacherIdentity, Usage
@@ -67,6 +79,16 @@ class TeacherError(ArexError, RuntimeError):
         self.attempts = attempts or []
 
 
+log = logging.getLogger("arex")
+_SNAPSHOT = r"-(\d{4}-\d{2}-\d{2}|\d{4}|\d{8})"
+"""How a dated snapshot's name extends its model's (gpt-4o-2024-08-06, gpt-4-0613, claude-...-20241022)."""
+
+
+class _Malformed(Exception):
+    """A 200 reply whose body is JSON but no chat completion (an array, a string, a field of the wrong
+    shape): retried like a body that is not JSON."""
+
+
 class _BadReply(Exception):
     """A reply that arrived but is unusable (empty, truncated): retried like a fault."""
 
@@ -81,6 +103,7 @@ _RETRYABLE = (
     openai.APIConnectionError,  # includes APITimeoutError
     openai.APIResponseValidationError,
     json.JSONDecodeError,
+    _Malformed,
     _BadReply,
 )
 _limits: dict[tuple[str, int], asyncio.Semaphore] = {}
@@ -121,21 +144,29 @@ def _retry_after(exc: BaseException) -> float | None:
         return max(0.0, parsed.timestamp() - time.time()) if parsed else None
 
 
+def _shape(body: Any) -> str:
+    """What a 200 reply's body was, for the attempt's error."""
+    if isinstance(body, ChatCompletion):
+        return "a JSON object that is no chat completion"
+    names = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
+    return f"the body is {names.get(type(body), 'null' if body is None else type(body).__name__)}, not an object"
+
+
+REFUSED_KEY = "The teacher endpoint refused the API key"
+NO_SUCH_MODEL = "The teacher endpoint does not serve this model"
+FIXABLE = (REFUSED_KEY, NO_SUCH_MODEL)
+"""How the messages of the aborts the user fixes in the configuration begin (401/403, 404): a rollout
+one of them ended is redone by a re-run (arex.rollout.endings.redone), as an unreachable teacher's."""
+
+
 def _classify(exc: BaseException) -> TeacherError:
     text = str(exc)
     if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
         return TeacherError(
-            "auth",
-            (
-                f"The teacher endpoint refused the API key ({text}). "
-                "Set teacher.api_key or the variable in teacher.api_key_env."
-            ),
+            "auth", f"{REFUSED_KEY} ({text}). Set teacher.api_key or the variable in teacher.api_key_env."
         )
     if isinstance(exc, openai.NotFoundError):
-        return TeacherError(
-            "model_not_found",
-            f"The teacher endpoint does not serve this model ({text}). Check teacher.model and teacher.base_url.",
-        )
+        return TeacherError("model_not_found", f"{NO_SUCH_MODEL} ({text}). Check teacher.model and teacher.base_url.")
     if isinstance(exc, openai.BadRequestError):
         code = (getattr(exc, "code", None) or "").lower()
         lowered = text.lower()
@@ -169,6 +200,8 @@ class TeacherClient:
             base_url=self.base_url, api_key=api_key, timeout=config.timeout_s, max_retries=0
         )
         self.usage = Usage()
+        self.others: set[str] = set()
+        """Models other than the configured one that served replies (each warned about once)."""
         self.price = config.prices.get(config.model) if config.track_cost else None
 
     def sampling(self, **overrides: Any) -> dict[str, Any]:
@@ -196,8 +229,9 @@ class TeacherClient:
         sampling = self.sampling(**overrides)
         attempts: list[Attempt] = []
         started = time.monotonic()
+        capped = stop_after_attempt(cfg.max_attempts) if cfg.max_attempts else stop_never
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(cfg.max_attempts) | stop_after_delay(cfg.max_wait_s),
+            stop=stop_after_delay(cfg.max_wait_s) | capped,
             wait=self._wait,
             retry=retry_if_exception(lambda e: isinstance(e, _RETRYABLE)),
             reraise=True,
@@ -218,7 +252,9 @@ class TeacherClient:
             ) from None
         except openai.OpenAIError as exc:
             self._account(attempts, final=None)
-            raise _classify(exc) from None
+            error = _classify(exc)
+            error.attempts = attempts  # the replies paid for before it (empty, truncated, malformed)
+            raise error from None
         call.attempts = attempts
         call.retries = len(attempts) - 1
         call.latency_s = round(time.monotonic() - started, 4)
@@ -244,10 +280,12 @@ class TeacherClient:
     def _wait(self, retry_state) -> float:
         exc = retry_state.outcome.exception() if retry_state.outcome else None
         hinted = _retry_after(exc) if exc is not None else None
-        if hinted is not None:
-            return min(hinted, self.config.backoff_max_s)
-        wait = wait_random_exponential(multiplier=self.config.backoff_base_s, max=self.config.backoff_max_s)
-        return wait(retry_state)
+        if hinted is None:
+            wait = wait_random_exponential(multiplier=self.config.backoff_base_s, max=self.config.backoff_max_s)
+            hinted = wait(retry_state)
+        # No longer than the wait budget has left: the last attempt starts when it is used up, not before.
+        left = self.config.max_wait_s - (retry_state.seconds_since_start or 0.0)
+        return max(0.0, min(hinted, self.config.backoff_max_s, left))
 
     async def _attempt(self, messages, sampling, attempts: list[Attempt], tools=None) -> Reply:
         record = Attempt()
@@ -274,15 +312,32 @@ class TeacherClient:
             record.latency_s = round(time.monotonic() - t0, 4)
             raise
         record.latency_s = round(time.monotonic() - t0, 4)
+        try:
+            return self._reply(response, record, messages, sampling)
+        except (AttributeError, TypeError, IndexError, ValueError) as exc:  # where a chat completion has its fields
+            record.error = f"malformed reply: {_shape(response)}: {type(exc).__name__}: {exc}"[:500]
+            raise _Malformed(record.error) from None
+
+    def _reply(self, response: Any, record: Attempt, messages, sampling) -> Reply:
+        """The Reply of a 200 `response`; AttributeError, TypeError, IndexError or ValueError if its body
+        has not the shape of a chat completion (its usage, once read, stays on `record`: it was paid for)."""
+        if not isinstance(response, ChatCompletion):
+            raise TypeError("not a JSON object")
         usage = response.usage
         if usage is not None:
             record.prompt_tokens = usage.prompt_tokens or 0
             record.completion_tokens = usage.completion_tokens or 0
             details = getattr(usage, "prompt_tokens_details", None)
             record.cached_tokens = (getattr(details, "cached_tokens", None) or 0) if details else 0
+        counts = (record.prompt_tokens, record.completion_tokens, record.cached_tokens)
+        if not all(type(n) is int and n >= 0 for n in counts):  # noqa: E721 - a bool is no count
+            record.prompt_tokens = record.completion_tokens = record.cached_tokens = 0
+            raise TypeError(f"the token counts {counts} are not counts")
         choice = response.choices[0] if response.choices else None
         message = choice.message if choice else None
         content = (message.content if message else None) or ""
+        if not isinstance(content, str):
+            raise TypeError(f"content is a {type(content).__name__}")
         reasoning = None
         if message is not None:
             reasoning = getattr(message, "reasoning_content", None)
@@ -300,13 +355,27 @@ class TeacherClient:
             reasoning_content=reasoning,
             finish_reason=finish,
             status=status,
-            model=response.model or self.config.model,
+            model=self._served(response.model),
             system_fingerprint=getattr(response, "system_fingerprint", None),
         )
         if (status == "empty" and self.config.retry_empty) or (status == "truncated" and self.config.retry_truncated):
             record.error = f"{status} reply"
             raise _BadReply(call)
         return call
+
+    def _served(self, model: Any) -> str:
+        """The model that served a reply (the configured one if the server does not say); another
+        one than configured is warned about, once per client and model."""
+        asked = self.config.model
+        if not isinstance(model, str) or not model:
+            return asked
+        if model != asked and not re.fullmatch(re.escape(asked) + _SNAPSHOT, model) and model not in self.others:
+            self.others.add(model)
+            log.warning(
+                f"the teacher at {self.base_url} answered as model '{model}', not the configured '{asked}'; "
+                "each call's record names the model that served it. Check teacher.model and teacher.base_url"
+            )
+        return model
 
     async def identity(self) -> TeacherIdentity:
         """The endpoint, the model asked for, and what the server reports about itself."""

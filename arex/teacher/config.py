@@ -66,10 +66,11 @@ class TeacherConfig(BaseModel):
     """Per-attempt HTTP timeout."""
     concurrency: int = 8
     """Calls in flight at once per endpoint, shared by every rollout in this process."""
-    max_attempts: int = 6
-    """Attempts per call, first one included."""
-    max_wait_s: float = 600.0
-    """Total time a call may spend retrying before it is declared unreachable."""
+    max_attempts: int | None = Field(default=None, ge=1)
+    """Attempts per call, first one included; unset: as many as `max_wait_s` leaves room for."""
+    max_wait_s: float = Field(default=600.0, ge=0)
+    """How long a call retries: no retry starts once this long has passed since its first attempt (each
+    wait is cut to what is left), then it is declared unreachable. An attempt itself may take up to timeout_s."""
     backoff_base_s: float = 1.0
     """First backoff step; later steps grow exponentially, with full jitter."""
     backoff_max_s: float = 60.0

@@ -54,6 +54,8 @@ class Fault:
     kind: str
     retry_after: float | None = None
     delay_s: float = 0.0
+    body: str = ""
+    """The raw body of a `not_object` reply."""
 
     @staticmethod
     def rate_limit(retry_after: float | None = 1.0) -> "Fault":
@@ -73,6 +75,11 @@ class Fault:
         return Fault("malformed_json")
 
     @staticmethod
+    def not_object(body: str = "[]") -> "Fault":
+        """A 200 reply whose body is JSON but not an object: an array, a string, a number."""
+        return Fault("not_object", body=body)
+
+    @staticmethod
     def empty() -> "Fault":
         return Fault("empty")
 
@@ -83,6 +90,10 @@ class Fault:
     @staticmethod
     def auth() -> "Fault":
         return Fault("auth")
+
+    @staticmethod
+    def forbidden() -> "Fault":
+        return Fault("forbidden")
 
     @staticmethod
     def context_length() -> "Fault":
@@ -100,6 +111,7 @@ _ERRORS = {
     "rate_limit": (429, "rate_limit_exceeded", "Rate limit reached, slow down."),
     "server_error": (500, "server_error", "The server had an error while processing your request."),
     "auth": (401, "invalid_api_key", "Incorrect API key provided."),
+    "forbidden": (403, "permission_denied", "This key may not use this model."),
     "context_length": (
         400,
         "context_length_exceeded",
@@ -306,6 +318,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(504, "timeout", "scripted stall")
         elif fault.kind == "malformed_json":
             self._send(200, b'{"id": "chatcmpl-broken", "choices": [{"index": 0, "message": {"role": "assist')
+        elif fault.kind == "not_object":
+            self._send(200, fault.body.encode())
         elif fault.kind == "empty":
             self._send(200, json.dumps(server._completion(request, Reply(content=""))).encode())
         elif fault.kind == "truncated":
