@@ -334,7 +334,7 @@ def rollout(
     from arex.config import load_config
     from arex.record.url_store import is_url
     from arex.rollout.batch import run_batch
-    from arex.rollout.executors import make_executor, nodes_lost
+    from arex.rollout.executors import make_executor
     from arex.summary import rollout_summary
     from arex.variants import check_unchanged, guard_store, load_variants, run_variants
 
@@ -387,9 +387,6 @@ def rollout(
             f"interrupted: finished rounds are kept in {out}; re-run the same command to resume"
         ) from None
     _print_rollout(rollout_summary(batches, out, time.monotonic() - started), as_json)
-    lost = nodes_lost(batches)
-    if lost is not None:
-        raise lost
 
 
 def _store_folder(ctx: typer.Context, value: str, write: bool) -> Path:
@@ -434,8 +431,10 @@ def _teacher_url(configs: list[ArexConfig], shown: Console) -> Iterator[Optional
 
 
 def _print_rollout(summary, as_json: bool) -> None:
-    """The rollout's end: per-env means (per variant), the summary; RecordError for unreadable records."""
+    """The rollout's end: per-env means (per variant), the summary; RecordError for unreadable records,
+    else Unfinished (its reasons grouped) if rollouts ended infra_failed or teacher_error."""
     from arex.rollout.batch import UNREADABLE
+    from arex.rollout.endings import unfinished
     from arex.summary import print_summary
 
     if not as_json:
@@ -451,6 +450,7 @@ def _print_rollout(summary, as_json: bool) -> None:
             )
         console.print(table)
     print_summary(summary, console, as_json, show_items=False)
+    failed = unfinished(summary.extra["failures"], summary.counts["rollouts"])
     unreadable = summary.extra["unreadable_records"]
     if unreadable:
         from arex.record.trajectory import RecordError
@@ -460,7 +460,10 @@ def _print_rollout(summary, as_json: bool) -> None:
         raise RecordError(
             f"{len(unreadable)} record(s) could not be read and were left as they are (reasons above); "
             "the other rollouts ran. Repair or move them away, then re-run to redo them."
+            + (f"\n{failed}" if failed is not None else "")
         )
+    if failed is not None:
+        raise failed
 
 
 @app.command("grade")

@@ -19,7 +19,7 @@ from rich.table import Table
 
 GOOD = frozenset({"accepted", "skipped", "done", "kept", "written", "uploaded", "finished"})
 """Outcomes shown in green; `BAD` in red; any other in yellow."""
-BAD = frozenset({"rejected", "error", "unreadable_record", "infra_failed", "teacher_failed"})
+BAD = frozenset({"rejected", "error", "unreadable_record", "infra_failed", "teacher_error"})
 
 
 class Outcome(BaseModel):
@@ -147,7 +147,14 @@ def rollout_summary(batches: dict[str | None, dict], out: Path, seconds: float) 
     items, endings, extra = (
         [],
         {},
-        {"tokens": 0, "cost_usd": 0.0, "envs": {}, "unreadable_records": [], "teacher_usage_this_run": {}},
+        {
+            "tokens": 0,
+            "cost_usd": 0.0,
+            "envs": {},
+            "unreadable_records": [],
+            "failures": [],
+            "teacher_usage_this_run": {},
+        },
     )
     for variant, batch in batches.items():
         for line in batch.get("results", []):
@@ -157,6 +164,7 @@ def rollout_summary(batches: dict[str | None, dict], out: Path, seconds: float) 
                 Outcome(
                     id=f"{variant + '/' if variant else ''}{line['env']}/{line['key']}",
                     outcome=line["status"],
+                    detail="" if line["status"] == "done" else line.get("reason") or "",
                     fields=fields,
                     numbers=numbers,
                 )
@@ -167,6 +175,7 @@ def rollout_summary(batches: dict[str | None, dict], out: Path, seconds: float) 
         extra["cost_usd"] = round(extra["cost_usd"] + batch["cost_usd"], 6)
         extra["envs"].update({(f"{variant}/{env}" if variant else env): stats for env, stats in batch["envs"].items()})
         extra["unreadable_records"] += batch.get("unreadable_records", [])
+        extra["failures"] += [g | ({"variant": variant} if variant else {}) for g in batch.get("failures", [])]
         extra["teacher_usage_this_run"][variant or "store"] = batch.get("teacher_usage_this_run", {})
     counts = {
         "rollouts": sum(b["rollouts"] for b in batches.values()),
@@ -189,7 +198,7 @@ def rollout_summary(batches: dict[str | None, dict], out: Path, seconds: float) 
         }
     return Summary(
         verb="rollout",
-        ok=not extra["unreadable_records"],
+        ok=not extra["unreadable_records"] and not extra["failures"],
         message=message,
         counts=counts,
         seconds=round(seconds, 2),

@@ -27,13 +27,14 @@ from arex.record.trajectory import (
     Reflection,
     RoundEnd,
     RoundStart,
+    Spent,
     Step,
     Trajectory,
     load,
 )
 from arex.record.url_store import publisher
 from arex.rollout.config import RolloutConfig, Slot
-from arex.rollout.endings import INFRA, STORE_ERRNOS, ending_of
+from arex.rollout.endings import STORE_ERRNOS, ending_of, redone
 from arex.rollout.formats import FORMATS
 from arex.rollout.keep import Keeper
 from arex.rollout.ledger import Ledger
@@ -86,7 +87,7 @@ class Rollout:
         cannot be read."""
         try:
             previous = load(self.path)
-            if previous.end is not None and previous.end.status != INFRA:
+            if not redone(previous.end):
                 await self.sandbox.end()
                 return previous.end
             previous = load(self.path, truncate=True, keep_end=False)  # drop a cut round; redo an infra failure
@@ -188,7 +189,11 @@ class Rollout:
                 return "budget"
             reply = await self.format.act(self.teacher, messages)
             self.ledger.count(reply)
-            step = await self._step(number, index, self.format.record(reply))
+            try:
+                step = await self._step(number, index, self.format.record(reply))
+            except BaseException as exc:  # no step line: the call is on the record as spent, paid all the same
+                self._write_spent(self.ledger.stepless(reply, number, exc))
+                raise
             self.writer.write(step)
             messages += step.turns()  # what the record rebuilds (Round.messages), by construction
             if step.action.kind == "submit":
@@ -197,6 +202,14 @@ class Rollout:
             if streak >= self.config.format_error_streak:
                 return "format_errors"
         return "step_limit"
+
+    def _write_spent(self, spent: Spent) -> None:
+        """Write a spent line on the way out of a failure, which stays the error that goes up (a store
+        that cannot take this line either is that failure's to report)."""
+        try:
+            self.writer.write(spent)
+        except OSError:
+            pass
 
     async def _step(self, number: int, index: int, call: Call) -> Step:
         """Run the reply's action; the step line, with what the agent is shown next."""

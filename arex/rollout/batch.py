@@ -39,6 +39,7 @@ from arex.record.trajectory import RecordError, RoundEnd, load
 from arex.record.url_store import publish_file
 from arex.rollout.agent import Rollout
 from arex.rollout.config import RolloutConfig, Slot
+from arex.rollout.endings import failures
 from arex.rollout.sandboxes import agent_config, start_ahead
 from arex.sandbox import Sandbox, SandboxConfig, SandboxError, backend_class
 from arex.specs import TeacherIdentity
@@ -338,14 +339,15 @@ async def gather(coros: list, progress: Progress, console: Console | None) -> li
 def summarize(results: list[dict], out: Path, seconds: float, usage: dict) -> dict:
     """The run summary: endings, per-env means, totals, and one line per rollout (`results`:
     env, sample, key, path, status, rounds, best and final held-out score, as read back from its
-    record); `finished` counts the records that end with an `end` line."""
+    record, and why it ended); `finished` counts the records that end with an `end` line; `failures`
+    groups the rollouts that ended infra_failed or teacher_error by reason (arex.rollout.endings)."""
     endings: dict[str, int] = {}
     per_env: dict[str, dict] = {}
     unreadable: list[dict] = []
     lines: list[dict] = []
     for r in results:
         endings[r["status"]] = endings.get(r["status"], 0) + 1
-        line = {k: r.get(k) for k in ("env", "sample", "key", "path", "status")} | {
+        line = {k: r.get(k) for k in ("env", "sample", "key", "path", "status", "reason")} | {
             "finished": False,
             "rounds": 0,
             "best": None,
@@ -385,5 +387,6 @@ def summarize(results: list[dict], out: Path, seconds: float, usage: dict) -> di
         "teacher_usage_this_run": usage,
         "envs": per_env,
         "unreadable_records": unreadable,
+        "failures": failures(results),
         "results": lines,
     }

@@ -14,16 +14,11 @@ from pathlib import Path
 from typing import Callable, ClassVar, Protocol
 
 from arex.envs.runtime import Env
-from arex.errors import ArexError, UserInputError
+from arex.errors import UserInputError
 from arex.record.trajectory import RoundEnd
 from arex.rollout import batch
 from arex.sandbox import SandboxConfig
 from arex.specs import GradeResult
-
-
-class NodesLost(ArexError):
-    """Rollouts stopped because their node left the cluster; a re-run resumes them."""
-
 
 Regrade = Callable[[Env, Path, RoundEnd, SandboxConfig], GradeResult]
 """(env, a round's workspace archive, its round_end, the base sandbox) → the round graded again."""
@@ -92,14 +87,3 @@ def make_executor(name: str, address: str | None = None) -> Executor:
     if name not in EXECUTORS:
         raise UserInputError(f"--executor {name!r} is not known; choose one of: {', '.join(EXECUTORS)}")
     return EXECUTORS[name](address)
-
-
-def nodes_lost(batches: dict) -> NodesLost | None:
-    """The error `arex rollout` ends with, after its summary, when rollouts lost their node."""
-    lost = [k for b in batches.values() for k in b.get("nodes_lost", [])]
-    if not lost:
-        return None
-    return NodesLost(
-        f"{len(lost)} rollout(s) lost their Ray node mid-run and ended infra_failed; "
-        "finished rounds are kept: re-run the same command to resume them"
-    )

@@ -53,3 +53,16 @@ class Ledger:
         )
         self.count(spent)
         return spent
+
+    def stepless(self, call: Reply, round_: int, exc: BaseException) -> Spent:
+        """A step's paid call (already counted) whose step line was never written: its command could
+        not run to an end (the sandbox died under it, a stop)."""
+        return Spent(
+            round=round_,
+            calls=1,
+            prompt_tokens=call.prompt_tokens,
+            completion_tokens=call.completion_tokens,
+            cached_tokens=call.cached_tokens,
+            cost_usd=call.cost_usd,
+            reason=f"a step's command did not finish ({type(exc).__name__}: {exc})"[:500],
+        )

@@ -12,8 +12,9 @@ node lacks (ML envs' `spec.image`) is loaded there from a copy the driver saves 
 
 A node lost mid-run costs its rollouts' current rounds: their records hold every finished round,
 the task becomes `infra_failed` ("node lost ...; re-run to resume") without a Ray retry (one could
-race a resumed run) and the batch exits non-zero (arex.rollout.executors.NodesLost); re-running resumes them. The dead
-node's containers are removed by the next run on that engine (leftover removal, by store label).
+race a resumed run) and the batch exits non-zero (arex.rollout.endings.Unfinished, exit code 6); re-running
+resumes them. The dead node's containers are removed by the next run on that engine (leftover removal, by store
+label).
 """
 
 from __future__ import annotations
@@ -100,10 +101,12 @@ class RayExecutor:
         """Rollout key → {node, pid} of the task running it (from its start event)."""
 
     def connect(self) -> None:
+        """Join the cluster at the address; UserInputError at once if nothing answers there, `auto`'s
+        cluster included (Ray itself waits minutes on a dead address, then ends the process)."""
         if ray.is_initialized():
             return
-        _reachable(self.address)  # Ray itself waits a minute, then exits the process, on a dead address
         try:
+            _reachable(self.address, _resolved(self.address))
             ray.init(address=self.address, log_to_driver=False, configure_logging=False)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise UserInputError(
@@ -192,18 +195,58 @@ class RayExecutor:
         return write_summary(summary, out)
 
 
-def _reachable(address: str) -> None:
-    """UserInputError naming --address if a HOST:PORT address does not accept connections."""
-    host, _, port = address.rpartition(":")
-    if not host or "://" in address or not port.isdigit():
-        return  # auto, or a ray:// client address: ray.init says what is wrong
+def _resolved(address: str) -> str:
+    """HOST:PORT of the cluster `auto` names (RAY_ADDRESS, or the last one `ray start` set up here);
+    ConnectionError if there is none; any other address as it is."""
+    if address != "auto":
+        return address
+    from ray._private.services import canonicalize_bootstrap_address  # how ray.init resolves `auto`
+
+    return canonicalize_bootstrap_address(address) or address
+
+
+def _refused(host_port: str, timeout: float = 10) -> str | None:
+    """Why HOST:PORT does not accept a connection, or None if it does (or is no HOST:PORT)."""
+    host, _, port = host_port.rpartition(":")
+    if not host or "://" in host_port or not port.isdigit():
+        return None  # a ray:// client address: ray.init says what is wrong
     try:
-        socket.create_connection((host, int(port)), timeout=10).close()
+        socket.create_connection((host, int(port)), timeout=timeout).close()
     except OSError as exc:
+        return str(exc.strerror or exc)
+    return None
+
+
+def _reachable(address: str, host_port: str) -> None:
+    """UserInputError naming --address if the cluster it names (at `host_port`) does not accept connections."""
+    problem = _refused(host_port)
+    if problem is not None:
+        port = host_port.rpartition(":")[2]
+        at = address if address == host_port else f"{address} ({host_port})"
         raise UserInputError(
-            f"no Ray cluster answers at --address {address} ({exc.strerror or exc}); "
+            f"no Ray cluster answers at --address {at} ({problem}); "
             f"start the head with `ray start --head --port {port}` or fix --address"
-        ) from None
+        )
+
+
+GONE_CHECKS = 3
+"""Refused connections in a row, a second apart, that mean the cluster's GCS is gone. Ray ends the
+driver's process 60 s after losing it, so the batch ends first: its summary written, its message said."""
+
+
+async def _gone(gcs: str) -> str:
+    """Returns why, once the cluster's GCS at `gcs` (HOST:PORT) has refused GONE_CHECKS connections in a row."""
+    misses, problem = 0, ""
+    while misses < GONE_CHECKS:
+        await asyncio.sleep(1.0)
+        problem = await asyncio.to_thread(_refused, gcs, 5) or ""
+        misses = misses + 1 if problem else 0
+    return problem
+
+
+def _infra(reason: str) -> dict:
+    """The ending of a rollout whose task did not return it (its record stays open, to be resumed)."""
+    return {"status": INFRA, "reason": reason, "rounds": 0, "tokens": 0, "cost_usd": 0.0}
 
 
 class _Run:
@@ -227,43 +270,68 @@ class _Run:
             blobs,
         )
         self.usage = Usage()
+        self.gone, self.why = asyncio.Event(), ""
 
     async def all(self, jobs: list, console) -> tuple[list[dict], Usage]:
         follower = asyncio.create_task(self._follow())
+        watch = asyncio.create_task(self._watch(ray.get_runtime_context().gcs_address))
         try:
             results = await gather([self.one(job, path, env_id) for job, path, env_id in jobs], self.progress, console)
         finally:
             follower.cancel()
             await asyncio.gather(follower, return_exceptions=True)
-            self._apply(await self.board.drain.remote())
+            last = asyncio.ensure_future(self.board.drain.remote())
+            await asyncio.wait({last, watch}, return_when=asyncio.FIRST_COMPLETED)  # a dead cluster answers never
+            for task in (last, watch):
+                task.cancel()
+            await asyncio.gather(last, watch, return_exceptions=True)
+            if last.done() and not last.cancelled() and last.exception() is None:
+                self._apply(last.result())
         return results, self.usage
+
+    async def _watch(self, gcs: str) -> None:
+        """Set `gone` once the cluster's GCS stops answering (its head node died): every rollout in
+        flight then ends as node lost, and the ones not started yet are not started."""
+        why = await _gone(gcs)
+        self.why = f"the Ray cluster at {gcs} stopped answering: {why}"
+        self.gone.set()
 
     async def one(self, job: RemoteJob, path: Path, env_id: str) -> dict:
         result = {"env": env_id, "sample": job.sample, "key": job.key, "path": str(path)}
         async with self.gate:
-            task = rollout_task.options(num_cpus=self.executor.cpus, max_retries=0, scheduling_strategy="SPREAD")
-            ref = task.remote(job, self.blobs[env_id], self.board, self.limiter)
-            try:
-                outcome = await ref
-            except asyncio.CancelledError:
-                ray.cancel(ref)  # the rollout stops open, to be resumed (as a local one does)
-                raise
-            except ray.exceptions.RayTaskError as exc:  # raised by arex in the task: a full store, a user error
-                cause = exc.cause if isinstance(exc.cause, BaseException) else None
-                raise (cause if isinstance(cause, ArexError) else exc) from None
-            except ray.exceptions.RayError as exc:  # the worker or its node died under the task
-                outcome = {
-                    "status": INFRA,
-                    "reason": f"{NODE_LOST} ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); re-run to resume",
-                    "rounds": 0,
-                    "tokens": 0,
-                    "cost_usd": 0.0,
-                }
+            if self.gone.is_set():
+                outcome = _infra(f"not started: {self.why}; re-run to run it")
+            else:
+                task = rollout_task.options(num_cpus=self.executor.cpus, max_retries=0, scheduling_strategy="SPREAD")
+                outcome = await self._outcome(task.remote(job, self.blobs[env_id], self.board, self.limiter))
         self.progress.done += 1
         usage = outcome.pop("usage", None)
         if usage:
             self.usage = Usage(**{k: getattr(self.usage, k) + v for k, v in usage.items()})
         return {**result, **outcome}
+
+    async def _outcome(self, ref) -> dict:
+        """What the task of `ref` returned, or a node-lost ending if its worker, its node or the whole
+        cluster died under it."""
+        waiting, gone = asyncio.ensure_future(ref), asyncio.ensure_future(self.gone.wait())
+        try:
+            await asyncio.wait({waiting, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if not waiting.done():
+                waiting.cancel()
+                return _infra(f"{NODE_LOST} ({self.why}); re-run to resume")
+            return waiting.result()
+        except asyncio.CancelledError:
+            waiting.cancel()
+            if not self.gone.is_set():
+                ray.cancel(ref)  # the rollout stops open, to be resumed (as a local one does)
+            raise
+        except ray.exceptions.RayTaskError as exc:  # raised by arex in the task: a full store, a user error
+            cause = exc.cause if isinstance(exc.cause, BaseException) else None
+            raise (cause if isinstance(cause, ArexError) else exc) from None
+        except ray.exceptions.RayError as exc:  # the worker or its node died under the task
+            return _infra(f"{NODE_LOST} ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); re-run to resume")
+        finally:
+            gone.cancel()
 
     async def _follow(self) -> None:
         while True:

@@ -22,7 +22,7 @@ from arex.grading.pool import stop_started
 from arex.record.snapshots import SnapshotStore
 from arex.record.trajectory import load
 from arex.rollout.config import RolloutConfig
-from arex.rollout.endings import INFRA
+from arex.rollout.endings import redone
 from arex.sandbox import Sandbox, SandboxConfig, make_sandbox
 
 WARM_WAIT_S, WARM_POLL_S = 2.0, 0.02
@@ -54,7 +54,7 @@ def start_ahead(env: Env, config: RolloutConfig, sandbox: SandboxConfig, path: P
     record is finished (it will need none)."""
     try:
         previous = load(path)
-        if previous.end is not None and previous.end.status != INFRA:
+        if not redone(previous.end):
             return None
     except Exception:  # noqa: BLE001 - the rollout itself reports an unreadable record
         return None

@@ -27,7 +27,7 @@ from arex.record.storage import pid_alive
 from arex.record.trajectory import load
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
-from arex.rollout.executors import LocalExecutor, make_executor, nodes_lost
+from arex.rollout.executors import LocalExecutor, make_executor
 from arex.rollout.ray_actors import RayLimiter, TeacherLimit, pinned
 from arex.rollout.ray_executor import MARKER, RayExecutor, check_store, ensure_images, mark_store, save_images
 from arex.sandbox import SandboxConfig
@@ -112,7 +112,6 @@ def test_executors_by_name_and_the_store_check(tmp_path):
     (tmp_path / MARKER).write_text("another run")
     with pytest.raises(UserInputError, match=f"cannot see the trajectory store {tmp_path}"):
         check_store(str(tmp_path), token)
-    assert nodes_lost({None: {"nodes_lost": []}}) is None and "re-run" in str(nodes_lost({None: {"nodes_lost": ["k"]}}))
 
 
 @pytest.mark.docker  # the env fixture builds with the judge gates
