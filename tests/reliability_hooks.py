@@ -42,7 +42,10 @@ from process_sandbox import ProcessSandbox
 from reliability_kit import line_spend
 
 from arex.envs import runtime
+from arex.envs.runtime import Grading
+from arex.record.snapshots import read_member
 from arex.record.trajectory import RecordWriter
+from arex.sandbox import make_sandbox
 from arex.sandbox.base import BACKENDS
 from arex.teacher.client import TeacherClient
 
@@ -221,8 +224,20 @@ class HookedTally(TallyEnv):
 
     def regrade(self, archive, end, base):
         with PROBE.span("regrade"):
+            if base.backend == "docker":
+                return self._regrade_in(base, archive)
             PROBE.point("regrade")
             return super().regrade(archive, end, base)
+
+    def _regrade_in(self, base, archive):
+        """Re-grade in a fresh sandbox of `base`, as judge and ML envs do; the pause point is
+        reached with the sandbox up (a kill there leaves it to whoever cleans up)."""
+        data = read_member(archive, self.submission_path, 1 << 20)
+        with make_sandbox(base, name="tally-regrade") as box:
+            box.write_file(f"{base.workdir}/answer.txt", data)
+            PROBE.point("regrade")
+            text = box.exec("cat answer.txt").stdout
+        return self._grade(data, text, Grading(), "")
 
 
 # -- file-system commits ----------------------------------------------------------------------------

@@ -419,3 +419,29 @@ def test_select_outputs_are_the_previous_ones_or_the_new_ones_after_a_kill_mid_w
             if got[name] != reference[name]
         ]
     assert cut == []
+
+
+@pytest.mark.docker
+def test_the_next_select_removes_the_sandboxes_a_killed_select_left(world, zygote):
+    """Issue 31: a select killed while re-grading left its sandbox running, and the next select on
+    the same --out did not remove it (only `arex rollout` did, for its store). The tally kind
+    re-grades in a Docker sandbox here (tests/reliability_hooks.py), as judge and ML envs do."""
+    import docker
+
+    tmp_path, envs, store = world
+    client = docker.from_env()
+    out = tmp_path / "selected"
+    select = ["cli", "select", "--store", str(store), "--envs", str(envs), "-c", "sandbox.backend=docker", "--out"]
+    mine = lambda pid: client.containers.list(all=True, filters={"label": [f"arex.owner_pid={pid}"]})  # noqa: E731
+    killed = run_child([*select, str(out)], tmp_path / "events.log", "regrade:2", zygote=zygote)
+    try:
+        assert killed.killed and mine(killed.pid)  # the kill left its re-grading sandboxes
+        rerun = run_child([*select, str(out)], tmp_path / "events.log", zygote=zygote)
+        assert mine(killed.pid) == [] and mine(rerun.pid) == []
+        assert (out / "selection.json").is_file()
+    finally:
+        for container in mine(killed.pid):  # ours only, by owner pid
+            try:
+                container.remove(force=True)
+            except docker.errors.NotFound:
+                pass
