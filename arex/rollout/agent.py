@@ -230,7 +230,8 @@ class Rollout:
 
     async def _reflect(self, messages: list[dict], reflect_prompt: str) -> Reflection:
         messages.append({"role": "user", "content": reflect_prompt})
-        call = await self.format.reflect(self.teacher, messages)
+        budget = self.config.reflection_tokens  # the reflection's length budget (its words are in the prompt)
+        call = await self.format.reflect(self.teacher, messages, **({"max_tokens": budget} if budget else {}))
         self.ledger.count(call)
         parsed = parse_reflection(call.content if call.status == "ok" else "")
         messages.append({"role": "assistant", "content": call.content})

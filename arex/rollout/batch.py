@@ -67,7 +67,10 @@ def config_hash(teacher: TeacherConfig, rollout: RolloutConfig) -> str:
     sampling = teacher.model_dump(include={"model", "temperature", "top_p", "max_tokens", "seed", "stop", "extra_body"})
     # Settings added later are left out at their defaults, so the keys of rollouts made before they existed hold;
     # the grading cap changes no trajectory: always left out.
-    later = {"action_format": "text", "feedback": "full", "general_skills": True, "task_skills": True, "docs": True}
+    later = {
+        "action_format": "text", "feedback": "full", "general_skills": True, "task_skills": True, "docs": True,
+        "reflection_words": 150, "reflection_tokens": None,
+    }  # fmt: skip
     left_out = {k for k, v in later.items() if getattr(rollout, k) == v} | {"grading_containers"}
     keyed: dict = {"teacher": sampling, "rollout": rollout.model_dump(exclude=left_out)}
     content = {k: v for k, v in rollout.content().items() if BUNDLED_CONTENT.get(k) != v}

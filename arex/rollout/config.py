@@ -99,6 +99,13 @@ class RolloutConfig(BaseModel):
     full-history: every earlier message stays (for comparison)."""
     max_tokens: int | None = Field(default=None, ge=1)
     """Token budget per rollout (prompt + completion), unset for none."""
+    reflection_words: int = Field(default=150, ge=1)
+    """The reflection's length budget, as the prompt states it ("keep it under N words"): a
+    reflection is output, the dearest tokens, paid every round."""
+    reflection_tokens: int | None = Field(default=None, ge=1)
+    """`max_tokens` of reflection calls; unset: teacher.max_tokens. A hard cap: a reflection cut at
+    it is a 'truncated' reply (retried as teacher.retry_truncated says), so leave room above
+    reflection_words (a word is one to two tokens)."""
     max_cost_usd: float | None = Field(default=None, gt=0)
     """Dollar budget per rollout."""
     max_wall_s: float | None = Field(default=None, gt=0)

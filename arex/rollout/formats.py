@@ -26,8 +26,8 @@ class TextFormat:
     async def act(self, teacher: TeacherClient, messages: list[dict]) -> Reply:
         return await teacher.chat(messages)
 
-    async def reflect(self, teacher: TeacherClient, messages: list[dict]) -> Reply:
-        return await teacher.chat(messages)
+    async def reflect(self, teacher: TeacherClient, messages: list[dict], **sampling: Any) -> Reply:
+        return await teacher.chat(messages, **sampling)
 
     def record(self, reply: Reply) -> Call:
         """The call as recorded: tool calls are no action in this format, and are not kept."""
@@ -59,9 +59,9 @@ class ToolsFormat(TextFormat):
     async def act(self, teacher: TeacherClient, messages: list[dict]) -> Reply:
         return await teacher.chat(messages, tools=self.schema)
 
-    async def reflect(self, teacher: TeacherClient, messages: list[dict]) -> Reply:
+    async def reflect(self, teacher: TeacherClient, messages: list[dict], **sampling: Any) -> Reply:
         # The tools stay offered (the conversation holds tool calls) but may not be called.
-        return await teacher.chat(messages, tools=self.schema, tool_choice="none")
+        return await teacher.chat(messages, tools=self.schema, tool_choice="none", **sampling)
 
     def record(self, reply: Reply) -> Call:
         return Call.model_validate(reply.model_dump(exclude={"messages"}))

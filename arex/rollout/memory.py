@@ -21,9 +21,18 @@ _SUFFIX = {"full": "", "score-only": "_score_only", "none": "_none"}
 
 
 def system_prompt(prompts: dict[str, str], name: str, config: RolloutConfig, workdir: str, env, skills: str) -> str:
-    """The system prompt `name` (the action format's) for `env`: the task, the limits, the skills."""
+    """The system prompt `name` (the action format's) for `env`: the rules, the limits, the skills, the task.
+
+    It is the part of every request that never changes within a rollout, so everything constant goes
+    here (how to reflect, the feedback mode's rules), not in the messages after it: a prompt cache then
+    serves it on every call. A prompts file without the {reflection} and {feedback_rules} placeholders
+    (written before they existed) gives the requests it gave before: the mode's rules appended, how to
+    reflect in its reflection request."""
+    mode = _SUFFIX[config.feedback]
     docs = f"\n{prompts['docs'].strip()}\n" if config.docs and prompts.get("docs") else ""  # its own paragraph
-    return prompts[name].format(
+    template = prompts[name]
+    rules = f"\n{prompts['system' + mode].strip()}\n" if mode else ""
+    text = template.format(
         workdir=workdir,
         timeout=f"{config.command_timeout_s:g}",
         steps=config.steps_per_round,
@@ -32,15 +41,18 @@ def system_prompt(prompts: dict[str, str], name: str, config: RolloutConfig, wor
         title=env.title,
         statement=env.statement.strip(),
         docs=docs,
+        reflection=prompts.get("reflection" + mode, "").format(words=config.reflection_words),
+        feedback_rules=rules,
     )
+    if rules and "{feedback_rules}" not in template:
+        text = f"{text.rstrip()}\n\n{prompts['system' + mode]}"
+    return text
 
 
 class Memory:
     def __init__(self, prompts: dict[str, str], config: RolloutConfig, system: str):
         self.prompts, self.config, self.mode = prompts, config, config.feedback
-        self.system = (
-            system if self.mode == "full" else f"{system.rstrip()}\n\n{prompts['system' + _SUFFIX[self.mode]]}"
-        )
+        self.system = system
         self.state = ""
         self.best: Best | None = None  # by held-out score: what selection reads
         self.best_public: BestPublic | None = None  # what the agent is told

@@ -16,7 +16,7 @@ from typing import Literal
 import pyarrow.parquet as pq
 import pytest
 from pydantic import BaseModel
-from repo_paths import REPO
+from repo_paths import FIXTURES, REPO
 
 from arex.dataset.export import ExportConfig, export
 from arex.envs import runtime
@@ -24,7 +24,7 @@ from arex.envs.runtime import Env, Grading, load_env
 from arex.errors import UserInputError
 from arex.record.snapshots import read_member
 from arex.record.trajectory import RoundEnd, load
-from arex.rollout.batch import _hash, config_hash, run_batch
+from arex.rollout.batch import BUNDLED_CONTENT, _hash, config_hash, run_batch
 from arex.rollout.config import BUNDLED, RolloutConfig
 from arex.sandbox import SandboxConfig
 from arex.sandbox.base import BACKENDS
@@ -34,6 +34,7 @@ from arex.teacher.scripted import RoundScript, ScriptedServer
 
 TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False, backoff_base_s=0.01, max_attempts=2)
 REFLECT = "Reflect, then write your state update"
+PROMPTS_BEFORE = FIXTURES / "prompts" / "before-stable-prefix.yaml"  # the bundled prompts until issue 33
 # What only the grader knows: none of it may reach the agent unless the mode is `full`.
 JUDGE_MARKS = ("Sample tests:", "sample-2: WA", "checker said", "Hidden tests:", "expected: 7")
 ML_MARKS = ("Submission valid", "Run log (tail):", "validation metric", "Public rmse")
@@ -239,9 +240,10 @@ def test_ml_style_run_log_and_metric_reach_the_agent_only_in_full(tmp_path, mode
 
 
 def test_full_mode_requests_are_the_ones_arex_sent_before_modes_existed(tmp_path):
-    """Texts made by the code before `rollout.feedback` (same env, same script), pinned."""
+    """Texts made by the code before `rollout.feedback` (same env, same script), pinned: the prompts
+    file of then (bundled until the stable prefix came first) still gives them, byte for byte."""
     env = make_env(tmp_path / "envs" / "graded-judge", "judge")
-    t, requests = rollout(env, tmp_path / "store", RolloutConfig(rounds=3))
+    t, requests = rollout(env, tmp_path / "store", RolloutConfig(rounds=3, prompts=str(PROMPTS_BEFORE)))
     first_feedback = (
         "Public score: 0.2137\nSample tests: 1/2 passed (public score 0.214).\n"
         "- sample-1: AC\n- sample-2: WA\n  input: 3 4\n  expected: 7\n"
@@ -265,20 +267,43 @@ def test_full_mode_requests_are_the_ones_arex_sent_before_modes_existed(tmp_path
     assert round_headers(requests)[2] == header
     assert t.rounds[0].end.feedback == first_feedback and t.rounds[0].end.reflect_prompt == reflect
     assert "Feedback in this run" not in requests[0]["messages"][0]["content"]  # the system prompt as it was
+    assert "exactly these headings" not in requests[0]["messages"][0]["content"]
+
+
+def test_bundled_prompts_put_what_never_changes_first_and_keep_each_rounds_message_to_what_changes(tmp_path):
+    """Every request of a rollout begins with the same system prompt (how to reflect and the mode's
+    rules included); a round's own message holds only its number, the state, the best score and the
+    last feedback; the reflection request adds only the feedback and one line."""
+    env = make_env(tmp_path / "envs" / "graded-judge", "judge")
+    for mode in MODES:
+        t, requests = rollout(env, tmp_path / f"store-{mode}", RolloutConfig(rounds=3, feedback=mode))
+        system = {r["messages"][0]["content"] for r in requests}
+        assert len(system) == 1 and all(r["messages"][0]["role"] == "system" for r in requests)
+        [text] = system
+        assert "Reply with exactly these headings" in text and "STATE:" in text
+        assert ("Feedback in this run" in text) == (mode != "full")
+        assert text.index("exactly these headings") < text.index("# Task: ")  # the task comes last
+        header = round_headers(requests)[2]
+        state = "Your state update from the last round:\nafter round 1, keep the best solution in place.\n"
+        assert header.startswith("Round 2 of 3.\n" + state) and "Continue improving" not in header
+        feedback = t.rounds[0].end.feedback
+        assert header.endswith(feedback.strip() + "\n")
+        reflect = reflect_requests(requests)[0]["messages"][-1]["content"]
+        assert feedback in reflect and reflect.endswith("\nReflect, then write your state update.\n")
+        assert len(reflect.replace(feedback, "")) < 100 and "REVIEW" not in reflect
 
 
 def test_the_mode_is_part_of_the_rollout_key_and_full_keeps_old_keys():
     base = RolloutConfig(rounds=2)
     sampling = TEACHER.model_dump(include={"model", "temperature", "top_p", "max_tokens", "seed", "stop", "extra_body"})
     # The settings added since the key was defined (each left out at its default).
-    before = _hash(
-        {
-            "teacher": sampling,
-            "rollout": base.model_dump(
-                exclude={"action_format", "feedback", "general_skills", "task_skills", "docs", "grading_containers"}
-            ),
-        }
-    )
+    later = {"action_format", "feedback", "general_skills", "task_skills", "docs", "grading_containers"}
+    later |= {"reflection_words", "reflection_tokens"}
+    # The bundled prompts changed since the key was defined (issue 33: what never changes first), so their
+    # content is keyed: rollouts made under the earlier bundled prompts are not resumed under these.
+    content = {"prompts": base.content()["prompts"]}
+    assert content["prompts"] != BUNDLED_CONTENT["prompts"]
+    before = _hash({"teacher": sampling, "rollout": base.model_dump(exclude=later), "content": content})
     assert config_hash(TEACHER, base) == before
     # the grading cap changes no trajectory; rollouts made before the setting existed keep their keys
     assert config_hash(TEACHER, RolloutConfig(rounds=2, grading_containers=1)) == before
@@ -409,3 +434,15 @@ def test_a_real_judge_problem_shows_no_verdicts_outside_full(pair_sums, tmp_path
             and "Best so far: public" not in everything
             and all(r.end.best_public is None for r in t.rounds)
         )
+
+
+def test_the_reflection_length_budget_reaches_the_prompt_and_max_tokens_of_reflections_only(tmp_path):
+    env = make_env(tmp_path / "envs" / "graded-judge", "judge")
+    config = RolloutConfig(rounds=2, reflection_words=40, reflection_tokens=77)
+    t, requests = rollout(env, tmp_path / "store", config)
+    reflects = reflect_requests(requests)
+    assert len(reflects) == 2 and {r["max_tokens"] for r in reflects} == {77}
+    assert {r["max_tokens"] for r in requests if r not in reflects} == {TEACHER.max_tokens}
+    assert "Keep it under 40 words" in requests[0]["messages"][0]["content"]
+    assert [r.end.reflection.call.sampling["max_tokens"] for r in t.rounds] == [77, 77]  # on the record
+    assert config_hash(TEACHER, config) != config_hash(TEACHER, RolloutConfig(rounds=2))

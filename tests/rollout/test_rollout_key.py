@@ -16,20 +16,21 @@ from arex.rollout.config import BUNDLED, RolloutConfig
 from arex.teacher.client import TeacherConfig
 
 STORE = TESTS / "fixtures" / "v1" / "store"
+PROMPTS_BEFORE = TESTS / "fixtures" / "prompts" / "before-stable-prefix.yaml"
 TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False)
 
 
 def test_the_checked_in_store_keeps_its_keys_under_the_bundled_prompts_and_skills(tmp_path, monkeypatch):
     """Each v1 record's key, recomputed from its header by this version, is the one it was written
-    under. (If this fails after an edit of the bundled prompts or skills, that edit changed every
-    rollout key, as it should: new rollouts will not resume old ones.)"""
+    under, given the prompts it was keyed with. (If this fails after an edit of the bundled skills, that
+    edit changed every rollout key, as it should: new rollouts will not resume old ones.)"""
     records = [load(p) for p in sorted(STORE.glob("*/*.jsonl"))]
     assert len(records) == 6
     named = {r.header.config.get("prompts") for r in records} - {None}
     assert named == {"configs/prompts/default.yaml"}  # where the bundled prompts were, relative to the checkout
-    for rel in named:
+    for rel in named:  # the bundled prompts of then (they changed since: issue 33, keys changed with them)
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(BUNDLED / "prompts" / "default.yaml", tmp_path / rel)
+        shutil.copy(PROMPTS_BEFORE, tmp_path / rel)
     folders = {r.header.config.get("skills_dir") for r in records} - {None}
     assert folders <= {"skills"}  # likewise the bundled skills
     for rel in folders:
@@ -70,3 +71,13 @@ def test_editing_a_skill_changes_the_key_and_bytecode_beside_it_does_not(tmp_pat
     assert config_hash(TEACHER, RolloutConfig(skills_dir=str(skills), general_skills=False)) == config_hash(
         TEACHER, RolloutConfig(skills_dir=str(skills), general_skills=False)
     )
+
+
+def test_the_bundled_prompts_changed_the_key_of_a_default_rollout():
+    """Issue 33 reordered the bundled prompts (what never changes first): a default rollout's key is
+    not the one it had under the prompts of before, so a store made then starts new rollouts instead
+    of resuming old ones with requests of another layout."""
+    from arex.rollout.batch import BUNDLED_CONTENT
+
+    now = RolloutConfig().content()["prompts"]
+    assert RolloutConfig(prompts=str(PROMPTS_BEFORE)).content()["prompts"] == BUNDLED_CONTENT["prompts"] != now
