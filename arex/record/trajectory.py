@@ -36,7 +36,8 @@ from arex.specs import Attempt, GradeResult, TeacherIdentity
 SCHEMA_VERSION = 2
 TOOLS_SCHEMA_VERSION = 3
 """Version of records in the `tools` action format: version 2 plus tool calls, so an arex that
-predates them says "upgrade arex" instead of failing on unknown fields. Text records stay 2."""
+predates them says "upgrade arex" instead of failing on unknown fields. Text records stay 2, unless
+their requests carried prompt-cache marks (`Header.cache_breakpoints`, also added in version 3)."""
 READS = (1, 2, 3)
 """Schema versions `load` reads."""
 
@@ -210,7 +211,7 @@ class Reflection(_Part):
 
 
 class Header(_Line):
-    _OPTIONAL = ("action_format", "tools")
+    _OPTIONAL = ("action_format", "tools", "cache_breakpoints")
 
     type: Literal["header"] = "header"
     schema_version: int
@@ -233,6 +234,9 @@ class Header(_Line):
     """How the agent acted: `text` (one fenced bash block per reply) or `tools` (OpenAI tool calls)."""
     tools: list[dict[str, Any]] | None = None
     """The tool definitions sent with every call (`tools` format), as OpenAI JSON schemas."""
+    cache_breakpoints: bool = False
+    """Requests carried prompt-cache marks (teacher.cache_breakpoints): each was sent as
+    `arex.teacher.cache.marked` of the messages the record rebuilds. Such a record is version 3."""
 
 
 class RoundStart(_Line):

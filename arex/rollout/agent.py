@@ -18,6 +18,7 @@ from arex.envs.runtime import Env
 from arex.grading.pool import GradingPools
 from arex.record.snapshots import SnapshotStore
 from arex.record.trajectory import (
+    TOOLS_SCHEMA_VERSION,
     Action,
     Call,
     End,
@@ -247,11 +248,13 @@ class Rollout:
         self.ledger.count_record(previous)
 
     def _header(self) -> Header:
+        marks = self.teacher.config.cache_breakpoints  # requests sent with prompt-cache marks: a version-3 field
         return Header(
-            schema_version=self.format.schema_version, key=self.key, env_id=self.env.id, env_kind=self.env.kind,
+            schema_version=TOOLS_SCHEMA_VERSION if marks else self.format.schema_version,
+            key=self.key, env_id=self.env.id, env_kind=self.env.kind,
             domain=self.env.spec.domain,
             spec_hash=self.env.spec_hash, sample=self.sample, teacher=self.identity, sampling=self.teacher.sampling(),
             config_hash=self.config_hash, config=self.config.model_dump(), arex_version=__version__,
             baseline_score=self.env.baseline_score, protected=list(self.env.protected), started_at=time.time(),
-            action_format=self.config.action_format, tools=self.format.schema,
+            action_format=self.config.action_format, tools=self.format.schema, cache_breakpoints=marks,
         )  # fmt: skip

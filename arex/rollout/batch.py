@@ -65,6 +65,8 @@ of it where it is this, so rollouts made before keep their keys. Do not update i
 
 def config_hash(teacher: TeacherConfig, rollout: RolloutConfig) -> str:
     sampling = teacher.model_dump(include={"model", "temperature", "top_p", "max_tokens", "seed", "stop", "extra_body"})
+    if teacher.cache_breakpoints:  # other request bytes: a rollout is not resumed with and without marks
+        sampling["cache_breakpoints"] = True
     # Settings added later are left out at their defaults, so the keys of rollouts made before they existed hold;
     # the grading cap changes no trajectory: always left out.
     later = {

@@ -34,6 +34,7 @@ from tenacity import (
 
 from arex.errors import ArexError
 from arex.specs import Attempt, TeacherCall, TeacherIdentity, Usage
+from arex.teacher.cache import marked
 from arex.teacher.config import LOCAL_MODEL, LocalServerConfig, Price, TeacherConfig  # noqa: F401 (re-exported)
 
 
@@ -303,7 +304,7 @@ class TeacherClient:
                 response = await self._client.chat.completions.create(
                     model=self.config.model,
                     messages=[],
-                    extra_body={**(self.config.extra_body or {}), "messages": messages},
+                    extra_body={**(self.config.extra_body or {}), "messages": self._wire(messages)},
                     **({"tools": tools} if tools else {}),
                     **sampling,
                 )
@@ -376,6 +377,10 @@ class TeacherClient:
                 "each call's record names the model that served it. Check teacher.model and teacher.base_url"
             )
         return model
+
+    def _wire(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The messages as sent: with prompt-cache breakpoints when teacher.cache_breakpoints is on."""
+        return marked(messages) if self.config.cache_breakpoints else messages
 
     async def identity(self) -> TeacherIdentity:
         """The endpoint, the model asked for, and what the server reports about itself."""

@@ -79,6 +79,10 @@ class TeacherConfig(BaseModel):
     """Retry replies with no content; if retries run out the call is recorded as 'empty'."""
     retry_truncated: bool = True
     """Retry replies cut at max_tokens; if retries run out the call is recorded as 'truncated'."""
+    cache_breakpoints: bool = False
+    """Mark prompt-cache breakpoints (`cache_control` on the system prompt and the last message) for
+    endpoints and gateways that cache only where a request marks it (Anthropic-style APIs). Off: requests
+    carry no marks (vLLM, SGLang and OpenAI cache prefixes without them)."""
     track_cost: bool = True
     """Compute cost from `prices`. An unknown price is an error unless this is off."""
     prices: dict[str, Price] = Field(default_factory=lambda: {LOCAL_MODEL: Price(input=0.0, output=0.0)})

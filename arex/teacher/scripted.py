@@ -184,13 +184,14 @@ class ScriptedServer:
             + 4
             for m in messages
         ]
+        plain = [_plain(m) for m in messages]  # a cache matches content: prompt-cache marks are no part of it
         with self._lock:
             shared = 0
-            for ours, theirs in zip(messages, self._previous_messages):
+            for ours, theirs in zip(plain, self._previous_messages):
                 if ours != theirs:
                     break
                 shared += 1
-            self._previous_messages = messages
+            self._previous_messages = plain
         return sum(per_message), sum(per_message[:shared])
 
     def _completion(self, request: dict, reply: Reply) -> dict:
@@ -329,6 +330,11 @@ class _Handler(BaseHTTPRequestHandler):
             )
         else:
             self._error(500, "unknown_fault", f"unknown fault kind {fault.kind!r}")
+
+
+def _plain(message: dict) -> dict:
+    """A message without prompt-cache marks: its content as text."""
+    return {**message, "content": _text(message.get("content"))} if isinstance(message.get("content"), list) else message
 
 
 def _text(content: Any) -> str:

@@ -29,6 +29,7 @@ from arex.rollout.config import BUNDLED, RolloutConfig
 from arex.sandbox import SandboxConfig
 from arex.sandbox.base import BACKENDS
 from arex.specs import GradeResult
+from arex.teacher.cache import MARK, marked
 from arex.teacher.client import TeacherConfig
 from arex.teacher.scripted import RoundScript, ScriptedServer
 
@@ -446,3 +447,38 @@ def test_the_reflection_length_budget_reaches_the_prompt_and_max_tokens_of_refle
     assert "Keep it under 40 words" in requests[0]["messages"][0]["content"]
     assert [r.end.reflection.call.sampling["max_tokens"] for r in t.rounds] == [77, 77]  # on the record
     assert config_hash(TEACHER, config) != config_hash(TEACHER, RolloutConfig(rounds=2))
+
+
+def test_cache_breakpoints_mark_the_requests_only_when_asked_and_the_record_rebuilds_them(tmp_path):
+    """teacher.cache_breakpoints: the scripted server receives `cache_control` on the system prompt and
+    the last message of every request, and the record rebuilds each request as sent; off, the requests
+    are the unmarked ones, byte for byte, and the record is written as before."""
+    env = make_env(tmp_path / "envs" / "graded-judge", "judge")
+    sent, cached = {}, {}
+    for on in (False, True):
+        teacher = TEACHER.model_copy(update={"cache_breakpoints": on})
+        store = tmp_path / f"store-{on}"
+        with ScriptedServer(RoundScript(climbing), model="scripted-teacher") as server:
+            asyncio.run(
+                run_batch(
+                    [env], teacher, RolloutConfig(rounds=2), SandboxConfig(backend="process"), store, 1, 1,
+                    server.base_url,
+                )
+            )  # fmt: skip
+            sent[on], cached[on] = list(server.requests), server.stats["cached_tokens"]
+        [path] = sorted((store / env.id).glob("*.jsonl"))
+        t = load(path)
+        rebuilt = [r.messages(i) for r in t.rounds for i in [*range(len(r.steps)), None]]
+        wire = [marked(m) for m in rebuilt] if on else rebuilt
+        assert [json.dumps(m) for m in wire] == [json.dumps(r["messages"]) for r in sent[on]]
+        assert t.header.cache_breakpoints is on and t.header.schema_version == (3 if on else 2)
+        assert ("cache_breakpoints" in path.read_text().splitlines()[0]) is on
+    plain, marks = sent[False], sent[True]
+    assert cached[True] == cached[False] > 0  # the server's cache matches content, marks or not
+    assert len(plain) == len(marks) and "cache_control" not in json.dumps(plain)
+    for a, b in zip(plain, marks):
+        first, last = b["messages"][0], b["messages"][-1]
+        assert first["content"] == [{"type": "text", "text": a["messages"][0]["content"], "cache_control": MARK}]
+        assert last["content"] == [{"type": "text", "text": a["messages"][-1]["content"], "cache_control": MARK}]
+        assert b["messages"][1:-1] == a["messages"][1:-1]  # nothing else is touched
+        assert {k: v for k, v in b.items() if k != "messages"} == {k: v for k, v in a.items() if k != "messages"}
