@@ -13,6 +13,8 @@ Exit codes (each subclass sets its own `exit_code`; they live next to the code t
     3    LeakError: private data reached the agent; nothing was selected or exported
     4    SandboxError: the sandbox engine is down or an image is missing
     5    TeacherError: the teacher endpoint refused or cannot be reached
+    6    Unfinished: `arex rollout` ran, but rollouts ended infra_failed or teacher_error (arex.rollout.endings);
+         the summary is written and the reasons are printed, grouped
     130  Interrupted: Ctrl-C
 
 Errors that are never the user's to fix (a submission the agent wrote that cannot be scored, an
