@@ -197,8 +197,14 @@ def build_envs_command(
     if all(not s.exists() for s in sources):
         raise UserInputError(f"Source(s) not found: {', '.join(str(s) for s in sources)}")
     started = time.monotonic()
+
+    def progress(line: str) -> None:  # a line per source started and finished, on stderr (a log, if redirected)
+        err.print(f"arex: {line}", soft_wrap=True, markup=False, highlight=False)
+
     with (err if as_json else console).status(f"building {len(sources)} source(s) into {out} ..."):
-        reports = build_envs(sources, out, cfg.sandbox, concurrency, package_sources=cfg.build.package_sources)
+        reports = build_envs(
+            sources, out, cfg.sandbox, concurrency, package_sources=cfg.build.package_sources, progress=progress
+        )
     if draft_skills:  # resumes: an env with drafted skills is not drafted again
         from arex.envs.skills_draft import draft_skills as draft
 

@@ -5,9 +5,9 @@
 - SIGINT or SIGTERM (KeyboardInterrupt or SystemExit in the main thread, where the CLI turns SIGTERM
   into one): no unit starts any more, the running ones finish, the report is written for what is
   done, and the interruption goes on (the CLI exits 130 or 143). A second one aborts the running
-  units: this process's sandboxes are stopped (what a unit runs there fails at once), its staging
-  folders deleted, the report written for what is done, and the process ends without waiting for
-  the units' threads.
+  units: this process's sandboxes are stopped (what a unit runs there fails at once, so it ends with
+  an error report), its staging folders deleted, the report written for what is done, and the
+  process ends (after ABORT_WAIT_S at most: a unit in a step that is no sandbox's is not waited for).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -23,6 +24,8 @@ from typing import TypeVar
 from arex.sandbox import stop_live
 
 Unit = TypeVar("Unit")
+ABORT_WAIT_S = 30.0
+"""How long an abort waits for the running units to end once their sandboxes are stopped."""
 Interruption = (KeyboardInterrupt, SystemExit)
 
 
@@ -66,7 +69,7 @@ def run_units(
         try:
             _wait(pending)
         except Interruption as again:
-            _abort(progress, finish, out, _exit_code(again))
+            _abort(pending, progress, finish, out, _exit_code(again))
         finish()
         raise exc
 
@@ -82,15 +85,23 @@ def _exit_code(exc: BaseException) -> int:
     return code if isinstance(code, int) else 130
 
 
-def _abort(progress: Callable[[str], None], finish: Callable[[], None], out: Path, code: int) -> None:
-    """Stop the running units: their sandboxes, their staging folders; the report; the end."""
+def _abort(pending: set[Future], progress: Callable[[str], None], finish: Callable[[], None], out: Path, code: int):
+    """Stop the running units: their sandboxes (again and again, for a unit may start another until
+    it sees one fail; each then ends with an error report), their staging folders; the report; the end."""
     progress("aborting: stopping this build's sandboxes and deleting its staging folders")
+    give_up = time.monotonic() + ABORT_WAIT_S
+    try:
+        while any(not future.done() for future in pending) and time.monotonic() < give_up:
+            stop_live()
+            wait(pending, timeout=0.5)
+    except Interruption:
+        pass  # yet another signal: end now
     stop_live()
     removed = remove_own_staging(out)
     finish()
-    remove_own_staging(out)  # a unit's thread may have gone on writing while the report was
+    removed += remove_own_staging(out)  # a unit's thread may have gone on writing while the report was
     progress(f"aborted: {removed} staging folder(s) deleted; the report covers the sources that finished")
-    os._exit(code)  # the units' threads are not waited for (a normal exit would join them)
+    os._exit(code)  # threads still in a step that is no sandbox's are not waited for
 
 
 def remove_own_staging(out: Path) -> int:

@@ -12,15 +12,18 @@ unreadable, a duplicate id) is one rejected report: the batch goes on.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from arex.envs.judge_build import BUILDER_VERSION, Job, build_one, judge_jobs, load_spec, write_env
+from arex.envs.batch_control import run_units
+from arex.envs.judge_build import BUILDER_VERSION, Job, build_one, job_for, judge_jobs, load_spec, write_env
 from arex.envs.judge_generate import GenerationError
-from arex.envs.judge_sources import SourceError, content_hash, source_files
+from arex.envs.judge_sources import Problem, SourceError, content_hash, source_files
 from arex.envs.ml_build import build_ml, crash_reason
 from arex.envs.report import EnvReport, cached_rejection, rejection_key, remember_rejection, write_report
+from arex.envs.sources import stream
 from arex.envs.staging import remove_stale
 from arex.sandbox import SandboxConfig, SandboxError
 from arex.sandbox.leftovers import working_on
@@ -41,6 +44,10 @@ class _Work:
     env_id: str | None = None
     job: Job | None = None
     report: EnvReport | None = None
+    where: str | None = None
+    """A row of a streamed source: which ("<file> row N")."""
+    stream: str | None = None
+    """A source whose rows are read as they are built (a CodeContests parquet shard): its content hash."""
 
 
 def build_envs(
@@ -49,9 +56,12 @@ def build_envs(
     sandbox: SandboxConfig | None = None,
     concurrency: int = 2,
     package_sources: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> list[EnvReport]:
     """Build every problem of every source, `concurrency` at a time. Never raises for a bad source.
-    `package_sources`: requirement lines may choose a package index or URL (`build.package_sources`)."""
+    `package_sources`: requirement lines may choose a package index or URL (`build.package_sources`).
+    `progress` gets a line per unit started and finished; an interruption stops the batch as
+    arex/envs/batch_control.py says, with the report written for what is done."""
     sandbox = sandbox or SandboxConfig()
     work: list[_Work] = []
     # What killed builds into `out` left goes first (their sandboxes, their staging folders), and
@@ -65,13 +75,61 @@ def build_envs(
         whole = [w for w in work if w.job is None and w.report is None] if len(work) > 1 else []
         for w, env_id in zip(whole, pool.map(_env_id, whole)):
             w.env_id = env_id
-        _reject_duplicates(work)
-        futures = [pool.submit(_run, w, out, sandbox, package_sources) for w in work if w.report is None]
-        for future in futures:
-            future.result()
-    reports = [w.report for w in work if w.report is not None]
+        first = _reject_duplicates(work)
+        listed: list[_Work] = []  # every unit, in order, streamed rows as they are read
+        run = lambda w: _run(w, out, sandbox, package_sources)  # noqa: E731
+        finish = lambda: _write(listed, out)  # noqa: E731
+        workers = max(1, concurrency)
+        run_units(pool, _units(work, first, listed), run, _label, progress or _quiet, finish, out, workers)
+    return _write(listed, out)
+
+
+def _units(work: list[_Work], first: dict[str, _Work], listed: list[_Work]) -> Iterator[_Work]:
+    """The units to build, in order; each unit, built or not, is added to `listed` as it comes. A
+    streamed source's rows are read one at a time, each checked for a duplicate id as it comes."""
+    for w in work:
+        if w.stream is None:
+            listed.append(w)
+            if w.report is None:
+                yield w
+            continue
+        try:
+            for where, problem in stream(w.source):
+                unit = _streamed_unit(w, where, problem, first)
+                listed.append(unit)
+                if unit.report is None:
+                    yield unit
+        except SourceError as exc:  # unreadable from here on: the rows before it stand
+            report = EnvReport(str(w.source), None, "rejected", f"unreadable source: {exc}")
+            listed.append(_Work(w.source, report=report))
+
+
+def _streamed_unit(w: _Work, where: str, problem: Problem | SourceError, first: dict[str, _Work]) -> _Work:
+    """One row of a streamed source as a unit: its job, or its rejection (unreadable, or a duplicate
+    of an earlier row or source, named once, with where that one is)."""
+    if isinstance(problem, SourceError):
+        return _Work(w.source, where=where, report=EnvReport(str(w.source), None, "rejected", str(problem)))
+    unit = _Work(w.source, env_id=problem.spec.id, job=job_for(problem, w.source, w.stream), where=where)
+    _check_duplicate(unit, first)
+    if unit.report is not None:
+        unit.job = None  # nothing of a rejected row is kept
+    return unit
+
+
+def _write(units: list[_Work], out: Path) -> list[EnvReport]:
+    """The report of every unit that is done (all of them, unless the batch was interrupted)."""
+    reports = [w.report for w in units if w.report is not None]
     write_report(reports, out)
     return reports
+
+
+def _label(w: _Work) -> str:
+    where = w.where or w.source
+    return f"{w.env_id} ({where})" if w.env_id else str(where)
+
+
+def _quiet(line: str) -> None:
+    pass
 
 
 def _plan(source: Path, out: Path, sandbox: SandboxConfig | None = None) -> list[_Work]:
@@ -92,6 +150,8 @@ def _plan(source: Path, out: Path, sandbox: SandboxConfig | None = None) -> list
     cached = cached_rejection(out, key, digest, source, started)
     if cached is not None:
         return [_Work(source, report=cached)]
+    if source.suffix == ".parquet":  # a CodeContests shard: its rows are read as they are built
+        return [_Work(source, stream=digest)]
     try:
         jobs = judge_jobs(source, digest, sandbox)
     except SandboxError as exc:  # the host's failure, not the source's: reported, never remembered
@@ -114,25 +174,30 @@ def _env_id(w: _Work) -> str | None:
         return None
 
 
-def _reject_duplicates(work: list[_Work]) -> None:
+def _reject_duplicates(work: list[_Work]) -> dict[str, _Work]:
     """Two sources (or rows) giving the same env id would overwrite each other: the first one, in
-    the order given, builds; every other is rejected naming it."""
+    the order given, builds; every other is rejected naming it. The first unit of each id."""
     first: dict[str, _Work] = {}
     for w in work:
-        if w.report is not None or w.env_id is None:
-            continue
-        if w.env_id in first:
-            other = first[w.env_id].source
-            where = f"{other} (an earlier row)" if other == w.source else str(other)
-            w.report = EnvReport(
-                str(w.source), w.env_id, "rejected", f"duplicate id '{w.env_id}': also produced by {where}"
-            )
-        else:
-            first[w.env_id] = w
+        _check_duplicate(w, first)
+    return first
 
 
-def _run(w: _Work, out: Path, sandbox: SandboxConfig, package_sources: bool = False) -> None:
-    """Build one unit; whatever it raises becomes its own `error` report, so the batch goes on."""
+def _check_duplicate(w: _Work, first: dict[str, _Work]) -> None:
+    """Reject `w` if an earlier unit has its env id (naming that one), else remember it as the first."""
+    if w.report is not None or w.env_id is None:
+        return
+    if w.env_id not in first:
+        first[w.env_id] = w
+        return
+    other = first[w.env_id]
+    where = other.where or (f"{other.source} (an earlier row)" if other.source == w.source else str(other.source))
+    w.report = EnvReport(str(w.source), w.env_id, "rejected", f"duplicate id '{w.env_id}': also produced by {where}")
+
+
+def _run(w: _Work, out: Path, sandbox: SandboxConfig, package_sources: bool = False) -> str:
+    """Build one unit; whatever it raises becomes its own `error` report, so the batch goes on.
+    How it ended, in words."""
     started = time.monotonic()
     try:
         if w.job is None:
@@ -141,3 +206,5 @@ def _run(w: _Work, out: Path, sandbox: SandboxConfig, package_sources: bool = Fa
             w.report = build_one(*w.job, out, sandbox)
     except Exception as exc:  # noqa: BLE001 - one source's failure is its report, not the batch's end
         w.report = EnvReport(str(w.source), w.env_id, "error", crash_reason(exc), seconds=time.monotonic() - started)
+    w.job = None  # a built unit's problem (its tests' bytes) is not kept while the batch goes on
+    return f"{w.report.status} in {w.report.seconds:.1f} s"

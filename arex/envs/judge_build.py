@@ -16,7 +16,6 @@ from pathlib import Path
 
 from arex.envs.judge_generate import generated_data
 from arex.envs.judge_sources import Problem, content_hash, detect, load, source_files
-from arex.envs.staging import staging
 from arex.envs.report import (
     EnvReport,
     GateLog,
@@ -27,10 +26,12 @@ from arex.envs.report import (
     write_task,
 )
 from arex.envs.sources.frontier import CANDIDATES_DIR
+from arex.envs.staging import staging
 from arex.grading.checkers import Check
 from arex.grading.interactive import crash_of
 from arex.grading.judge import Judge
 from arex.grading.languages import language_for
+from arex.grading.verdicts import HostStarved
 from arex.hashing import cache_dir
 from arex.record.canary import CANARY_FILE, make_canary
 from arex.sandbox import SandboxConfig, SandboxError
@@ -105,6 +106,18 @@ def load_spec(env_dir: Path) -> JudgeSpec:
     return load_task_spec(env_dir / "task.yaml", JudgeSpec)
 
 
+class GateJudge(Judge):
+    """The gates' judge: a grading the host's load starved (no verdict, arex/grading/verdicts.py)
+    raises HostStarved, which ends the build as an `error` (built again on the next run), never a
+    failed gate (a rejection, which is cached)."""
+
+    def grade(self, *args, **kw) -> GradeResult:
+        result = super().grade(*args, **kw)
+        if result.details.get("host_starved"):
+            raise HostStarved(result.infra_error)
+        return result
+
+
 # -- validation gates ----------------------------------------------------------------------------
 def run_gates(env_dir: Path, spec: JudgeSpec, problem: Problem, sandbox: SandboxConfig) -> tuple[GateLog, JudgeSpec]:
     """Run the gates in order, stopping at the first that fails; returns the gates with the scores
@@ -113,18 +126,18 @@ def run_gates(env_dir: Path, spec: JudgeSpec, problem: Problem, sandbox: Sandbox
     if problem.generation:
         log.check("tests generated", True, problem.generation)
     accepted = gated(spec.solutions, "accepted")
-    if not _data_gates(log, Judge(env_dir, spec, sandbox)):
+    if not _data_gates(log, GateJudge(env_dir, spec, sandbox)):
         return log, spec
     if not accepted and spec.scoring == "ratio" and problem.time_multiplier is None:
-        _reference_free_gates(log, Judge(env_dir, spec, sandbox))
+        _reference_free_gates(log, GateJudge(env_dir, spec, sandbox))
         return log, spec
     if not _has_reference(log, accepted, problem):
         return log, spec
     if problem.time_multiplier is not None:  # legacy Kattis: limit from the slowest accepted run
         spec = _derive_time_limit(
-            log, Judge(env_dir, spec, sandbox), accepted, problem.time_multiplier, problem.time_resolution
+            log, GateJudge(env_dir, spec, sandbox), accepted, problem.time_multiplier, problem.time_resolution
         )
-    judge = Judge(env_dir, spec, sandbox)
+    judge = GateJudge(env_dir, spec, sandbox)
     reference = _accepted_gates(log, judge, accepted)
     if reference is not None and _hostile_output_gate(log, judge) and _failing_gates(log, judge):
         _noop_gate(log, judge, accepted[0].language, reference)
@@ -434,6 +447,8 @@ def _reference_free_gates(log: GateLog, judge: Judge) -> None:
     program = "interactor" if judge.spec.checker.kind == "interactive" else "checker"
     try:
         judge.checker_binary()
+    except HostStarved:
+        raise  # the host's failure, not the checker's: no rejection
     except RuntimeError as exc:
         log.check(f"{program} compiles", False, str(exc))
         return
@@ -645,6 +660,11 @@ def judge_jobs(source: Path, digest_base: str | None = None, sandbox: SandboxCon
     problems = load(source, *((generated.data, generated.summary) if generated else ()))
     digest_base = digest_base or content_hash(files, BUILDER_VERSION.encode())
     return [(problem, source, f"{digest_base}-{_problem_key(problem, source)}") for problem in problems]
+
+
+def job_for(problem: Problem, source: Path, digest_base: str) -> Job:
+    """The job of one problem read from `source` (a streamed row), as `judge_jobs` makes them."""
+    return problem, source, f"{digest_base}-{_problem_key(problem, source)}"
 
 
 def _problem_key(problem: Problem, source: Path) -> str:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Protocol
 
 from arex.grading.checkers import Check, interpret_kattis, interpret_testlib
-from arex.grading.verdicts import Failure, Limits, program_failure
+from arex.grading.verdicts import STARVED_ATTEMPTS, Failure, HostStarved, Limits, program_failure, starved_message
 from arex.sandbox.base import JUDGE_AREA, InteractResult, RunLimits, Sandbox
 from arex.specs import JudgeSpec, TestCase, TestResult
 
@@ -126,19 +126,23 @@ class InteractiveRun:
             isolated=True,
         )
         interactor_limits = RunLimits(cpu_s=max(2, math.ceil(4 * tl)), address_space=INTERACTOR_ADDRESS_SPACE)
-        r = box.interact(
-            list(program),
-            ["sh", "-c", _STAGE, "arex-interactor", *self._command()],
-            stdin=self._staging(test),
-            timeout=self.judge.wall_limit_s,
-            cwd=self.cwd,
-            limits=limits,
-            interactor_limits=interactor_limits,
-        )
-        self.staged = True
-        collected = box.judge_exec(["sh", "-c", _COLLECT, "arex-collect", *FEEDBACK_FILES], timeout=60)
-        feedback = _parse_feedback(collected.stdout)
-        return self._result(test, r, feedback), None
+        # The runner's clock counts both sides' waits for a CPU: one the host starved to the hard cap
+        # is run again, then reported as the host's failure (both sides' CPU limits still decide).
+        for _ in range(STARVED_ATTEMPTS):
+            r = box.interact(
+                list(program),
+                ["sh", "-c", _STAGE, "arex-interactor", *self._command()],
+                stdin=self._staging(test),
+                timeout=self.judge.wall_limit_s,
+                cwd=self.cwd,
+                limits=limits,
+                interactor_limits=interactor_limits,
+            )
+            self.staged = True
+            collected = box.judge_exec(["sh", "-c", _COLLECT, "arex-collect", *FEEDBACK_FILES], timeout=60)
+            if not r.program.starved:
+                return self._result(test, r, _parse_feedback(collected.stdout)), None
+        raise HostStarved(starved_message("the program and its interactor", r.program))
 
     def _command(self) -> list[str]:
         checker = self.spec.checker

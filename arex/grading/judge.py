@@ -38,12 +38,12 @@ from arex.grading.verdicts import (
     STARVED_ATTEMPTS,
     HostStarved,
     Limits,
+    fair_exec,
     program_failure,
-    starved_message,
 )
 from arex.hashing import cache_dir, tree_sha256
 from arex.sandbox import Mount, SandboxConfig, make_sandbox
-from arex.sandbox.base import RunLimits, Sandbox, SandboxError
+from arex.sandbox.base import ExecResult, RunLimits, Sandbox, SandboxError
 from arex.specs import GradeResult, JudgeSpec, TestCase, TestResult
 
 # Every judge step's timeout counts the time its processes ran or could have run: time they waited
@@ -334,11 +334,12 @@ class Judge:
                 )
                 if checker.kind == "kattis":
                     flags = " ".join(_quote(f) for f in checker.flags)
-                    r = box.exec(
+                    r = _run_checker(
+                        box,
                         "rm -rf /tmp/fb && mkdir /tmp/fb && "
                         f"./checker {_quote(inp)} {_quote(ans)} /tmp/fb/ {flags} < {out}; code=$?; "
                         "printf '\\n@@arex-score@@'; cat /tmp/fb/score.txt 2>/dev/null; "
-                        "printf '\\n@@arex-message@@'; cat /tmp/fb/judgemessage.txt 2>/dev/null; exit $code"
+                        "printf '\\n@@arex-message@@'; cat /tmp/fb/judgemessage.txt 2>/dev/null; exit $code",
                     )
                     _, _, rest = r.stdout.rpartition("\n@@arex-score@@")
                     score, _, message = rest.partition("\n@@arex-message@@")
@@ -346,14 +347,15 @@ class Judge:
                         r.exit_code, score if score.strip() else None, (message or r.stderr).strip()[:300]
                     )
                 else:
-                    r = box.exec(["./checker", inp, f"outs/{name}.out", ans])
+                    r = _run_checker(box, ["./checker", inp, f"outs/{name}.out", ans])
                     checks[name] = interpret_testlib(r.exit_code, r.stdout, r.stderr)
                 if r.status == "timeout":  # the checker's own failure, named as such (not "exited -1")
                     checks[name] = Check(
                         False,
                         0.0,
                         0.0,
-                        f"checker timeout: no verdict within {box.config.timeout_s:g} s",
+                        f"checker timeout: no verdict within {CHECKER_TIMEOUT_S:g} s "
+                        f"({r.cpu_s or 0:.1f} s of CPU; time spent waiting for a CPU is not counted)",
                         judge_error=True,
                     )
         finally:
@@ -381,13 +383,13 @@ class Judge:
         with make_sandbox(config, f"checker-build-{self.spec.id}") as box:
             box.copy_in(folder, "src")
             command = ["g++", "-std=c++17", "-O2", "-pipe", "-I", "src", "-o", "checker", f"src/{source.name}"]
-            built = box.exec(
-                command, timeout=CHECKER_COMPILE_TIMEOUT_S, limits=RunLimits(starved_wall_s=STARVED_COMPILE_CAP_S)
-            )
+            limits = RunLimits(starved_wall_s=STARVED_COMPILE_CAP_S)
+            built = fair_exec(box, f"compiling checker '{source.name}'", command, CHECKER_COMPILE_TIMEOUT_S, limits)
             if built.status == "timeout":
                 raise RuntimeError(
                     f"Checker '{source.name}' of env '{self.spec.id}' does not compile: timeout after "
-                    f"{CHECKER_COMPILE_TIMEOUT_S:g} s of compiling"
+                    f"{CHECKER_COMPILE_TIMEOUT_S:g} s of compiling ({built.cpu_s or 0:.1f} s of CPU; "
+                    "time spent waiting for a CPU is not counted)"
                 )
             if not built.ok:
                 log = (built.stderr or built.stdout).strip()[-2000:]
@@ -404,6 +406,7 @@ class Judge:
         public = self._score(samples, by_groups=False)[0] if samples else None  # no samples: undefined, not 0
         held, held_raw = self._score(hidden, by_groups=self.spec.scoring == "groups")
         judge_errors = [r for r in results if r.verdict == "JE"]
+        host = next((r.message for r in judge_errors if r.message.startswith(HOST_BUSY)), None)
         details = {
             "kind": "judge",
             "scoring": self.spec.scoring,
@@ -411,6 +414,7 @@ class Judge:
             "verdicts_hidden": dict(Counter(r.verdict for r in hidden)),
             "verdicts_samples": dict(Counter(r.verdict for r in samples)),
             "compile_log": compile_log,
+            "host_starved": host is not None,
         }
         return GradeResult(
             public_score=public,
@@ -418,7 +422,8 @@ class Judge:
             held_out_raw=held_raw,
             feedback=self._feedback(samples, hidden, public, compile_log),
             details=details,
-            infra_error=(
+            infra_error=host
+            or (
                 f"checker failed on {len(judge_errors)} test(s) (first: test {judge_errors[0].name}): "
                 f"{judge_errors[0].message}"
                 if judge_errors
@@ -473,6 +478,11 @@ class Judge:
         slowest = max((r.time_s or 0.0 for r in hidden), default=0.0)
         lines.append(f"Slowest hidden test: {slowest:.2f}s CPU of the {self.spec.time_limit_s:g}s limit.")
         return "\n".join(lines)
+
+
+def _run_checker(box: Sandbox, command) -> ExecResult:
+    """One checker run: its timeout counts its own time, not the host's other load (fair_exec)."""
+    return fair_exec(box, "the checker", command, CHECKER_TIMEOUT_S, RunLimits(starved_wall_s=STARVED_CHECKER_CAP_S))
 
 
 def _quote(text: str) -> str:

@@ -5,15 +5,48 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from arex.sandbox.base import ExecResult
+from arex.sandbox.base import ExecResult, RunLimits, Sandbox, SandboxError
 
 SIGXCPU = 24
+STARVED_ATTEMPTS = 2
+"""How often a judge step (compile, test run, checker) is run when the host's load starves it past
+its hard cap: once more, then the grading reports the host (HostStarved), never a verdict."""
+HOST_BUSY = "the host was too busy"
+"""How a message about a step the host's load starved begins (a test's JE message, infra_error)."""
+
+
+class HostStarved(SandboxError):
+    """A judge step waited for a CPU until its hard cap, every time it was run: the host is too busy.
+    Nothing is known of the submission (or the env); the caller reports it as an infrastructure
+    failure (GradeResult.infra_error, a build's `error`), never as a verdict or a cached rejection."""
 
 
 @dataclass(frozen=True)
 class Failure:
     verdict: str
     message: str
+    host: bool = False
+    """The host's load, not the program, ran out the clock (ExecResult.starved)."""
+
+
+def starved_message(step: str, r: ExecResult) -> str:
+    """Why a step that stayed starved has no verdict, with the kernel's evidence."""
+    cpu = f"{r.cpu_s:.2f} s" if r.cpu_s is not None else "unknown"
+    waited = f"{r.starved_s:.1f} s" if r.starved_s is not None else "most of its time"
+    return (
+        f"{HOST_BUSY}: {step} waited {waited} for a CPU and was stopped at its hard cap after {r.duration_s:.1f} s "
+        f"(CPU used: {cpu}), {STARVED_ATTEMPTS} times; re-run when the host is less loaded"
+    )
+
+
+def fair_exec(box: Sandbox, step: str, command, timeout: float, limits: RunLimits, **kw) -> ExecResult:
+    """Run a judge step (`step` names it in a message), again if the host's load starved it to its
+    hard cap; HostStarved if it stayed starved. A step's own slowness is its result as usual."""
+    for _ in range(STARVED_ATTEMPTS):
+        r = box.exec(command, timeout=timeout, limits=limits, **kw)
+        if not r.starved:
+            return r
+    raise HostStarved(starved_message(step, r))
 
 
 @dataclass(frozen=True)
@@ -40,6 +73,8 @@ def program_failure(
         return Failure("TLE", f"CPU time {p.cpu_s:.2f}s over the {limits.time_s:g}s limit")
     if p.signal == SIGXCPU:  # the kernel's tick-based limit can fire a little before wait4's tally reaches it
         return Failure("TLE", f"stopped by the kernel at the {limits.time_s:g}s CPU time limit")
+    if p.starved:  # within its CPU limit, waiting for a CPU the host gave others: no verdict of the program's
+        return Failure("JE", starved_message("the program", p), host=True)
     if p.status == "timeout":
         return Failure("TLE", f"wall-clock limit {limits.wall_s:g}s exceeded ({idle})")
     if p.exit_code != 0:

@@ -7,6 +7,7 @@ is made, so importing this package (or reading a config) does not load the Docke
 from __future__ import annotations
 
 import importlib
+import sys
 
 from arex.sandbox.base import BACKENDS, ExecResult, Mount, Sandbox, SandboxConfig, SandboxError, parse_size
 
@@ -28,6 +29,18 @@ def make_sandbox(config: SandboxConfig, name: str = "sandbox") -> Sandbox:
     return backend_class(config.backend)(config, name=name)
 
 
+def stop_live() -> None:
+    """Stop every sandbox this process started and has not stopped, of every backend it has used (a
+    backend module imported: its `stop_live`). For a process about to end without waiting for the
+    threads that use them (an aborted batch): what they run fails as the sandbox's end."""
+    for target in BACKENDS.values():
+        module, _, name = target.partition(":")
+        cls = getattr(sys.modules.get(module), name, None)
+        stop = getattr(sys.modules.get(cls.__module__), "stop_live", None) if cls is not None else None
+        if stop is not None:
+            stop()
+
+
 __all__ = [
     "BACKENDS",
     "ExecResult",
@@ -38,4 +51,5 @@ __all__ = [
     "backend_class",
     "make_sandbox",
     "parse_size",
+    "stop_live",
 ]

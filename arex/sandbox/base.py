@@ -195,6 +195,13 @@ class ExecResult(BaseModel):
     """Peak resident memory of the largest process of the tree."""
     signal: int | None = None
     """The signal that ended the command's main process, if one did."""
+    starved_s: float | None = None
+    """How long the command's tree waited runnable for a CPU (the kernel's run_delay, summed over its
+    life by the runner): time the host's other load took, which extends the timeout (RunLimits)."""
+    starved: bool = False
+    """The timeout fired at the hard cap (`RunLimits.starved_wall_s`), the deadline having been moved
+    that far by the wait for a CPU: the host's load ran out the clock, not the command. Nothing is
+    known of what the command would have done; the caller runs it again or reports the host."""
 
     @property
     def ok(self) -> bool:

@@ -13,11 +13,15 @@
  *     cannot trip: time the tree spent runnable but waiting for a CPU (the kernel's run_delay)
  *     extends the deadline, up to the hard cap -T. A program that sleeps or blocks is still
  *     stopped at -t; one starved by other load gets its CPU time, and its CPU limit decides.
+ *     The wait is summed over the tree's life (see `starvation`), so a chain of processes (a
+ *     compiler driver's cc1plus, as, ld) keeps the wait of those already gone.
  * With -R / -W it reads or writes one file as the agent's user instead of running a command, so the
  * root server never opens a path the agent controls (a symlink would make it a confused deputy).
  *
  * The result is one line on the descriptor given by -r:
- *   exit=N signal=N cpu_us=N maxrss_kb=N timed_out=0|1 killed=0|1 procs=N
+ *   exit=N signal=N cpu_us=N maxrss_kb=N timed_out=0|1 killed=0|1 procs=N starved_us=N capped=0|1
+ * starved_us: how long the tree waited for a CPU; capped: the timeout fired at the hard cap -T, the
+ * deadline having been moved that far by the wait (the host's load ran out the clock, not the command).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -136,12 +140,36 @@ static long long run_delay(pid_t pid, const char *tid) {
     return sscanf(buf, "%lld %lld", &on_cpu, &waited) == 2 ? waited : 0;
 }
 
-/* Seconds the live tree below `root` was starved: the longest run_delay of any of its threads.
- * Every thread was born after the command started, so its whole run_delay falls in this run. */
-static double starved_seconds(pid_t root) {
+/* Starvation: the time the tree waited runnable for a CPU, summed over intervals (each ends at a reap
+ * or a deadline check), each interval counting the longest wait any one thread had in it. Threads
+ * waiting side by side count their wait once; one after another (a compiler driver's cc1plus, then
+ * as, then ld), each counts. A tree's own threads queueing for its one CPU count too, but never
+ * more than the CPU time the tree used meanwhile, which its CPU limit bounds. A process's last wait
+ * is read while it is a zombie (`note_reaped`): once reaped, its /proc entry is gone. */
+#define TRACKED 4096
+static struct { pid_t tid; long long delay; int seen; } tracked[TRACKED];
+static int ntracked;
+static long long starved_ns, pending_ns;
+
+/* The wait of thread `tid` since it was last seen (all of it if new); remembers the new total. */
+static long long waited_since(pid_t tid, long long delay) {
+    for (int i = 0; i < ntracked; i++)
+        if (tracked[i].tid == tid) {
+            long long grew = delay - tracked[i].delay;
+            tracked[i].delay = delay, tracked[i].seen = 1;
+            return grew > 0 ? grew : 0;
+        }
+    if (ntracked < TRACKED) tracked[ntracked].tid = tid, tracked[ntracked].delay = delay, tracked[ntracked++].seen = 1;
+    return delay;
+}
+
+/* End an interval: add the longest wait in it of any thread of the live tree below `root`, or of
+ * a process reaped during it; forget threads that are gone. Returns the total in seconds. */
+static double starvation(pid_t root) {
     static pid_t tree[65536];
     int n = collect(root, -1, tree, 65536);
-    long long longest = 0;
+    long long longest = pending_ns;
+    for (int i = 0; i < ntracked; i++) tracked[i].seen = 0;
     for (int i = 0; i < n; i++) {
         char dir[64];
         snprintf(dir, sizeof dir, "/proc/%d/task", tree[i]);
@@ -149,12 +177,46 @@ static double starved_seconds(pid_t root) {
         if (!tasks) continue;
         for (struct dirent *e; (e = readdir(tasks));) {
             if (e->d_name[0] == '.') continue;
-            long long waited = run_delay(tree[i], e->d_name);
-            if (waited > longest) longest = waited;
+            long long grew = waited_since((pid_t)atoi(e->d_name), run_delay(tree[i], e->d_name));
+            if (grew > longest) longest = grew;
         }
         closedir(tasks);
     }
-    return longest / 1e9;
+    int kept = 0;
+    for (int i = 0; i < ntracked; i++)
+        if (tracked[i].seen) tracked[kept++] = tracked[i];
+    ntracked = kept;
+    starved_ns += longest, pending_ns = 0;
+    return starved_ns / 1e9;
+}
+
+/* Before reaping `pid` (a zombie): its last wait joins the current interval. A wait of over a
+ * millisecond ends the interval (what runs after it waits in the next); a shorter one, as every
+ * process has on a quiet host, costs no scan of /proc. */
+static void note_reaped(pid_t pid, pid_t root) {
+    char tid[16];
+    snprintf(tid, sizeof tid, "%d", pid);
+    long long grew = waited_since(pid, run_delay(pid, tid));
+    if (grew > pending_ns) pending_ns = grew;
+    if (grew > 1000000) starvation(root);
+}
+
+/* Reap one ended process of the tree below `root` (WNOHANG), noting its wait first: wait4's
+ * return (0: none ended; -1 with ECHILD: no child left). */
+static pid_t reap_one(pid_t root, int *status, struct rusage *ru) {
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0) return -1;
+    if (info.si_pid == 0) return 0;
+    note_reaped(info.si_pid, root);
+    return wait4(info.si_pid, status, 0, ru);
+}
+
+/* The deadline after `left` ran out: moved by the tree's wait for a CPU, never back, at most `cap`. */
+static double moved_deadline(double started, double wall, double deadline, double cap) {
+    double moved = started + wall + starvation(getpid());
+    if (moved > cap) moved = cap;
+    return moved > deadline ? moved : deadline;
 }
 
 /* Kill the tree (or every process of a uid) until none is left, reaping what comes back to us. */
@@ -367,6 +429,7 @@ static void reap_sides(struct side s[2], int *first, int ends[4]) {
         siginfo_t info;
         memset(&info, 0, sizeof info);
         if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) return;
+        note_reaped(info.si_pid, getpid());
         struct rusage ru;
         int st;
         if (wait4(info.si_pid, &st, 0, &ru) != info.si_pid) return;
@@ -385,7 +448,8 @@ static int exit_code(const struct side *s) {
     return s->done ? (WIFEXITED(s->status) ? WEXITSTATUS(s->status) : 128 + WTERMSIG(s->status)) : 137;
 }
 
-/* Wait for both sides (or the deadline, or SIGTERM); 1 timed out, 2 killed, 0 both ended. */
+/* Wait for both sides (or the deadline, or SIGTERM); 1 timed out, 3 timed out at the hard cap, 2
+ * killed, 0 both ended. */
 static int wait_sides(const struct opts *o, struct side s[2], int *first, int ends[4], const sigset_t *watched) {
     double started = now(), deadline = o->wall > 0 ? started + o->wall : 0;
     double cap = o->hard_wall > o->wall ? started + o->hard_wall : deadline;
@@ -397,11 +461,10 @@ static int wait_sides(const struct opts *o, struct side s[2], int *first, int en
         if (s[0].done && s[1].done) return 0;
         double left = deadline > 0 ? deadline - now() : 3600;
         if (left <= 0 && deadline < cap) {  /* starved, not idle: move the deadline by the wait */
-            double moved = started + o->wall + starved_seconds(getpid());
-            deadline = moved < cap ? moved : cap;
+            deadline = moved_deadline(started, o->wall, deadline, cap);
             left = deadline - now();
         }
-        if (left <= 0) return 1;
+        if (left <= 0) return deadline >= cap && cap > started + o->wall ? 3 : 1;
         if (leftovers && left > 0.005) left = 0.005;  /* poll while a finished side dies */
         struct timespec ts = {(time_t)left, (long)((left - (time_t)left) * 1e9)};
         int sig = sigtimedwait(watched, NULL, &ts);
@@ -442,10 +505,10 @@ static int interactive_main(const struct opts *o, char **command, int count, con
     if (o->result_fd >= 0) {
         const char *who[] = {"none", "command", "interactor"};
         dprintf(o->result_fd, "exit=%d signal=%d cpu_us=%lld maxrss_kb=%ld timed_out=%d killed=%d procs=%d "
-                "ia_exit=%d ia_signal=%d ia_cpu_us=%lld ia_maxrss_kb=%ld first=%s\n",
+                "ia_exit=%d ia_signal=%d ia_cpu_us=%lld ia_maxrss_kb=%ld first=%s starved_us=%lld capped=%d\n",
                 exit_code(&s[0]), s[0].done && WIFSIGNALED(s[0].status) ? WTERMSIG(s[0].status) : 0, s[0].t.cpu_us, s[0].t.maxrss_kb,
-                how == 1, how == 2, s[0].t.procs, exit_code(&s[1]), s[1].done && WIFSIGNALED(s[1].status) ? WTERMSIG(s[1].status) : 0,
-                s[1].t.cpu_us, s[1].t.maxrss_kb, who[first]);
+                how == 1 || how == 3, how == 2, s[0].t.procs, exit_code(&s[1]), s[1].done && WIFSIGNALED(s[1].status) ? WTERMSIG(s[1].status) : 0,
+                s[1].t.cpu_us, s[1].t.maxrss_kb, who[first], starved_ns / 1000, how == 3);
     }
     return 0;
 }
@@ -469,23 +532,22 @@ int main(int argc, char **argv) {
     pid_t pid = fork();
     if (pid < 0) die("fork");
     if (pid == 0) child(&o, argv + first, &old);
-    int status = 0, main_done = 0, timed_out = 0, killed = 0;
+    int status = 0, main_done = 0, timed_out = 0, killed = 0, capped = 0;
     while (!main_done) {
         struct rusage ru;
         int st;
         pid_t w;
-        while ((w = wait4(-1, &st, WNOHANG, &ru)) > 0) {
+        while ((w = reap_one(getpid(), &st, &ru)) > 0) {
             account(&t, &ru);
             if (w == pid) status = st, main_done = 1;
         }
         if (main_done || (w < 0 && errno == ECHILD)) break;
         double left = deadline > 0 ? deadline - now() : 3600;
         if (left <= 0 && deadline < cap) {  /* starved, not idle: move the deadline by the wait */
-            double moved = started + o.wall + starved_seconds(getpid());
-            deadline = moved < cap ? moved : cap;
+            deadline = moved_deadline(started, o.wall, deadline, cap);
             left = deadline - now();
         }
-        if (left <= 0) { timed_out = 1; break; }
+        if (left <= 0) { timed_out = 1, capped = deadline >= cap && cap > started + o.wall; break; }
         struct timespec ts = {(time_t)left, (long)((left - (time_t)left) * 1e9)};
         int sig = sigtimedwait(&watched, NULL, &ts);
         if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) { killed = 1; break; }
@@ -495,8 +557,9 @@ int main(int argc, char **argv) {
     int code = main_done ? (WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)) : 137;
     int signal_number = main_done && WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     if (o.result_fd >= 0) {
-        dprintf(o.result_fd, "exit=%d signal=%d cpu_us=%lld maxrss_kb=%ld timed_out=%d killed=%d procs=%d\n",
-                code, signal_number, t.cpu_us, t.maxrss_kb, timed_out, killed, t.procs);
+        dprintf(o.result_fd, "exit=%d signal=%d cpu_us=%lld maxrss_kb=%ld timed_out=%d killed=%d procs=%d "
+                "starved_us=%lld capped=%d\n",
+                code, signal_number, t.cpu_us, t.maxrss_kb, timed_out, killed, t.procs, starved_ns / 1000, capped);
     }
     return 0;
 }

@@ -27,6 +27,16 @@ _CHUNK = 1 << 20
 _MISSING, _FOLDER, _NOT_REGULAR, _READ_ONLY = 2, 3, 4, 5
 
 
+def _starvation(reply: dict) -> dict:
+    """ExecResult's starved_s and starved from the runner's line (runner.c: starved_us, capped)."""
+    fields = reply.get("result") or {}
+    starved_us = fields.get("starved_us")
+    return {
+        "starved_s": int(starved_us) / 1e6 if starved_us is not None else None,
+        "starved": reply.get("killed") == "timeout" and fields.get("capped") == "1",
+    }
+
+
 class ServedSandbox(Sandbox):
     """A sandbox served by box/server.py over `self._server`. Subclasses provide `_require()`
     (SandboxError when not running), `_dead(what, exc)`, `_oom_mark()` and `_oom_since(mark)`."""
@@ -144,6 +154,7 @@ class ServedSandbox(Sandbox):
             cpu_s=reply["cpu_s"],
             memory_kb=reply["maxrss_kb"],
             signal=reply["signal"],
+            **_starvation(reply),
         )
 
     def _status(self, reply: dict, mark) -> tuple[str, int]:
@@ -200,6 +211,7 @@ class ServedSandbox(Sandbox):
             cpu_s=reply["cpu_s"],
             memory_kb=reply["maxrss_kb"],
             signal=reply["signal"],
+            **_starvation(reply),
         )
         first = {"command": "program", "interactor": "interactor"}.get(fields.get("first", ""))
         return InteractResult(

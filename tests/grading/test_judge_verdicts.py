@@ -8,10 +8,8 @@ The load cases run the same submissions while host processes compete for every C
 
 from __future__ import annotations
 
-import os
-import subprocess
-
 import pytest
+from host_load_kit import HostLoad
 
 from arex.envs.build import write_env
 from arex.envs.judge_sources import load
@@ -110,46 +108,6 @@ def test_verdicts_from_cpu_time_and_peak_memory(judge):
     assert quiet["time_s"] > 0.5 and "CPU time" in quiet["message"]
     for name in ("RE-segfault", "AC-busy"):
         assert all("ulimit" not in t["message"] and "bash" not in t["message"] for t in seen[name][1])
-
-
-class HostLoad:
-    """Other containers busy on every CPU, weighted far above the sandboxes, as when many rollouts
-    share a host. (Plain host processes would not do: the kernel shares CPUs between cgroups first,
-    so a container keeps its share however many processes run outside it.)"""
-
-    def __init__(self, containers: int = 2, weight: int = 8192):
-        loops = " & ".join(["while :; do :; done"] * (os.cpu_count() or 1))
-        self.ids = [
-            subprocess.run(
-                [
-                    "docker",
-                    "run",
-                    "-d",
-                    "--rm",
-                    "--network",
-                    "none",
-                    "--cpu-shares",
-                    str(weight),
-                    "--label",
-                    "arex.test=host-load",
-                    "--entrypoint",
-                    "sh",
-                    "arex-base:latest",
-                    "-c",
-                    loops,
-                ],
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout.strip()
-            for _ in range(containers)
-        ]
-
-    def __enter__(self) -> "HostLoad":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        subprocess.run(["docker", "rm", "-f", *self.ids], capture_output=True)
 
 
 @pytest.mark.docker

@@ -5,7 +5,7 @@ Formats (detected from the folder's contents), one module each:
 - kattis:        problem.yaml, statement/ or problem_statement/, data/{sample,secret}/, output_validator(s)/,
                  submissions/ (+ submissions.yaml); legacy and 2023-07/2025-09 layouts
 - frontier:      statement.txt, config.yaml, testdata/, a testlib checker or interactor
-- codecontests:  a .json / .jsonl file of rows
+- codecontests:  a .json / .jsonl file of rows, or a parquet shard of the dataset (streamed)
 
 What they share (`common`): every bad input is a SourceError naming the file and the field, and a
 sample whose input equals a hidden test's stops being a sample (hidden data never shows in sample
@@ -14,10 +14,11 @@ feedback). `arex.envs.judge_sources` keeps these names importable.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from arex.envs.sources.arex_folder import load_arex
-from arex.envs.sources.codecontests import load_codecontests
+from arex.envs.sources.codecontests import load_codecontests, stream_codecontests
 from arex.envs.sources.common import (
     PROVISIONAL_TIME_LIMIT_S,
     TESTLIB_HEADER,
@@ -45,11 +46,12 @@ __all__ = [
     "load_kattis",
     "slug",
     "source_files",
+    "stream",
 ]
 
 
 def detect(path: Path) -> str:
-    if path.is_file() and path.suffix in (".json", ".jsonl"):
+    if path.is_file() and path.suffix in (".json", ".jsonl", ".parquet"):
         return "codecontests"
     if (path / "task.yaml").is_file():
         return "arex"
@@ -59,7 +61,7 @@ def detect(path: Path) -> str:
         return "frontier-cs"
     raise SourceError(
         f"{path}: not a problem source arex knows "
-        "(expected task.yaml, problem.yaml, config.yaml + statement.txt, or a .json/.jsonl file)"
+        "(expected task.yaml, problem.yaml, config.yaml + statement.txt, or a .json/.jsonl/.parquet file)"
     )
 
 
@@ -86,6 +88,19 @@ def load(path: Path, generated: Path | None = None, generation: str = "") -> lis
         raise SourceError(
             f"{path}: a field does not have the shape the {fmt} format gives it ({type(exc).__name__}: {exc})"
         ) from exc
+
+
+def stream(path: Path) -> Iterator[tuple[str, Problem | SourceError]]:
+    """The problems of a source one at a time, each with where it is (a CodeContests row), as `load`
+    gives them: a row that cannot be read comes as its SourceError and the rows after it still come.
+    A CodeContests file is read as it is consumed (a parquet shard is never all in memory); any other
+    source is loaded whole. SourceError at once for a source that cannot be read at all."""
+    if detect(path) != "codecontests":
+        for problem in load(path):
+            yield str(path), problem
+        return
+    for where, problem in stream_codecontests(path):
+        yield where, problem if isinstance(problem, SourceError) else drop_samples_equal_to_hidden(problem)
 
 
 def source_files(path: Path) -> list[Path]:

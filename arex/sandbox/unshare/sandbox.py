@@ -48,7 +48,8 @@ _live: "weakref.WeakSet[UnshareSandbox]" = weakref.WeakSet()
 
 
 @atexit.register
-def _stop_all() -> None:
+def stop_live() -> None:
+    """Stop every sandbox of this backend this process started and has not stopped."""
     for sandbox in list(_live):
         sandbox.stop()
 
