@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
 
 from arex.errors import UserInputError, explain_validation
 
@@ -169,6 +169,10 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
+BUILTIN_CHECKS = ("exact", "token", "float")
+"""Checker kinds arex compares itself (on the host), no program of the package's."""
+
+
 class CheckerSpec(_Frozen):
     """How an output is compared with the answer."""
 
@@ -200,6 +204,20 @@ class TestCase(_Frozen):
     group: str = "main"
     sample: bool = False
     """Samples: the agent sees full detail. Hidden tests: only counts by verdict."""
+    checker: CheckerSpec | None = None
+    """This test's own check when its test data group (or the test itself) gives the output
+    validator other arguments than the env's `checker` has (Kattis `output_validator_args` in a
+    group's test_group.yaml / testdata.yaml); None: the env's `checker`. It may change only the
+    arguments of a custom checker, or the built-in comparison (exact, token, float)."""
+
+    @model_serializer(mode="wrap")
+    def _without_default_checker(self, handler):
+        # Left out when unset, so a task.yaml (and an env's build key) stays as it was for the
+        # tests that have none.
+        data = handler(self)
+        if self.checker is None and isinstance(data, dict):
+            data.pop("checker", None)
+        return data
 
 
 class TestGroup(_Frozen):
@@ -242,6 +260,29 @@ class JudgeSpec(_Frozen):
     solutions: tuple[SolutionRef, ...] = ()
     source_format: str = "arex"
     source_hash: str = ""
+
+    @model_validator(mode="after")
+    def _tests_keep_the_checker(self) -> JudgeSpec:
+        """A test's own checker is the env's checker with other arguments, or another built-in
+        comparison: the env's checker program is the only one compiled and run."""
+        for test in self.tests:
+            own = test.checker
+            if own is None:
+                continue
+            env = self.checker
+            builtin = own.kind in BUILTIN_CHECKS and env.kind in BUILTIN_CHECKS
+            same = (own.kind, own.protocol, own.source) == (env.kind, env.protocol, env.source)
+            if not builtin and not same:
+                raise ValueError(
+                    f"test '{test.name}': its checker may change only the arguments of the env's checker "
+                    f"({' '.join(filter(None, (env.kind, env.source)))}), "
+                    "or pick another built-in comparison"
+                )
+        return self
+
+    def checker_of(self, test: TestCase) -> CheckerSpec:
+        """The check a test's output gets: its own, else the env's."""
+        return test.checker or self.checker
 
 
 class TestResult(BaseModel):

@@ -36,7 +36,7 @@ from arex.sandbox import SandboxConfig, make_sandbox
 from arex.sandbox.base import RunLimits
 from arex.specs import refuse_links_leaving
 
-GENERATOR_VERSION = "gen-1"
+GENERATOR_VERSION = "gen-2"  # 2: a test case's own yaml: is written beside it
 PROGRAM_CPU_S = 60
 """CPU seconds for one generator, solution or validator run (BAPCtools' `generator_time` default)."""
 COMPILE_CPU_S = 120
@@ -291,7 +291,7 @@ class _Run:
 
     # -- results -----------------------------------------------------------------------------
     def _collect(self) -> None:
-        """Read every made file back (capped), and write the groups' test_group.yaml."""
+        """Read every made file back (capped), and write the test cases' own .yaml and the groups' test_group.yaml."""
         index = {case.path: i for i, case in enumerate(self.plan.cases)}
         for case in self.plan.cases:
             source = case
@@ -309,6 +309,11 @@ class _Run:
                         raise GenerationError(
                             f"{self.where}: test data/{case.path}.{ext} is over {MAX_FILE_BYTES >> 20} MB"
                         ) from None
+            config = source.config or case.config
+            if config:
+                target = self.out / f"{case.path}.yaml"
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
         for rel, config in self.plan.groups.items():
             target = self.out / rel / "test_group.yaml"
             target.parent.mkdir(parents=True, exist_ok=True)

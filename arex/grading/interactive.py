@@ -131,7 +131,7 @@ class InteractiveRun:
         for _ in range(STARVED_ATTEMPTS):
             r = box.interact(
                 list(program),
-                ["sh", "-c", _STAGE, "arex-interactor", *self._command()],
+                ["sh", "-c", _STAGE, "arex-interactor", *self._command(test)],
                 stdin=self._staging(test),
                 timeout=self.judge.wall_limit_s,
                 cwd=self.cwd,
@@ -144,8 +144,8 @@ class InteractiveRun:
                 return self._result(test, r, _parse_feedback(collected.stdout)), None
         raise HostStarved(starved_message("the program and its interactor", r.program))
 
-    def _command(self) -> list[str]:
-        checker = self.spec.checker
+    def _command(self, test: TestCase) -> list[str]:
+        checker = self.spec.checker_of(test)  # a test data group may give the interactor its own arguments
         if checker.protocol == "testlib":
             return [BINARY, f"{RUN_DIR}/input", f"{RUN_DIR}/output", f"{RUN_DIR}/answer"]
         return [BINARY, f"{RUN_DIR}/input", f"{RUN_DIR}/answer", f"{RUN_DIR}/feedback/", *checker.flags]

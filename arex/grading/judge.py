@@ -309,7 +309,11 @@ class Judge:
         checker = self.spec.checker
         if checker.kind in ("exact", "token", "float"):
             return {
-                name: check_builtin(checker, out, self.private_bytes(tests[name].answer).decode(errors="replace"))
+                name: check_builtin(
+                    self.spec.checker_of(tests[name]),
+                    out,
+                    self.private_bytes(tests[name].answer).decode(errors="replace"),
+                )
                 for name, out in outputs.items()
             }
         for name in outputs:  # the checker reads them from the mount: as pinned, or no check
@@ -333,7 +337,7 @@ class Judge:
                     shlex.quote(f"outs/{name}.out"),
                 )
                 if checker.kind == "kattis":
-                    flags = " ".join(_quote(f) for f in checker.flags)
+                    flags = " ".join(_quote(f) for f in self.spec.checker_of(test).flags)
                     r = _run_checker(
                         box,
                         "rm -rf /tmp/fb && mkdir /tmp/fb && "

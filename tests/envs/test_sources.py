@@ -6,15 +6,19 @@ hidden test."""
 import json
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from pydantic import ValidationError
 from repo_paths import TESTS
 
 from arex.envs.judge_sources import Problem, SourceError, load
 from arex.envs.sources.kattis_submissions import expectation
 from arex.envs.sources.latex import latex_to_markdown
 from arex.envs.sources.programs import classify, is_python2
+from arex.grading.interactive import InteractiveRun
 from arex.grading.languages import LANGUAGES
+from arex.specs import CheckerSpec, JudgeSpec
 
 CORPUS = TESTS / "corpus"
 ADD_PY = "a, b = map(int, input().split())\nprint(a + b)\n"
@@ -312,6 +316,110 @@ def test_time_limit_fields_for_the_builder(tmp_path):
     assert (fixed.time_multiplier, fixed.spec.time_limit_s) == (None, 1.5)
     with pytest.raises(SourceError, match=r"field 'limits\.time_resolution' must be above 0"):
         load(kattis(tmp_path / "bad", "name: Add\nlimits: {time_resolution: 0}\n"))
+
+
+# -- output validator arguments per test data group --------------------------------------------
+def _materialised(problem: Problem, env: Path) -> Path:
+    """The env's private/ files, as the builder writes them: enough for Judge.check_outputs."""
+    for rel, source in problem.files.items():
+        if rel.startswith("private/"):
+            (env / rel).parent.mkdir(parents=True, exist_ok=True)
+            (env / rel).write_bytes(source if isinstance(source, bytes) else source.read_bytes())
+    return env
+
+
+def test_a_groups_own_output_validator_args_apply_to_its_tests(tmp_path):
+    """A group's testdata.yaml (legacy string form) and a test's own <name>.yaml (2025-09 test case
+    configuration) give the default validator other arguments than data/secret/ does; samples take
+    data/'s. Before, only data/ or data/secret/ arguments were read: the tolerant answers were WA."""
+    files = {
+        "data/testdata.yaml": "output_validator_args: case_sensitive\n",
+        "data/sample/1.in": "x\n",
+        "data/sample/1.ans": "Yes\n",
+        "data/secret/testdata.yaml": "output_validator_flags: float_tolerance 1e-9\n",
+        "data/secret/exact/1.in": "1\n",
+        "data/secret/exact/1.ans": "1.5\n",
+        "data/secret/tolerant/testdata.yaml": "output_validator_args: float_tolerance 1e-2\n",
+        "data/secret/tolerant/1.in": "2\n",
+        "data/secret/tolerant/1.ans": "1.414213\n",
+        "data/secret/tolerant/2.in": "3\n",
+        "data/secret/tolerant/2.ans": "1.732050\n",
+        "data/secret/tolerant/2.yaml": "output_validator_args: [float_absolute_tolerance, '0.5']\n",
+    }
+    problem = only(
+        write(tmp_path / "p", {"problem.yaml": "name: Roots\n", "statement/problem.md": "Roots.\n", **files})
+    )
+    spec = problem.spec
+    assert (spec.checker.kind, spec.checker.abs_tol) == ("float", 1e-9)
+    own = {t.name: spec.checker_of(t) for t in spec.tests}
+    assert (own["sample__1"].kind, own["sample__1"].case_sensitive) == ("token", True)
+    assert spec.tests[[t.name for t in spec.tests].index("secret__exact__1")].checker is None  # data/secret's
+    assert (own["secret__tolerant__1"].abs_tol, own["secret__tolerant__1"].rel_tol) == (1e-2, 1e-2)
+    assert (own["secret__tolerant__2"].abs_tol, own["secret__tolerant__2"].rel_tol) == (0.5, 0.0)
+
+    from arex.grading.judge import Judge
+
+    judge = Judge(_materialised(problem, tmp_path / "env"), spec)
+    checks = judge.check_outputs(
+        {
+            "sample__1": "yes\n",
+            "secret__exact__1": "1.5\n",
+            "secret__tolerant__1": "1.41\n",
+            "secret__tolerant__2": "2\n",
+        }
+    )
+    assert {name: c.accepted for name, c in checks.items()} == {
+        "sample__1": False,  # data/'s case_sensitive
+        "secret__exact__1": True,
+        "secret__tolerant__1": True,
+        "secret__tolerant__2": True,
+    }
+    assert not judge.check_outputs({"secret__tolerant__1": "1.40\n"})["secret__tolerant__1"].accepted
+
+
+def test_a_custom_validator_gets_each_groups_arguments(tmp_path):
+    """A custom output validator (and an interactor alike) keeps its program; only its arguments
+    change per test; a task.yaml test with no arguments of its own has no checker key."""
+    files = {
+        "output_validators/v/validate.py": "import sys\nsys.exit(42)\n",
+        "data/secret/a/1.in": "1\n",
+        "data/secret/a/1.ans": "1\n",
+        "data/secret/b/test_group.yaml": "output_validator_args: [--eps, '0.1']\n",
+        "data/secret/b/1.in": "2\n",
+        "data/secret/b/1.ans": "2\n",
+    }
+    meta = "name: Add\nvalidation: custom\nvalidator_flags: --strict\n"
+    spec = only(kattis(tmp_path / "p", meta, **files)).spec
+    flags = {t.name: spec.checker_of(t).flags for t in spec.tests}
+    assert flags == {
+        "sample__1": ("--strict",),
+        "secret__1": ("--strict",),
+        "secret__a__1": ("--strict",),
+        "secret__b__1": ("--strict", "--eps", "0.1"),
+    }
+    assert {spec.checker_of(t).source for t in spec.tests} == {"checker/validate.py"}
+    dumped = spec.model_dump(mode="json")["tests"]
+    assert ["checker" in t for t in dumped] == [t.name == "secret__b__1" for t in spec.tests]
+    assert JudgeSpec.model_validate(spec.model_dump(mode="json")) == spec
+    other = spec.tests[0].model_copy(update={"checker": CheckerSpec(kind="kattis", source="checker/other.py")})
+    with pytest.raises(ValidationError, match="may change only the arguments of the env's checker"):
+        JudgeSpec.model_validate({**spec.model_dump(mode="json"), "tests": [other.model_dump(mode="json")]})
+
+
+def test_an_interactor_gets_each_groups_arguments(tmp_path):
+    files = {
+        "output_validator/interactor.py": "import sys\nsys.exit(42)\n",
+        "data/sample/1.interaction": ">1\n",
+        "data/secret/hard/test_group.yaml": "output_validator_args: [--rounds, '3']\n",
+        "data/secret/hard/1.in": "1\n",
+        "data/secret/hard/1.ans": "1\n",
+    }
+    meta = "problem_format_version: 2025-09\nname: G\ntype: interactive\nlimits: {time_limit: 1}\n"
+    spec = only(kattis(tmp_path / "p", meta, **files)).spec
+    run = SimpleNamespace(spec=spec)  # the command depends on the spec and the test only
+    commands = {t.name: InteractiveRun._command(run, t) for t in spec.tests}
+    assert commands["secret__hard__1"][-2:] == ["--rounds", "3"]
+    assert commands["secret__1"][-1].endswith("/feedback/")
 
 
 # -- interactive packages ------------------------------------------------------------------------

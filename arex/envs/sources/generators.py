@@ -61,6 +61,9 @@ class GenCase:
     """An included case: the path of the case it repeats."""
     validator_args: list[str] | None = None
     """The test case's own `input_validator_args` (its `yaml:`), which replace its group's."""
+    config: dict = field(default_factory=dict)
+    """The test case's own `yaml:`, written beside it as `<name>.yaml` (its test case configuration:
+    `output_validator_args` there replace its group's when it is judged)."""
 
     @property
     def how(self) -> str:
@@ -317,6 +320,7 @@ class _Walker:
                 self.plan.folder / "generators", str(node["copy"]), self.path, f"{where}copy", SourceError
             )
         own = node.get("yaml") if isinstance(node.get("yaml"), dict) else {}
+        case.config = own
         if own.get("input_validator_args") is not None:
             value = own["input_validator_args"]
             case.validator_args = [str(v) for v in value] if isinstance(value, list) else str(value).split()

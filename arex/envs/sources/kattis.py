@@ -12,11 +12,15 @@ submission in that language when it is graded (env: private/include/<arex langua
 workspace/include/ for the agent to read); `{{constants}}` are filled in there and in the example
 submissions, as the format says. A BAPCtools `.timelimit` file (or DOMjudge's
 `domjudge-problem.ini` `timelimit`) gives the time limit when problem.yaml does not.
+
+Output validator arguments are per test, as the format inherits them: a test's own `<name>.yaml`,
+else the nearest folder up to data/ whose test_group.yaml / testdata.yaml sets them (data/secret/'s
+do not reach data/sample/). The env's checker has data/secret/'s; a test with others gets its own.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from arex.envs.sources.common import (
@@ -35,7 +39,7 @@ from arex.envs.sources.common import (
 from arex.envs.sources.kattis_submissions import kattis_solutions
 from arex.envs.sources.latex import latex_to_markdown
 from arex.envs.sources.statement import Sample, with_samples, workspace_samples
-from arex.specs import CheckerSpec, TestGroup
+from arex.specs import BUILTIN_CHECKS, CheckerSpec, TestCase, TestGroup
 
 _STATEMENT_DIRS = ("statement", "problem_statement")
 _STATEMENT_NAMES = ("problem.en.md", "problem.en.tex", "problem.md", "problem.tex")
@@ -61,7 +65,9 @@ def load_kattis(folder: Path, generated: Path | None = None, generation: str = "
     hidden_groups = sorted({t.group for t in tests if not t.sample})
     groups = [_group_spec(data / "secret" / g, g) for g in hidden_groups]
     validation = str(meta.get("validation", "default")).split()
-    checker = _checker(folder, meta_path, _validator_flags(meta, data), validation, interactive, files)
+    base = str(meta.get("validator_flags") or "").split()  # legacy problem.yaml: every test's
+    checker = _checker(folder, meta_path, base + _folder_args(data, "secret"), validation, interactive, files)
+    tests = _own_checkers(tests, [name for name, _, _ in found], data, base, checker)
     solutions, skipped = kattis_solutions(folder, files, _full_score(data / "secret") if scoring else None)
     _fill_constants(files, [s.path for s in solutions], _constants(meta))
     included = _includes(folder, files)
@@ -232,17 +238,53 @@ def _full_score(secret: Path) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 100.0
 
 
-def _validator_flags(meta: dict, data: Path) -> list[str]:
-    """Output validator arguments: legacy `validator_flags` plus the root test data config's
-    `output_validator_flags` (legacy) or `output_validator_args` (2023-07+)."""
-    flags = str(meta.get("validator_flags") or "").split()
-    for folder in (data, data / "secret"):
-        cfg = _group_config(folder)
-        value = cfg.get("output_validator_args", cfg.get("output_validator_flags"))
-        if value:
-            flags += [str(v) for v in value] if isinstance(value, list) else str(value).split()
-            break
-    return flags
+def _own_checkers(tests: list[TestCase], names: list[str], data: Path, base: list[str], checker: CheckerSpec):
+    """Each test whose own `<name>.yaml` or folder gives the output validator other arguments than
+    data/secret/ does, with its own checker: the env's validator with those arguments (or the
+    built-in comparison they pick). `names`: the tests' paths under data/, in the same order."""
+    hidden = base + _folder_args(data, "secret")
+    out = []
+    for test, name in zip(tests, names, strict=True):
+        flags = base + _test_args(data, name)
+        if flags != hidden:
+            own = (
+                _default_validator(flags)
+                if checker.kind in BUILTIN_CHECKS
+                else checker.model_copy(update={"flags": tuple(flags)})
+            )
+            test = test.model_copy(update={"checker": own})
+        out.append(test)
+    return out
+
+
+def _test_args(data: Path, name: str) -> list[str]:
+    """The output validator arguments of the test at data/<name>: its own `<name>.yaml` (2025-09
+    test case configuration) if it sets them, else its folder's (`_folder_args`)."""
+    own = data / f"{name}.yaml"
+    if own.is_file():
+        value = _args_value(read_yaml(own))
+        if value is not None:
+            return value
+    return _folder_args(data, PurePosixPath(name).parent.as_posix())
+
+
+def _folder_args(data: Path, rel: str) -> list[str]:
+    """The output validator arguments for tests in data/<rel>: from the nearest folder, from there
+    up to data/, whose test_group.yaml (2023-07+) or testdata.yaml (legacy) sets
+    `output_validator_args` (or legacy `output_validator_flags`), as the format inherits them."""
+    path = PurePosixPath(rel)
+    for folder in (path, *path.parents):
+        value = _args_value(_group_config(data / folder))
+        if value is not None:
+            return value
+    return []
+
+
+def _args_value(config: dict) -> list[str] | None:
+    value = config.get("output_validator_args", config.get("output_validator_flags"))
+    if value is None:
+        return None
+    return [str(v) for v in value] if isinstance(value, list) else str(value).split()
 
 
 def _checker(

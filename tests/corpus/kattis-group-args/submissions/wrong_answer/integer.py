@@ -1,0 +1,3 @@
+import math
+
+print(round(math.sqrt(int(input()))))
