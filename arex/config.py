@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from arex.dataset.config import ExportConfig
-from arex.envs.build_config import BuildConfig
+from arex.envs.build_config import BuildConfig, DecontamConfig
 from arex.errors import ConfigError, UserInputError, explain_validation  # noqa: F401 (ConfigError: re-exported)
 from arex.rollout.config import RolloutConfig
 from arex.sandbox.base import SandboxConfig
@@ -42,6 +42,8 @@ class ArexConfig(BaseModel):
     """How kept trajectories become SFT rows: granularities, loss weights, shard size."""
     build: BuildConfig = Field(default_factory=BuildConfig)
     """What `build-envs` and `draft-env` let a source decide (package indexes and URLs)."""
+    decontamination: DecontamConfig = Field(default_factory=DecontamConfig)
+    """Evaluation sets no training env may overlap (`build-envs`, `export`), and what to do about one."""
 
 
 def load_config(

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from arex.envs.batch_control import run_units
+from arex.envs.decontam import Decontaminator, remove_build
 from arex.envs.judge_build import BUILDER_VERSION, Job, build_one, job_for, judge_jobs, load_spec, write_env
 from arex.envs.judge_generate import GenerationError
 from arex.envs.judge_sources import Problem, SourceError, content_hash, source_files
@@ -57,11 +58,14 @@ def build_envs(
     concurrency: int = 2,
     package_sources: bool = False,
     progress: Callable[[str], None] | None = None,
+    decontam: Decontaminator | None = None,
 ) -> list[EnvReport]:
     """Build every problem of every source, `concurrency` at a time. Never raises for a bad source.
     `package_sources`: requirement lines may choose a package index or URL (`build.package_sources`).
     `progress` gets a line per unit started and finished; an interruption stops the batch as
-    arex/envs/batch_control.py says, with the report written for what is done."""
+    arex/envs/batch_control.py says, with the report written for what is done. `decontam`: the
+    evaluation sets each unit is checked against before it is built (or, when only its build can
+    tell, after), refused or flagged (arex/envs/decontam/)."""
     sandbox = sandbox or SandboxConfig()
     work: list[_Work] = []
     # What killed builds into `out` left goes first (their sandboxes, their staging folders), and
@@ -77,7 +81,7 @@ def build_envs(
             w.env_id = env_id
         first = _reject_duplicates(work)
         listed: list[_Work] = []  # every unit, in order, streamed rows as they are read
-        run = lambda w: _run(w, out, sandbox, package_sources)  # noqa: E731
+        run = lambda w: _run(w, out, sandbox, package_sources, decontam)  # noqa: E731
         finish = lambda: _write(listed, out)  # noqa: E731
         workers = max(1, concurrency)
         run_units(pool, _units(work, first, listed), run, _label, progress or _quiet, finish, out, workers)
@@ -195,16 +199,45 @@ def _check_duplicate(w: _Work, first: dict[str, _Work]) -> None:
     w.report = EnvReport(str(w.source), w.env_id, "rejected", f"duplicate id '{w.env_id}': also produced by {where}")
 
 
-def _run(w: _Work, out: Path, sandbox: SandboxConfig, package_sources: bool = False) -> str:
+def _run(
+    w: _Work, out: Path, sandbox: SandboxConfig, package_sources: bool = False, decontam: Decontaminator | None = None
+) -> str:
     """Build one unit; whatever it raises becomes its own `error` report, so the batch goes on.
     How it ended, in words."""
     started = time.monotonic()
     try:
         if w.job is None:
-            w.report = kind_named(w.kind, w.source).part("build")(w.source, out, sandbox, package_sources)
+            build = lambda: kind_named(w.kind, w.source).part("build")(w.source, out, sandbox, package_sources)  # noqa: E731
         else:
-            w.report = build_one(*w.job, out, sandbox)
+            build = lambda: build_one(*w.job, out, sandbox)  # noqa: E731
+        w.report = build() if decontam is None else _screened(w, out, decontam, build)
     except Exception as exc:  # noqa: BLE001 - one source's failure is its report, not the batch's end
         w.report = EnvReport(str(w.source), w.env_id, "error", crash_reason(exc), seconds=time.monotonic() - started)
     w.job = None  # a built unit's problem (its tests' bytes) is not kept while the batch goes on
     return f"{w.report.status} in {w.report.seconds:.1f} s"
+
+
+def _screened(w: _Work, out: Path, decontam: Decontaminator, build: Callable[[], EnvReport]) -> EnvReport:
+    """The unit's report with the evaluation sets it overlaps: checked before the build when its
+    source tells (a judge problem, an ML table in the repository), else in the env it built. Refused:
+    not built, or its build (and any earlier one) removed from `out`; flagged: built and listed."""
+    started = time.monotonic()
+    found = decontam.before_build(w.job[0] if w.job else None, w.source, w.kind)
+    report = None if found and decontam.config.action == "refuse" else build()
+    if found is None and report is not None and report.status in ("accepted", "skipped") and report.env_id:
+        found = decontam.check_env(out / report.env_id)
+    if not found:
+        return report
+    env_id = report.env_id if report is not None else w.env_id
+    if decontam.config.action == "refuse":
+        removed = remove_build(out, env_id)
+        seconds = report.seconds if report is not None else time.monotonic() - started
+        reason = f"overlaps an evaluation set: {found[0].describe()}" + (
+            f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        )
+        report = EnvReport(str(w.source), env_id, "rejected", reason + ("; its build removed" if removed else ""))
+        report.seconds = seconds
+    elif report.status in ("accepted", "skipped"):
+        report.reason = "; ".join(filter(None, [report.reason, f"flagged: overlaps {found[0].describe()}"]))
+    report.overlaps = [o.to_json() for o in found]
+    return report

@@ -64,6 +64,8 @@ class EnvReport:
     seconds: float = 0.0
     skills: list[SkillNote] = field(default_factory=list)
     """The env's own skills: shipped with the source or drafted (`--draft-skills`), kept or rejected."""
+    overlaps: list[dict] = field(default_factory=list)
+    """Evaluation items this env overlaps (arex/envs/decontam/): each with its set, evidence and action."""
 
     def to_json(self) -> dict:
         return {**self.__dict__, "gates": [g.__dict__ for g in self.gates], "skills": [s.__dict__ for s in self.skills]}
@@ -237,7 +239,7 @@ def report_table(reports: list[EnvReport], summary: dict[str, int]) -> str:
             f"| {_cell(r.env_id or '-')} | {_cell(r.source)} | {r.status} | {_cell(scores)} | "
             f"{_cell(r.reason, REASON_CELL_CHARS)} | {r.seconds:.1f} |"
         )
-    return "\n".join(lines + _skill_lines(reports)) + "\n"
+    return "\n".join(lines + _skill_lines(reports) + _overlap_lines(reports)) + "\n"
 
 
 def _skill_lines(reports: list[EnvReport]) -> list[str]:
@@ -249,6 +251,19 @@ def _skill_lines(reports: list[EnvReport]) -> list[str]:
     return lines + [
         f"| {_cell(env)} | {_cell(n.name)} | {n.origin} | {n.status} | {_cell(n.reason, REASON_CELL_CHARS)} |"
         for env, n in notes
+    ]
+
+
+def _overlap_lines(reports: list[EnvReport]) -> list[str]:
+    """Every env found in an evaluation set: refused (not built, or removed) or flagged, and why."""
+    found = [(r.env_id or r.source, o) for r in reports for o in r.overlaps]
+    if not found:
+        return []
+    lines = ["", "## Decontamination", "", "| env | action | evaluation set | item | evidence |", "|---" * 5 + "|"]
+    return lines + [
+        f"| {_cell(env)} | {o['action']} | {_cell(o['eval_set'])} | {_cell(o['item'])} | "
+        f"{_cell('; '.join(o['signals']), REASON_CELL_CHARS)} |"
+        for env, o in found
     ]
 
 
