@@ -3,7 +3,8 @@ export PYTHON
 # The tests start hundreds of `python -m arex` children: let them reuse compiled bytecode even where the
 # shell says not to write it (a fresh compile of arex costs each child about a CPU-second).
 unexport PYTHONDONTWRITEBYTECODE
-# make test: two workers; the tests sharing a module-scoped fixture stay on one (tests/conftest.py)
+# make test: two workers; the tests sharing a module-scoped fixture stay on one, the longest modules start
+# first (tests/conftest.py; `pytest --write-durations` records the seconds in tests/durations.json)
 PARALLEL ?= -n 2 --dist loadgroup
 
 .PHONY: setup test test-fast lint demo bench
@@ -11,7 +12,7 @@ setup:  ## install and start everything arex needs (idempotent)
 	bash scripts/setup.sh
 
 test: setup lint  ## set up, lint, then run every test (Docker and local-model tests included), then show each sandbox check bites
-	$(PYTHON) -m pytest $(PARALLEL) -m "not serial"
+	$(PYTHON) -m pytest $(PARALLEL) -m "not serial" --durations=25
 	$(PYTHON) -m pytest -m serial
 	$(PYTHON) scripts/conformance_mutations.py
 

@@ -5,7 +5,9 @@ tests/repo_paths.py and the other non-test modules of tests/, all on the path: p
 from __future__ import annotations
 
 import fcntl
+import json
 import os
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,9 +23,53 @@ SHARED_BUNDLED = ("judge-subset-fill", "ml-diabetes")
 # parallel part, alone.
 EXCLUSIVE = (
     "test_judge_verdicts.py::test_same_verdicts_under_host_load",  # starves every CPU, judges the backstop
+    "test_host_load.py::test_build_and_grade_under_host_load_as_idle",  # likewise, for the judge's own steps
+    "test_host_load.py::test_a_step_starved_to_its_cap_is_the_hosts_failure",  # likewise, to the hard caps
     "test_sandbox_conformance.py::test_docker_backend[fork_bomb_is_contained]",  # the host must still fork
     "test_unshare_backend.py::test_unshare_backend[fork_bomb_is_contained]",  # likewise, on the unshare backend
 )
+
+
+# Seconds each test module took in a recorded run (`pytest --write-durations`): make test starts the longest
+# first, so the two workers do not end with one of them alone on a long module (longest-first scheduling).
+DURATIONS = Path(__file__).parent / "durations.json"
+_seconds: Counter[str] = Counter()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--write-durations", action="store_true", help="record each test module's seconds in tests/durations.json"
+    )
+
+
+def _module(item_or_report) -> str:
+    return item_or_report.nodeid.split("::")[0]
+
+
+def _order_longest_first(items: list[pytest.Item]) -> None:
+    """Modules by recorded seconds, longest first (a module never recorded counts as the longest: it may
+    be long); the order within a module is kept."""
+    try:
+        seconds = {str(k): float(v) for k, v in json.loads(DURATIONS.read_text(encoding="utf-8")).items()}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return
+    unknown = max(seconds.values(), default=0.0) + 1.0
+    items.sort(key=lambda item: -seconds.get(_module(item), unknown))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _seconds[_module(report)] += report.duration  # setup, call and teardown; workers' reports too
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not session.config.getoption("--write-durations") or hasattr(session.config, "workerinput"):
+        return
+    try:
+        recorded = json.loads(DURATIONS.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        recorded = {}
+    recorded.update({module: round(seconds, 1) for module, seconds in _seconds.items()})
+    DURATIONS.write_text(json.dumps(dict(sorted(recorded.items())), indent=1) + "\n", encoding="utf-8")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (its hook has no order of its own)
@@ -39,6 +85,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         if any(d.scope == "module" for ds in defs.name2fixturedefs.values() for d in ds):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    _order_longest_first(items)
 
 
 @contextmanager
