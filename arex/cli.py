@@ -70,6 +70,14 @@ app.add_typer(teacher_app, name="teacher")
 app.add_typer(config_app, name="config")
 
 ConfigOpt = typer.Option(None, "-c", "--config", help="YAML file or key=value override; repeat to stack (later wins).")
+EvalSetOpt = typer.Option(
+    None,
+    "--eval-set",
+    help=(
+        "An evaluation set to keep out (repeatable; adds to decontamination.eval_sets): a benchmark folder "
+        "(Frontier-CS, MLE-bench competitions), built envs, or a text file of ids and URLs."
+    ),
+)
 JsonOpt = typer.Option(
     False, "--json", help="Print only the summary, as JSON, on stdout (progress goes to stderr); same exit code."
 )
@@ -178,6 +186,7 @@ def build_envs_command(
             "each checked before it is kept."
         ),
     ),
+    eval_sets: Optional[List[Path]] = EvalSetOpt,
 ) -> None:
     """Turn problem sources into validated envs; every rejection is reported with its reason.
 
@@ -201,9 +210,16 @@ def build_envs_command(
     def progress(line: str) -> None:  # a line per source started and finished, on stderr (a log, if redirected)
         err.print(f"arex: {line}", soft_wrap=True, markup=False, highlight=False)
 
+    decontam = _decontaminator(cfg, eval_sets)
     with (err if as_json else console).status(f"building {len(sources)} source(s) into {out} ..."):
         reports = build_envs(
-            sources, out, cfg.sandbox, concurrency, package_sources=cfg.build.package_sources, progress=progress
+            sources,
+            out,
+            cfg.sandbox,
+            concurrency,
+            package_sources=cfg.build.package_sources,
+            progress=progress,
+            decontam=decontam,
         )
     if draft_skills:  # resumes: an env with drafted skills is not drafted again
         from arex.envs.skills_draft import draft_skills as draft
@@ -233,6 +249,17 @@ def build_envs_command(
     print_summary(summary, console, as_json, show_items=False)
     if not summary.ok:
         raise typer.Exit(1)
+
+
+def _decontaminator(cfg: ArexConfig, eval_sets: Optional[List[Path]]):
+    """The evaluation sets of `decontamination.eval_sets` and `--eval-set`, indexed (a line on stderr
+    for each: its items, what of it could not be read); None if none are named."""
+    from arex.envs.decontam import load_decontaminator
+
+    decontam = load_decontaminator(eval_sets or [], cfg.decontamination)
+    for line in decontam.describe() if decontam else []:
+        err.print(f"arex: {line}", soft_wrap=True, markup=False, highlight=False)
+    return decontam
 
 
 @app.command("draft-env")
@@ -585,6 +612,7 @@ def export_command(
     ),
     config: Optional[List[str]] = ConfigOpt,
     as_json: bool = JsonOpt,
+    eval_sets: Optional[List[Path]] = EvalSetOpt,
 ) -> None:
     """Write the kept trajectories as SFT parquet shards and a dataset card (replaces only an earlier export)."""
     from arex.dataset.config import config_folder
@@ -600,11 +628,37 @@ def export_command(
             f"no built envs to check the trajectories against (canaries): pass --envs DIR (got {envs})"
         )
     started = time.monotonic()
+    decontamination = _export_decontamination(cfg, eval_sets, envs)
     with (err if as_json else console).status(f"exporting to {out} ..."):
-        stats = export(kept, out, cfg.export, envs, chosen)  # the card is written before the swap
+        stats = export(kept, out, cfg.export, envs, chosen, decontamination)  # the card is written before the swap
     summary = export_summary(stats, out, time.monotonic() - started)
     summary.paths["shards"] = f"{out}/<{'|'.join(config_folder(g) for g in stats.rows)}>/*.parquet"
     print_summary(summary, console, as_json, show_items=False)
+
+
+def _export_decontamination(cfg: ArexConfig, eval_sets: Optional[List[Path]], envs: Path):
+    """What export checks each env against (the built env in `envs`), and what build-envs already
+    refused or flagged there (its build-report.json); None when there is neither."""
+    import json
+
+    from arex.dataset.export import Decontamination
+
+    decontam = _decontaminator(cfg, eval_sets)
+    try:
+        built = json.loads((envs / "build-report.json").read_text(encoding="utf-8")).get("envs", [])
+        at_build = [{"env": e["env_id"] or e["source"], "overlaps": e["overlaps"]} for e in built if e.get("overlaps")]
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
+        at_build = []  # no report (envs built elsewhere) or an older one: nothing recorded at build
+    if decontam is None and not at_build:
+        return None
+
+    def check(env_id: str) -> list[dict]:
+        folder = envs / env_id
+        found = decontam.check_env(folder) if (folder / "task.yaml").is_file() else decontam.check_named(env_id)
+        return [o.to_json() for o in found]
+
+    names = [s.name for s in decontam.sets] if decontam else []
+    return Decontamination(names, check if decontam else None, at_build)
 
 
 @app.command("report")

@@ -94,6 +94,7 @@ def write_card(out: Path, stats: ExportStats, config: ExportConfig, selection: d
         _reflections(stats),
         _token_lengths(stats),
         _selection(selection),
+        _decontamination(stats.decontamination),
         _provenance(stats),
     ]
     lines += [line for section in sections for line in section]
@@ -229,6 +230,31 @@ def _selection(selection: dict | None) -> list[str]:
         *[f"| {reason} | {row['count']} |" for reason, row in selection["drops"].items()],
         "",
         *([exploit_sentence(selection["drops"]), ""] if exploit_sentence(selection["drops"]) else []),
+    ]
+
+
+def _decontamination(account: dict | None) -> list[str]:
+    """The evaluation sets checked, and each env found in one: removed or flagged, and why."""
+    if account is None:
+        return []
+    named = ", ".join(f"`{name}`" for name in account["eval_sets"]) or "none named at export"
+    found = [(e["env"], o) for e in account["at_build"] for o in e["overlaps"]]
+    found += [(env, o) for env, overlaps in account["found"].items() for o in overlaps]
+    lines = ["## Decontamination", "", f"Evaluation sets checked: {named}."]
+    if not found:
+        return lines + ["", "No env overlaps an evaluation set.", ""]
+    action = {"refused": "removed", "flagged": "flagged (kept)"}
+    table = [
+        (env, action.get(o["action"], o["action"]), o["eval_set"], o["item"], "; ".join(o["signals"]))
+        for env, o in found
+    ]
+    return lines + [
+        f"{account['left_out']} trajectories left out at export; envs removed at build never reached it.",
+        "",
+        "| env | action | evaluation set | item | evidence |",
+        "|---|---|---|---|---|",
+        *["| " + " | ".join(" ".join(str(c).split()).replace("|", "\\|") for c in row) + " |" for row in table],
+        "",
     ]
 
 

@@ -27,8 +27,9 @@ import hashlib
 import json
 import re
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from arex.dataset.card import write_card
 from arex.dataset.config import GRANULARITIES, MARKER, MARKER_FORMAT, TOKENS_DIR, ExportConfig  # noqa: F401 (re-exported)
@@ -120,17 +121,31 @@ def kept_records(selection_dir: Path) -> KeptRecords:
     return KeptRecords(selection_dir)
 
 
+@dataclass
+class Decontamination:
+    """What export is told of the evaluation sets (the CLI makes it with arex.envs.decontam)."""
+
+    eval_sets: list[str]
+    check: Callable[[str], list[dict]] | None = None
+    """An env id → the evaluation items it overlaps, each with its `action` (refused: its
+    trajectories are left out; flagged: kept) and evidence; None when no set is named."""
+    at_build: list[dict] = field(default_factory=list)
+    """What build-envs refused or flagged (its build-report.json): {env, overlaps}."""
+
+
 def export(
     records: Iterable[Path],
     out: Path,
     config: ExportConfig,
     envs_dir: Path | None = None,
     selection: dict | None = None,
+    decontamination: Decontamination | None = None,
 ) -> ExportStats:
     """Write the export into `.<out>.partial` beside `out`: shards under `<granularity>/`,
     `checksums.json`, the card (`README.md`, `score_curve.png`, from `selection`: selection.json,
     which `kept_records` reads for you) and the marker; then swap it in with one rename. Returns the
-    statistics the card was made from.
+    statistics the card was made from. `decontamination`: the trajectories of an env found in an
+    evaluation set are left out (or kept, when flagged), and the card lists it.
 
     `out` may be new, an empty folder or an earlier export (its marker lists only files arex wrote);
     anything else is refused before anything is written, as is a folder that is, holds or sits in the
@@ -157,7 +172,7 @@ def export(
     staging = None
     try:
         staging = target.stage()
-        stats = _write(paths, kept, staging, config, canaries)
+        stats = _write(paths, kept, staging, config, canaries, decontamination)
         write_card(staging, stats, config, selection)
         seal(staging)
     except BaseException as exc:
@@ -172,13 +187,19 @@ def export(
 
 
 def _write(
-    paths: list[Path], kept: KeptRecords | None, staging: Path, config: ExportConfig, canaries: Canaries
+    paths: list[Path],
+    kept: KeptRecords | None,
+    staging: Path,
+    config: ExportConfig,
+    canaries: Canaries,
+    decontamination: Decontamination | None = None,
 ) -> ExportStats:
     """The shards and checksums.json, one trajectory in memory at a time."""
     tools = any(action_format(p) == "tools" for p in paths)
     writers = {g: ShardWriter(staging / g, config, schema_for(g, tools)) for g in config.granularities}
     builder = RowBuilder(config)
     stats = ExportStats(rows={g: 0 for g in config.granularities})
+    screen = _Screen(decontamination, stats)
     tokens = _TokenWriters(staging, config, stats) if config.tokenizer else None
     seen: set[str] = set()
     for path in paths:
@@ -191,7 +212,7 @@ def _write(
         if kept is not None:
             kept.verify(path)
         record = load(path)
-        if record.header is None or not record.rounds:
+        if record.header is None or not record.rounds or screen.refused(record.header.env_id):
             continue
         if config.dedupe:
             digest = assistant_hash(record)
@@ -221,6 +242,32 @@ def _write(
             json.dumps({k: v["sha256"] for k, v in sorted(stats.shards.items())}, indent=2) + "\n"
         )
     return stats
+
+
+class _Screen:
+    """Each env's evaluation overlaps, asked once; the card's account (`stats.decontamination`)."""
+
+    def __init__(self, decontamination: Decontamination | None, stats: ExportStats):
+        self.check = decontamination.check if decontamination else None
+        if decontamination is not None:
+            stats.decontamination = {
+                "eval_sets": list(decontamination.eval_sets),
+                "at_build": list(decontamination.at_build),
+                "found": {},
+                "left_out": 0,
+            }
+        self.account = stats.decontamination
+
+    def refused(self, env_id: str) -> bool:
+        """Whether the env's trajectories are left out (counted as such)."""
+        if self.check is None:
+            return False
+        found = self.account["found"]
+        if env_id not in found:
+            found[env_id] = self.check(env_id)
+        refused = any(o.get("action") == "refused" for o in found[env_id])
+        self.account["left_out"] += refused
+        return refused
 
 
 class _TokenWriters:

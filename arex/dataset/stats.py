@@ -37,6 +37,8 @@ class ExportStats:
     """The tokenizer the token rows were made with: its name, vocabulary hash and chat template."""
     tool_trajectories: int = 0
     """Trajectories in the `tools` action format (their rows carry tool calls and `tools`)."""
+    decontamination: dict | None = None
+    """The evaluation sets checked, what overlaps them (at build and at export) and the trajectories left out."""
 
     def add(self, header: Header, rounds: list[Round]) -> None:
         """Aggregates only (sums, counts, per-round min/mean/max): memory does not grow with the count."""

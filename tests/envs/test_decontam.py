@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 from repo_paths import TESTS
+from typer.testing import CliRunner
 
+from arex.cli import app
 from arex.config import ConfigError, load_config
 from arex.envs import decontam as decontam_pkg
 from arex.envs.build import EnvReport, _screened, _Work, build_envs
@@ -327,3 +329,25 @@ def test_an_env_only_its_build_can_tell_is_checked_after_it(tmp_path):
     assert report.status == "rejected" and "frontier-2" in report.reason
     assert not (tmp_path / "street").exists()
     assert decontam_pkg.remove_build(tmp_path, "street") is False
+
+
+def test_cli_build_envs_with_eval_sets(tmp_path):
+    """`--eval-set` adds to `decontamination.eval_sets`; each set is described on stderr; a refused
+    env is a rejected row (exit 1, as every rejection)."""
+    out, ids = tmp_path / "envs", tmp_path / "ids.txt"
+    ids.write_text("frontier-mirror-words-2\n")
+    result = CliRunner().invoke(
+        app,
+        ["build-envs", str(TRAINING / "mirror-words-2"), "--out", str(out), "--json", "--eval-set", str(BENCHMARK)]
+        + ["-c", f"decontamination.eval_sets=[{ids}]"],
+    )
+    assert result.exit_code == 1, result.output
+    assert f"evaluation set {BENCHMARK}: 3 item(s)" in result.output
+    assert f"evaluation set {ids}: 1 item(s)" in result.output
+    summary = json.loads(result.stdout[result.stdout.index("{") :])
+    assert summary["items"][0]["outcome"] == "rejected"
+    detail = summary["items"][0]["detail"]
+    assert detail.startswith(f"overlaps an evaluation set: frontier-mirror-words-2 of evaluation set {ids}: same id")
+    assert detail.endswith("(and 1 more)")  # frontier-3 of the benchmark, in build-report.json
+    saved = json.loads((out / "build-report.json").read_text())["envs"][0]["overlaps"]
+    assert [o["item"] for o in saved] == ["frontier-mirror-words-2", "frontier-3"]

@@ -20,6 +20,7 @@ from arex.envs.build_config import DecontamConfig
 from arex.envs.decontam.evalsets import load_eval_set
 from arex.envs.decontam.fingerprint import Fingerprint, of_env, of_ml_table, of_problem
 from arex.envs.decontam.index import EvalSet, Overlap
+from arex.envs.decontam.text import id_key
 from arex.envs.layout import STAMP
 from arex.envs.sources.common import Problem
 
@@ -61,6 +62,10 @@ class Decontaminator:
     def check_env(self, folder: Path) -> list[Overlap]:
         """A built env (any kind: the kinds it does not know are compared by id and statement)."""
         return self.check(of_env(folder))
+
+    def check_named(self, env_id: str) -> list[Overlap]:
+        """An env known only by its id (its folder is not at hand)."""
+        return self.check(Fingerprint(env_id, env_id, ids={id_key(env_id)}))
 
     def check_ml_source(self, path: Path) -> list[Overlap] | None:
         """An ML source before it is built; None when its table is made in a sandbox (`data.prepare`):
