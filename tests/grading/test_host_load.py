@@ -159,26 +159,32 @@ def test_build_and_grade_under_host_load_as_idle(tmp_path, steps):
 
 def test_a_step_starved_to_its_cap_is_the_hosts_failure(tmp_path, steps, monkeypatch):
     """Starved until the hard cap, twice: the grading has no verdict, says the host was too busy
-    (infra_error), and the build is an error, not a rejection remembered for the next run."""
+    (infra_error), and the build is an error, not a rejection remembered for the next run. Each cap
+    is set just above its step's timeout, which is well above the CPU the step needs: only a wait
+    for a CPU can reach it."""
     from arex.envs.judge_build import load_spec
     from arex.grading.judge import Judge
 
     source = _source(tmp_path / "loadsum")
     assert _build(source, tmp_path / "idle").status == "accepted"
     env = tmp_path / "idle" / "loadsum"
-    code = PROGRAMS
     judge = Judge(env, load_spec(env))
-    judge.checker_binary()  # compiled before the load: the cap below is the runs'
+    judge.checker_binary()  # compiled before the load: the caps below are the runs'
     with HostLoad():
-        monkeypatch.setattr(judge_module, "STARVED_COMPILE_CAP_S", LOWERED["COMPILE_TIMEOUT_S"] + 0.5)
-        compile_starved = judge.grade(code["ac.cpp"], "cpp17")
+        monkeypatch.setattr(judge_module, "COMPILE_TIMEOUT_S", 1.5)  # the compile takes 0.3 s of CPU
+        monkeypatch.setattr(judge_module, "STARVED_COMPILE_CAP_S", 1.6)
+        compile_starved = judge.grade(PROGRAMS["ac.cpp"], "cpp17")
         build = _build(source, tmp_path / "load")
+        monkeypatch.setattr(judge_module, "COMPILE_TIMEOUT_S", LOWERED["COMPILE_TIMEOUT_S"])
         monkeypatch.setattr(judge_module, "STARVED_COMPILE_CAP_S", 600.0)
-        monkeypatch.setattr(judge, "starved_cap_s", judge.wall_limit_s + 0.2)
-        run_starved = judge.grade(code["busy-ac.cpp"], "cpp17")
-        monkeypatch.setattr(judge, "starved_cap_s", 10 * judge.wall_limit_s)
-        monkeypatch.setattr(judge_module, "STARVED_CHECKER_CAP_S", LOWERED["CHECKER_TIMEOUT_S"] + 0.05)
-        check_starved = judge.grade(code["ac.cpp"], "cpp17")
+        monkeypatch.setattr(judge, "wall_limit_s", 0.6)  # the program takes 0.24 s of CPU
+        monkeypatch.setattr(judge, "starved_cap_s", 0.7)
+        run_starved = judge.grade(PROGRAMS["busy-ac.cpp"], "cpp17")
+        monkeypatch.setattr(judge, "wall_limit_s", 2.5)
+        monkeypatch.setattr(judge, "starved_cap_s", 25.0)
+        monkeypatch.setattr(judge_module, "CHECKER_TIMEOUT_S", 0.5)  # the checker takes 0.2 s of CPU
+        monkeypatch.setattr(judge_module, "STARVED_CHECKER_CAP_S", 0.55)
+        check_starved = judge.grade(PROGRAMS["ac.cpp"], "cpp17")
     for what, result in (("compile", compile_starved), ("run", run_starved), ("checker", check_starved)):
         verdicts = {t["verdict"] for t in result.details["tests"]}
         assert verdicts == {"JE"}, (what, result.details["tests"])  # no CE, TLE or WA of the submission's
