@@ -351,3 +351,21 @@ def test_cli_build_envs_with_eval_sets(tmp_path):
     assert detail.endswith("(and 1 more)")  # frontier-3 of the benchmark, in build-report.json
     saved = json.loads((out / "build-report.json").read_text())["envs"][0]["overlaps"]
     assert [o["item"] for o in saved] == ["frontier-mirror-words-2", "frontier-3"]
+
+
+@pytest.mark.docker
+def test_build_envs_end_to_end_refuses_the_copy_and_builds_the_rest(tmp_path):
+    """The one Docker test: a batch of a renamed copy and a distinct corpus problem; the copy is
+    refused before any sandbox, the other is built through its gates as without decontamination."""
+    out = tmp_path / "envs"
+    batch = [TRAINING / "portal-gallery", TESTS / "corpus" / "frontier-single-case"]
+    result = CliRunner().invoke(
+        app, ["build-envs", *map(str, batch), "--out", str(out), "--json", "--eval-set", str(BENCHMARK)]
+    )
+    summary = json.loads(result.stdout[result.stdout.index("{") :])
+    outcomes = {i["id"]: (i["outcome"], i["detail"]) for i in summary["items"]}
+    assert outcomes["frontier-portal-gallery"][0] == "rejected", outcomes
+    assert outcomes["frontier-frontier-single-case"][0] == "accepted", outcomes
+    assert sorted(p.name for p in out.iterdir() if (p / "task.yaml").is_file()) == ["frontier-frontier-single-case"]
+    table = (out / "build-report.md").read_text()
+    assert "| frontier-portal-gallery | refused | " in table and "4 of 4 tests identical" in table
