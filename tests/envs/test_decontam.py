@@ -246,9 +246,52 @@ def test_ml_repository_carrying_the_competitions_rows_is_caught(tmp_path):
     copy = _ml_repo(tmp_path / "taxi-fares", header, rows, "Predict taxi fares.\n")
     found = checker.check_ml_source(copy)
     assert [o.item for o in found] == ["ride-fares"], found
-    assert any("labelled rows of prepared/public/train.csv" in s for s in found[0].signals), found[0].signals
+    assert [s.split(" (")[0] for s in found[0].signals] == [
+        "260 labelled rows of prepared/public/train.csv",
+        "40 labelled rows of prepared/public/test.csv + answers",  # the test features joined with the answers
+    ], found[0].signals
     part = _ml_repo(tmp_path / "some-fares", header, rows[:60], "Predict taxi fares.\n")  # a fifth of them
     assert [o.item for o in checker.check_ml_source(part)] == ["ride-fares"]
+
+
+def test_a_built_ml_env_is_compared_by_its_rows(tmp_path):
+    """What an ML env built from a table made by `data.prepare` is checked by, after its build: its
+    training file, and its test file joined with the held-out labels."""
+    from arex.specs import MLSpec
+
+    header, rows = _competition_rows()
+    env = tmp_path / "fares"
+    spec = MLSpec(
+        id="fares",
+        title="fares",
+        run="python3 train.py",
+        metric={"name": "rmse", "direction": "minimize"},
+        data={"table": "t.csv", "target": "fare"},
+    )
+    env.mkdir()
+    write_task(env, spec)
+    at = header.index("fare")
+    for name, part in (("train.csv", rows[:150]), ("test.csv", rows[150:])):
+        out = io.StringIO()
+        cols = header if name == "train.csv" else header[:at] + header[at + 1 :]
+        body = part if name == "train.csv" else [r[:at] + r[at + 1 :] for r in part]
+        csv.writer(out, lineterminator="\n").writerows([cols, *body])
+        (env / "workspace" / "data").mkdir(parents=True, exist_ok=True)
+        (env / "workspace" / "data" / name).write_text(out.getvalue())
+    (env / "private").mkdir()
+    labels = "id,fare,split\n" + "".join(f"{r[0]},{r[at]},private\n" for r in rows[150:])
+    (env / "private" / "labels.csv").write_text(labels)
+    assert [o.item for o in judge([COMPETITION.parent]).check_env(env)] == ["ride-fares"]
+    (env / "workspace" / "data" / "train.csv").unlink()  # the labelled rows left: the test rows and their labels
+    found = judge([COMPETITION.parent]).check_env(env)
+    assert [o.item for o in found] == ["ride-fares"]
+    # its test rows (150 to 300: 110 of the competition's training rows, its 40 test rows), the label
+    # column among those paired: the join of the test file with private/labels.csv
+    assert [s.split(" (")[0] for s in found[0].signals] == [
+        "110 labelled rows of prepared/public/train.csv",
+        "40 labelled rows of prepared/public/test.csv + answers",
+    ]
+    assert all(s.endswith("payment, fare)") for s in found[0].signals), found[0].signals
 
 
 def test_ml_repository_on_the_same_topic_is_not_caught(tmp_path):

@@ -5,15 +5,16 @@ An evaluation table is kept as a sketch: up to `SAMPLE_ROWS` rows spread evenly 
 as a digest of its normalised value (`leak_scan.norm_str`: `1` == `1.0` == `1.000`, `True` == `1`,
 case and surrounding space ignored). A training table is compared to it in three steps:
 
-1. key columns: an evaluation column whose sampled values are mostly distinct is paired with the
-   training column sharing most values with it (at least half of the smaller one's: either table
-   may hold a part of the other); each column is paired once;
-2. rows: an evaluation row whose key cells all occur together in a training row is a candidate;
-3. the other columns: paired with the training column that agrees with them on the candidates far
-   beyond chance (Cohen's kappa of at least `KAPPA`; a column with one value carries no evidence).
+1. key columns: an evaluation column whose sampled values are mostly distinct is paired with a
+   training column sharing many of its values (at least half of the smaller one's: either table may
+   hold a part of the other);
+2. rows: for one key pairing at a time (the best few are tried), an evaluation row whose key cell
+   occurs in the training column is a candidate, with the first training row holding it;
+3. the other columns: each paired with the training column that agrees with it on the candidates
+   far beyond chance (Cohen's kappa of at least `KAPPA`; a column with one value carries none).
 
-A match needs a key column and at least one column confirmed in step 3 (a shared id range alone
-is no evidence), and `MIN_ROWS` rows agreeing on every paired column. Its share is of the
+A match needs at least one column confirmed in step 3 besides the key (a shared id range alone is
+no evidence) and `MIN_ROWS` rows agreeing on every paired column. Its share is of the
 evaluation rows found in the training table, or of the training rows that come from the evaluation
 set, whichever is larger.
 """
@@ -29,8 +30,11 @@ from arex.envs.decontam.text import digest64
 from arex.envs.leak_scan import norm_str
 
 SAMPLE_ROWS = 2000
-KEY_DISTINCT = 0.3
-"""An evaluation column is a key when this share of its sampled values are distinct."""
+KEY_DISTINCT = 0.8
+"""An evaluation column is a key when this share of its sampled values are distinct (ids, real numbers, text)."""
+KEY_TRIES = 3
+SAME_KEY_ROWS = 8
+"""Training rows kept per key value (a value repeated more often is compared in its first rows only)."""
 KEY_CONTAINMENT = 0.5
 KAPPA = 0.8
 MIN_ROWS = 20
@@ -95,45 +99,57 @@ def digest_rows(rows: list[list[str]]) -> list[list[int]]:
 
 
 def compare(evaluation: TableSketch, train: list[list[int]]) -> TableMatch | None:
-    """The evaluation table's rows found in the training table (its rows, `digest_rows`), or None."""
+    """The evaluation table's rows found in the training table (its rows, `digest_rows`), or None.
+    Each of the best `KEY_TRIES` key pairings is tried on its own (a wrong pairing finds no rows)."""
     if len(evaluation.rows) < MIN_ROWS or len(train) < MIN_ROWS:
         return None
     values = [{r[k] for r in train} for k in range(len(train[0]))]
-    keys = _key_pairs(evaluation, values)
-    if not keys:
-        return None
-    first: dict[tuple, int] = {}
+    best = None
+    for j, k in _key_pairs(evaluation, values)[:KEY_TRIES]:
+        match = _match_on(evaluation, train, j, k)
+        if match is not None and (best is None or match.rows > best.rows):
+            best = match
+    return best
+
+
+def _match_on(evaluation: TableSketch, train: list[list[int]], j: int, k: int) -> TableMatch | None:
+    """The rows found when evaluation column `j` is training column `k`, the other columns confirmed."""
+    holding: dict[int, list[int]] = {}
     for t, row in enumerate(train):
-        first.setdefault(tuple(row[k] for _, k in keys), t)
-    found = ((i, first.get(tuple(r[j] for j, _ in keys))) for i, r in enumerate(evaluation.rows))
-    candidates = [(i, t) for i, t in found if t is not None]
-    if len(candidates) < MIN_ROWS:
+        rows = holding.setdefault(row[k], [])
+        if len(rows) < SAME_KEY_ROWS:
+            rows.append(t)
+    found = {i: holding[r[j]] for i, r in enumerate(evaluation.rows) if r[j] in holding}
+    if len(found) < MIN_ROWS:
         return None
-    others = _confirmed_pairs(evaluation, train, candidates, {k for _, k in keys}, {j for j, _ in keys})
+    others = _confirmed_pairs(evaluation, train, [(i, ts[0]) for i, ts in found.items()], {k}, {j})
     if not others:
         return None
-    pairs = keys + others
-    whole = sum(all(evaluation.rows[i][j] == train[t][k] for j, k in pairs) for i, t in candidates)
+    pairs = [(j, k)] + others
+    row = evaluation.rows
+    whole = sum(any(all(row[i][a] == train[t][b] for a, b in pairs) for t in ts) for i, ts in found.items())
     if whole < MIN_ROWS:
         return None
     of_eval = whole / len(evaluation.rows)
     of_train = min(1.0, of_eval * evaluation.total / len(train))
-    named = [evaluation.columns[j] for j, _ in sorted(pairs)]
+    named = [evaluation.columns[a] for a, _ in sorted(pairs)]
     return TableMatch(evaluation.name, whole, max(of_eval, of_train), named)
 
 
 def _key_pairs(evaluation: TableSketch, values: list[set[int]]) -> list[tuple[int, int]]:
-    """(evaluation column, training column) for each key column found, best containment first."""
+    """(evaluation column, training column) for each key column found, best first: an evaluation
+    column of mostly distinct values, and the training column sharing at least `MIN_ROWS` of them
+    and `KEY_CONTAINMENT` of the smaller column's (either table may hold a part of the other)."""
     scored = []
     for j in range(len(evaluation.columns)):
         seen = {r[j] for r in evaluation.rows}
         if len(seen) < MIN_ROWS or len(seen) < KEY_DISTINCT * len(evaluation.rows):
             continue
         for k, present in enumerate(values):
-            share = len(seen & present) / max(1, min(len(seen), len(present)))  # either may hold a part of the other
-            if share >= KEY_CONTAINMENT:
-                scored.append((share, j, k))
-    return _one_to_one(scored)
+            shared = len(seen & present)
+            if shared >= MIN_ROWS and shared >= KEY_CONTAINMENT * min(len(seen), len(present)):
+                scored.append((shared / min(len(seen), len(present)), j, k))
+    return [(j, k) for _, j, k in sorted(scored, key=lambda s: (-s[0], s[1], s[2]))]
 
 
 def _confirmed_pairs(
