@@ -12,8 +12,9 @@ import signal
 import sys
 import time
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, List, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, List, Optional
 
 import typer
 from rich.console import Console
@@ -395,13 +396,13 @@ def rollout(
     shown = err if as_json else console  # with --json, stdout carries the summary only
     started = time.monotonic()
     try:
-        with _teacher_url([v.config for v in plan] if plan else [cfg], shown) as base_url:
+        with _teacher_url([v.config for v in plan] if plan else [cfg], shown) as (base_url, fit):
             if plan is None:
                 batches = {
                     None: asyncio.run(
                         run_batch(
                             found,
-                            cfg.teacher,
+                            fit(cfg.teacher),
                             cfg.rollout,
                             cfg.sandbox,
                             out,
@@ -414,6 +415,7 @@ def rollout(
                     )
                 }
             else:
+                plan = [replace(v, config=v.config.model_copy(update={"teacher": fit(v.config.teacher)})) for v in plan]
                 batches = asyncio.run(run_variants(found, plan, out, samples, concurrency, base_url, shown, variants))
     except KeyboardInterrupt:
         raise Interrupted(
@@ -446,19 +448,26 @@ def _built_envs(envs: Path) -> list:
 
 
 @contextmanager
-def _teacher_url(configs: list[ArexConfig], shown: Console) -> Iterator[Optional[str]]:
-    """The teacher's base_url for the configs that run without one (the first's, if all have one);
-    if one has none, the bundled local teacher, started for the block and stopped after it."""
+def _teacher_url(configs: list[ArexConfig], shown: Console) -> Iterator[tuple[Optional[str], Callable]]:
+    """The teacher's base_url for the configs that run without one (the first's, if all have one),
+    and what a config's teacher settings become on it; if one has none, the bundled local teacher,
+    started for the block and stopped after it, and its fit (arex.teacher.local: its one slot,
+    timeouts at its measured speed)."""
     without = [c for c in configs if c.teacher.base_url is None]
     if not without:
-        yield configs[0].teacher.base_url
+        yield configs[0].teacher.base_url, lambda teacher: teacher
         return
     from arex.teacher.local import LocalTeacher
 
     shown.print("no teacher.base_url configured: starting the bundled local teacher ...")
     local = LocalTeacher(without[0].teacher.local, model_alias=without[0].teacher.model).start()
+    fitted = local.fit(without[0].teacher)
+    shown.print(
+        f"local teacher ready: {fitted.concurrency} call(s) at a time, {fitted.timeout_s:.0f} s per attempt "
+        f"(measured {local.speed.generate_tps:.1f} tokens/s)"
+    )
     try:
-        yield local.base_url
+        yield local.base_url, local.fit
     finally:
         local.stop()
 

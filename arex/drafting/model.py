@@ -164,6 +164,8 @@ class _Session:
 
                 self.local = LocalTeacher(self.cfg.teacher.local, model_alias=self.cfg.teacher.model).start()
                 self.base_url = self.local.base_url
+                # its one slot, timeouts at its measured speed (arex.teacher.local)
+                self.cfg = self.cfg.model_copy(update={"teacher": self.local.fit(self.cfg.teacher)})
             self.box = make_sandbox(self.cfg.sandbox, f"draft-{self.repo.name}")
             self.box.start()
             with tempfile.TemporaryDirectory(prefix="arex-draft-") as staged:

@@ -161,17 +161,21 @@ async def draft_all(
 
 
 @contextmanager
-def teacher_endpoint(config: TeacherConfig, notify: Callable[[str], None] = print) -> Iterator[str]:
-    """The teacher's base URL: teacher.base_url, or the bundled local teacher started for the block."""
+def teacher_endpoint(
+    config: TeacherConfig, notify: Callable[[str], None] = print
+) -> Iterator[tuple[str, TeacherConfig]]:
+    """The teacher's base URL and the settings to call it with: teacher.base_url and `config`, or
+    the bundled local teacher started for the block and `config` fitted to it (its one slot,
+    timeouts at its measured speed: arex.teacher.local)."""
     if config.base_url is not None:
-        yield config.base_url
+        yield config.base_url, config
         return
     from arex.teacher.local import LocalTeacher
 
     notify("no teacher.base_url configured: starting the bundled local teacher ...")
     local = LocalTeacher(config.local, model_alias=config.model).start()
     try:
-        yield local.base_url
+        yield local.base_url, local.fit(config)
     finally:
         local.stop()
 
@@ -182,15 +186,15 @@ def draft_skills(
     """`--draft-skills`: draft with the configured teacher (or the local one); the build report is
     written again with every skill's outcome, even if the teacher fails part way."""
 
-    async def run(base_url: str) -> None:
-        client = TeacherClient(config, base_url)
+    async def run(base_url: str, settings: TeacherConfig) -> None:
+        client = TeacherClient(settings, base_url)
         try:
             await draft_all(reports, out, client, workdir, notify)
         finally:
             await client.close()
 
     try:
-        with teacher_endpoint(config, notify) as base_url:
-            asyncio.run(run(base_url))
+        with teacher_endpoint(config, notify) as (base_url, settings):
+            asyncio.run(run(base_url, settings))
     finally:
         write_report(reports, out)

