@@ -376,11 +376,14 @@ def _setup(stats: ExportStats, config: ExportConfig) -> list[str]:
     ]
     if stats.tool_trajectories:
         lines.append("require_tool_calls(tokenizer)  # stops here under a chat template that drops tool_calls")
-    return lines + ["gpu = torch.cuda.is_available()  # on a CPU: float32"]
+    return lines + [
+        "gpu = torch.cuda.is_available()  # on a CPU: float32, one row and one step to try the route",
+        'cpu = {} if gpu else {"use_cpu": True, "bf16": False, "max_steps": 1, "per_device_train_batch_size": 1}',
+    ]
 
 
 def _args(max_length: int) -> str:
-    return f'args=SFTConfig(output_dir="out", max_length={max_length}, bf16=gpu, use_cpu=not gpu)'
+    return f'args=SFTConfig(output_dir="out", max_length={max_length}, **cpu)'
 
 
 def _training(stats: ExportStats, config: ExportConfig) -> list[str]:
