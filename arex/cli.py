@@ -195,6 +195,8 @@ def build_envs_command(
     `arex build-envs house.yaml --out envs` where house.yaml holds `repo: https://github.com/you/house-prices.git`,
     `commit: main` and `spec: house.arex.yaml` (id, run, metric, data, requirements, ...).
     Every spec key, including requirements_relax and build_from_source, is described in docs/ml-spec.md.
+    A line per source started and finished goes to stderr. Ctrl-C or SIGTERM: no source starts any more,
+    the running ones finish, the report covers what is done; a second one aborts the running ones.
     """
     from arex.envs.build import build_envs
     from arex.summary import build_summary, print_summary
