@@ -222,7 +222,7 @@ def _screened(w: _Work, out: Path, decontam: Decontaminator, build: Callable[[],
     source tells (a judge problem, an ML table in the repository), else in the env it built. Refused:
     not built, or its build (and any earlier one) removed from `out`; flagged: built and listed."""
     started = time.monotonic()
-    found = decontam.before_build(w.job[0] if w.job else None, w.source, w.kind)
+    found = decontam.before_build(w.job[0] if w.job else None, w.source)
     report = None if found and decontam.config.action == "refuse" else build()
     if found is None and report is not None and report.status in ("accepted", "skipped") and report.env_id:
         found = decontam.check_env(out / report.env_id)

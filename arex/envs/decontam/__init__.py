@@ -46,13 +46,15 @@ class Decontaminator:
     def check_problem(self, problem: Problem, where: str) -> list[Overlap]:
         return self.check(of_problem(problem, where))
 
-    def before_build(self, problem: Problem | None, source: Path, kind: str) -> list[Overlap] | None:
+    def before_build(self, problem: Problem | None, source: Path) -> list[Overlap] | None:
         """What a build unit overlaps, told from its source: a judge problem, or an ML source whose
-        table is in the repository; None when only the built env can tell (or the source cannot be
-        read: its builder reports that)."""
+        table is in the repository; None when only the built env can tell (another kind's source, or
+        one that cannot be read: its builder reports that)."""
+        from arex.envs.ml_source import is_ml_source
+
         if problem is not None:
             return self.check_problem(problem, str(source))
-        if kind != "ml":
+        if not is_ml_source(source):
             return None
         try:
             return self.check_ml_source(source)
