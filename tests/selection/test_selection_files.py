@@ -113,10 +113,11 @@ def test_the_verdict_cache_is_read_or_refused_in_one_sentence(data):
 @pytest.mark.suite  # hypothesis: about 2 s; run by `make test`, not `make test-fast`
 @settings(max_examples=120, **SETTINGS)
 @given(st.one_of(contents(REPORT), _mutated(REPORT).map(lambda d: json.dumps(d).encode())))
-@example(b"[]")  # AttributeError in export's card and `.get` before
-@example(json.dumps({**REPORT, "drops": {"x": {"count": "1"}}}).encode())  # TypeError in the report before
+@example(b"[]")  # AttributeError in `arex export` (`.get`) before
+@example(json.dumps({**REPORT, "drops": {"x": {"count": "1"}}}).encode())  # a count that is not a number
 @example(DEEP.encode())
-@example(json.dumps({**REPORT, "store": "/s\x00"}).encode())  # ValueError (embedded null byte) in the report before
+@example(json.dumps({"kept": 1}).encode())  # KeyError in export's dataset card before
+@example(json.dumps({**REPORT, "drops": []}).encode())  # AttributeError in export's dataset card before
 def test_selection_json_is_read_or_refused_in_one_sentence(data):
     with scratch() as folder:
         (folder / "selection.json").write_bytes(data)

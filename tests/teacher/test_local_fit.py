@@ -85,7 +85,9 @@ def test_the_real_local_teacher_is_measured_and_its_fit_serves_concurrent_calls(
     teacher = LocalTeacher().start()
     try:
         assert teacher.speed is not None and teacher.speed.prompt_tps > 0 and teacher.speed.generate_tps > 0
-        config = teacher.fit(README.model_copy(update={"max_tokens": 16, "temperature": 0.0}))
+        # a reply cut at 16 tokens is taken as it is: only a timeout could make a second attempt
+        short = {"max_tokens": 16, "temperature": 0.0, "retry_truncated": False, "retry_empty": False}
+        config = teacher.fit(README.model_copy(update=short))
         assert config.concurrency == 1 and config.timeout_s >= README.timeout_s
 
         async def ask() -> list:
@@ -100,4 +102,4 @@ def test_the_real_local_teacher_is_measured_and_its_fit_serves_concurrent_calls(
     finally:
         teacher.stop()
     # every call answered on its first attempt: none waited out a timeout behind another
-    assert all(r.status in ("ok", "truncated") and len(r.attempts) == 1 for r in replies), replies
+    assert all(r.status in ("ok", "truncated", "empty") and len(r.attempts) == 1 for r in replies), replies
