@@ -34,14 +34,16 @@ from arex.envs.skills import catalogue
 from arex.errors import UserInputError
 from arex.grading.pool import GradingPools, SandboxesAhead
 from arex.hashing import json_sha256
-from arex.record.storage import STORE_ENV, StoreLock, write_error
+from arex.record.storage import StoreLock, write_error
 from arex.record.trajectory import RecordError, RoundEnd, load
 from arex.record.url_store import publish_file
 from arex.rollout.agent import Rollout
 from arex.rollout.config import RolloutConfig, Slot
 from arex.rollout.endings import failures
 from arex.rollout.sandboxes import agent_config, start_ahead
-from arex.sandbox import Sandbox, SandboxConfig, SandboxError, backend_class
+from arex.sandbox import Sandbox, SandboxConfig
+from arex.sandbox.leftovers import FolderLabel as StoreLabel
+from arex.sandbox.leftovers import remove_leftovers
 from arex.specs import TeacherIdentity
 from arex.teacher.client import TeacherClient, TeacherConfig
 
@@ -159,23 +161,6 @@ async def run_batch(
         )
 
 
-class StoreLabel:
-    """`AREX_STORE` set to the store while the batch runs (the previous value back after)."""
-
-    def __init__(self, out: Path):
-        self.value = str(Path(out).resolve())
-
-    def __enter__(self) -> None:
-        self.before = os.environ.get(STORE_ENV)
-        os.environ[STORE_ENV] = self.value
-
-    def __exit__(self, *exc) -> None:
-        if self.before is None:
-            os.environ.pop(STORE_ENV, None)
-        else:
-            os.environ[STORE_ENV] = self.before
-
-
 def _prepare(envs: list[Env], rollout_config: RolloutConfig, sandbox_config: SandboxConfig) -> None:
     """Make sure of the agent sandboxes' images (a judge env's docs image takes ~10 s to build the
     first time) before any sandbox starts from them. Grading containers start later, once the
@@ -214,16 +199,6 @@ def _plan(
     """(rollout key, what starts the rollout's agent sandbox ahead, in a worker thread)."""
     key = rollout_key(env, chash, sample)
     return key, functools.partial(start_ahead, env, rollout_config, sandbox_config, record_path(out, env, key), sample)
-
-
-def remove_leftovers(out: Path, backend: str, notify) -> None:
-    """Remove the sandboxes that killed runs on this store left (the lock is ours: they are dead)."""
-    try:
-        removed = backend_class(backend).cleanup(store=str(out.resolve()))
-    except SandboxError:
-        return  # no engine: the first sandbox start says how to fix that
-    if removed:
-        notify(f"removed {len(removed)} sandbox(es) left by killed runs on {out}")
 
 
 async def _run_locked(
