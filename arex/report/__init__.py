@@ -3,7 +3,8 @@
 Writes into `out/`:
 - `report.html`: the stage-wise table (variant × each rollout's best held-out score, per env and
   overall), best-so-far curves and the fraction of rollouts still improving per round (per env,
-  one series per variant), tokens and cost per round, endings, and selection drops when a
+  one series per variant), tokens and cost per round (cached share, acting and reflection output),
+  each variant's cost per round and per kept trajectory, endings, and selection drops when a
   selection folder is given; charts are inline SVG, the page has no script and loads nothing;
 - `report.json`: the same numbers (`arex.report.stats.Report`);
 - `curves/<env>.png`: the curves as PNG images (`pngs.py`);
@@ -33,6 +34,7 @@ from arex.report.stats import (
     Unreadable,
     VariantStats,
     anchors_of,
+    cost,
     ending_of,
     endings,
     env_stats,
@@ -103,6 +105,8 @@ def variant_stats(loaded: Loaded, anchors: dict[str, Anchors], verdicts: dict | 
             )
         )
     normalised = [anchors[t.header.env_id].normalise(final(t)) for t in loaded.trajectories if t.rounds]
+    judged = any(r.selection for r in rows)  # kept: None unless a selection judged this variant's rollouts
+    kept = sum(r.selection == "kept" for r in rows) if judged else None
     return VariantStats(
         name=name,
         overrides=loaded.variant.overrides,
@@ -112,6 +116,7 @@ def variant_stats(loaded: Loaded, anchors: dict[str, Anchors], verdicts: dict | 
         overall=score_of([n for n in normalised if n is not None]),
         scaling=scaling(by_env, anchors),
         spend=spend(loaded.trajectories),
+        cost=cost(loaded.trajectories, kept),
         endings=endings(loaded.trajectories),
         trajectories=rows,
         unreadable=[Unreadable(path=str(p), reason=r) for p, r in loaded.unreadable],

@@ -24,6 +24,18 @@ NORMALISED = (
     "the band is the 95% confidence interval "
     "of the mean (1.96 standard errors)."
 )
+SPEND = (
+    "A round's spend is every call made in it (its steps, its reflection, and calls paid for in a round that was "
+    "cut and played again, or that failed). Cached share: the prompt tokens the server reported as served from its "
+    "prompt cache (priced at teacher.prices' cached_input, or at the input price where none is given). Output: "
+    "completion tokens of acting replies and of reflections."
+)
+COST = (
+    "Cost per round: the variant's cost over the complete rounds played. Per kept trajectory: the whole variant's "
+    "cost (dropped rollouts were paid for too) over the trajectories its selection kept (give --selection). "
+    "Reflection budget: the words the prompt asked for (rollout.reflection_words) and the max_tokens reflection "
+    "calls were sent with (rollout.reflection_tokens, else teacher.max_tokens), as recorded."
+)
 
 
 def score_cell(score: Score) -> str:
@@ -136,6 +148,10 @@ def _why_empty(report: Report, env: str) -> str:
     return f"every round's submission was invalid ({invalid}) or could not be graded, so there is nothing to plot"
 
 
+def _share(part: int, whole: int) -> str:
+    return f"{part / whole:.1%}" if whole else "—"
+
+
 def _spend(report: Report) -> str:
     series = [
         Series(v.name, [s.round for s in v.spend], [float(s.tokens) for s in v.spend])
@@ -143,7 +159,16 @@ def _spend(report: Report) -> str:
         if v.spend
     ]
     rows = [
-        [esc(v.name), str(s.round), str(s.calls), str(s.tokens), f"{s.cost_usd:.4f}"]
+        [
+            esc(v.name),
+            str(s.round),
+            str(s.calls),
+            str(s.tokens),
+            f"{s.cost_usd:.4f}",
+            _share(s.cached_tokens, s.prompt_tokens),
+            str(s.acting_output),
+            str(s.reflection_output),
+        ]
         for v in report.variants
         for s in v.spend
     ]
@@ -152,11 +177,58 @@ def _spend(report: Report) -> str:
         if series
         else ""
     )
+    head = ["variant", "round", "calls", "tokens", "cost (USD)", "cached share", "acting output", "reflection output"]
     return (
         "<h2>Tokens and cost per round</h2>"
         + chart
-        + table(["variant", "round", "calls", "tokens", "cost (USD)"], rows, "spend", (1, 2, 3, 4))
+        + table(head, rows, "spend", (1, 2, 3, 4, 5, 6, 7))
+        + f'<p class="small muted">{esc(SPEND)}</p>'
+        + _cost(report)
     )
+
+
+def _usd(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4f}"
+
+
+def _cost(report: Report) -> str:
+    """Each variant's teacher bill: cached share, output by kind, cost per round and per kept trajectory."""
+    rows = []
+    for v in report.variants:
+        c = v.cost
+        budget = ", ".join(map(str, c.reflection_words)) or "—"
+        budget += " words / " + (", ".join(map(str, c.reflection_tokens)) or "—") + " tokens"
+        rows.append(
+            [
+                esc(v.name),
+                str(c.rollouts),
+                str(c.rounds),
+                str(c.prompt_tokens),
+                _share(c.cached_tokens, c.prompt_tokens),
+                f"{c.acting_output / c.rounds:.1f}" if c.rounds else "—",
+                f"{c.reflection_output / c.rounds:.1f}" if c.rounds else "—",
+                esc(budget),
+                f"{c.cost_usd:.4f}",
+                _usd(c.cost_per_round),
+                "—" if c.kept is None else str(c.kept),
+                _usd(c.cost_per_kept),
+            ]
+        )
+    head = [
+        "variant",
+        "rollouts",
+        "rounds",
+        "prompt tokens",
+        "cached share",
+        "acting output / round",
+        "reflection output / round",
+        "reflection budget",
+        "cost (USD)",
+        "per round",
+        "kept",
+        "per kept trajectory",
+    ]
+    return table(head, rows, "cost", (1, 2, 3, 4, 5, 6, 8, 9, 10, 11)) + f'<p class="small muted">{esc(COST)}</p>'
 
 
 def _endings(report: Report) -> str:

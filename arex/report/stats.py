@@ -21,7 +21,11 @@ Definitions (the page says them too):
   of the env and variant with at least one complete round;
 - a round's *spend* is every call made in it: the steps', the reflection's, and `spent` lines
   (calls paid for in a round that was cut and re-played, or failed) of that round number;
-- a rollout's *final score* is its best held-out score over all rounds (normalised for `overall`).
+- a rollout's *final score* is its best held-out score over all rounds (normalised for `overall`);
+- a variant's *cost* (`Cost`): every paid call of every rollout (`arex.record.usage`); the *cached
+  share* is the prompt tokens the server served from its prompt cache over all prompt tokens; *cost
+  per round* is the cost over the complete rounds played; *cost per kept trajectory* is the whole
+  variant's cost (dropped rollouts are paid for too) over the trajectories its selection kept.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ from statistics import fmean, pstdev
 
 from pydantic import BaseModel
 
-from arex.record.trajectory import Call, Round, Trajectory
+from arex.record.trajectory import Round, Trajectory
+from arex.record.usage import Usage, reflection_budget, usage_of
 
 UNFINISHED = "unfinished"
 """The status shown for a record with no `end` line (still running, or stopped and resumable)."""
@@ -95,6 +100,36 @@ class RoundSpend(BaseModel):
     calls: int
     tokens: int
     cost_usd: float
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    acting_output: int = 0
+    """Completion tokens of acting replies."""
+    reflection_output: int = 0
+    """Completion tokens of reflections."""
+
+
+class Cost(BaseModel):
+    """What a variant's rollouts paid for, and per round and per kept trajectory."""
+
+    rollouts: int = 0
+    rounds: int = 0
+    """Complete rounds played."""
+    calls: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    cached_share: float | None = None
+    output_tokens: int = 0
+    acting_output: int = 0
+    reflection_output: int = 0
+    cost_usd: float = 0.0
+    cost_per_round: float | None = None
+    kept: int | None = None
+    """Trajectories its selection kept; None without a selection."""
+    cost_per_kept: float | None = None
+    reflection_words: list[int] = []
+    """The reflection length budgets the prompts stated (rollout.reflection_words), as recorded."""
+    reflection_tokens: list[int] = []
+    """The max_tokens reflection calls were sent with (rollout.reflection_tokens, else teacher.max_tokens)."""
 
 
 class EndingCount(BaseModel):
@@ -136,6 +171,7 @@ class VariantStats(BaseModel):
     scaling: list[Point] = []
     """The test-time scaling curve: mean normalised best so far by round, over every rollout."""
     spend: list[RoundSpend]
+    cost: Cost = Cost()
     endings: list[EndingCount]
     trajectories: list[TrajectoryRow]
     unreadable: list[Unreadable] = []
@@ -277,24 +313,52 @@ def scaling(by_env: dict[str, list[Trajectory]], anchors: dict[str, Anchors]) ->
     return carried(runs, lengths, max(lengths, default=0))
 
 
-def calls_of(round_: Round) -> list[Call]:
-    return [s.call for s in round_.steps] + [round_.end.reflection.call]
-
-
 def spend(trajectories: list[Trajectory]) -> list[RoundSpend]:
     """Calls, tokens and cost per round number, summed over the rollouts."""
-    table: dict[int, list] = {}
+    table: dict[int, Usage] = {}
     for t in trajectories:
         for round_ in t.rounds:
-            row = table.setdefault(round_.number, [0, 0, 0.0])
-            for call in calls_of(round_):
-                row[0], row[1], row[2] = row[0] + 1, row[1] + call.tokens, row[2] + call.cost_usd
+            table.setdefault(round_.number, Usage()).add_round(round_)
         for spent in t.spent:
-            row = table.setdefault(spent.round, [0, 0, 0.0])
-            row[0], row[1], row[2] = row[0] + spent.calls, row[1] + spent.tokens, row[2] + spent.cost_usd
+            table.setdefault(spent.round, Usage()).add_spent(spent)
     return [
-        RoundSpend(round=r, calls=c, tokens=n, cost_usd=round(cost, 9)) for r, (c, n, cost) in sorted(table.items())
+        RoundSpend(
+            round=r,
+            calls=u.calls,
+            tokens=u.prompt_tokens + u.output_tokens,
+            cost_usd=round(u.cost_usd, 9),
+            prompt_tokens=u.prompt_tokens,
+            cached_tokens=u.cached_tokens,
+            acting_output=u.acting_output,
+            reflection_output=u.reflection_output,
+        )
+        for r, u in sorted(table.items())
     ]
+
+
+def cost(trajectories: list[Trajectory], kept: int | None) -> Cost:
+    """A variant's cost; `kept`: how many of its trajectories its selection kept (None: no selection)."""
+    total = Usage()
+    for t in trajectories:
+        total.add(usage_of(t))
+    budgets = [reflection_budget(t) for t in trajectories]
+    return Cost(
+        rollouts=len(trajectories),
+        rounds=total.rounds,
+        calls=total.calls,
+        prompt_tokens=total.prompt_tokens,
+        cached_tokens=total.cached_tokens,
+        cached_share=total.cached_share,
+        output_tokens=total.output_tokens,
+        acting_output=total.acting_output,
+        reflection_output=total.reflection_output,
+        cost_usd=round(total.cost_usd, 9),
+        cost_per_round=total.cost_usd / total.rounds if total.rounds else None,
+        kept=kept,
+        cost_per_kept=total.cost_usd / kept if kept else None,
+        reflection_words=sorted({w for w, _ in budgets if w is not None}),
+        reflection_tokens=sorted({n for _, n in budgets if n is not None}),
+    )
 
 
 def ending_of(trajectory: Trajectory) -> tuple[str, str]:

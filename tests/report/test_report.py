@@ -26,6 +26,7 @@ from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
 from arex.sandbox.base import BACKENDS
 from arex.selection.selector import SelectConfig, select
+from arex.teacher.config import Price
 from arex.teacher.scripted import RoundScript, ScriptedServer
 
 HOSTILE = "<script>alert(1)</script>"
@@ -51,9 +52,14 @@ def make_env(envs: Path, env_id: str):
     return load_env(root)
 
 
+# Priced, with a cached-input price: the report's cost numbers are then the records' own, not zeros.
+PRICE = Price(input=3.0, cached_input=0.3, output=15.0)
+PRICED = TEACHER.model_copy(update={"track_cost": True, "prices": {"scripted-teacher": PRICE}})
+
+
 def run(envs, script, store: Path, config: RolloutConfig, samples: int) -> None:
     with ScriptedServer(script, model="scripted-teacher") as server:
-        asyncio.run(run_batch(envs, TEACHER, config, process_sandbox(), store, samples, 2, server.base_url))
+        asyncio.run(run_batch(envs, PRICED, config, process_sandbox(), store, samples, 2, server.base_url))
 
 
 def zigzag(n: int) -> list[str]:
@@ -256,6 +262,74 @@ def test_the_report_numbers_are_the_records_numbers(run_dir):
     for png in result.pngs:
         pixels = imread(png)
         assert pixels.shape[0] > 200 and pixels.shape[1] > 500 and pixels[..., :3].std() > 0.05
+
+
+def expected_cost(records: list[list[dict]], kept: int) -> dict:
+    """Summed from the raw lines: every call priced here from its token counts."""
+    calls = [line["call"] for r in records for line in r if line["type"] == "step"]
+    reflections = [line["reflection"]["call"] for r in records for line in r if line["type"] == "round_end"]
+    spent = [line for r in records for line in r if line["type"] == "spent"]
+    paid = calls + reflections + spent
+    prompt, cached = sum(c["prompt_tokens"] for c in paid), sum(c["cached_tokens"] for c in paid)
+    usd = (
+        sum(
+            (c["prompt_tokens"] - c["cached_tokens"]) * PRICE.input
+            + c["cached_tokens"] * PRICE.cached_input
+            + c["completion_tokens"] * PRICE.output
+            for c in paid
+        )
+        / 1e6
+    )
+    rounds = len(reflections)
+    return {
+        "rounds": rounds,
+        "prompt": prompt,
+        "cached_share": cached / prompt,
+        "acting": sum(c["completion_tokens"] for c in calls),
+        "reflection": sum(c["completion_tokens"] for c in reflections),
+        "cost": usd,
+        "per_round": usd / rounds,
+        "per_kept": usd / kept,
+    }
+
+
+def test_cost_cached_share_and_output_are_the_records_numbers(run_dir):
+    base, result = run_dir
+    report = json.loads(result.json.read_text())
+    rows = {row[0]: row for row in Tables(result.html.read_text()).tables["cost"][1:]}
+    for variant in report["variants"]:
+        records = raw_records(base / "store" / variant["name"])
+        kept = json.loads((base / "sel" / variant["name"] / "selection.json").read_text())["kept"]
+        want, c = expected_cost(records, kept), variant["cost"]
+        assert kept > 0 and 0 < want["cached_share"] < 1  # the scripted server served cached prefixes
+        got = (c["rounds"], c["prompt_tokens"], c["acting_output"], c["reflection_output"], c["kept"])
+        assert got == (want["rounds"], want["prompt"], want["acting"], want["reflection"], kept)
+        assert (c["cached_share"], c["cost_usd"], c["cost_per_round"], c["cost_per_kept"]) == pytest.approx(
+            (want["cached_share"], want["cost"], want["per_round"], want["per_kept"])
+        )
+        # priced at the full input price, the bill would be higher: the cached price was used
+        full = want["cost"] + want["cached_share"] * want["prompt"] * (PRICE.input - PRICE.cached_input) / 1e6
+        assert c["cost_usd"] < full
+        assert rows[variant["name"]][4] == f"{want['cached_share']:.1%}"
+        assert rows[variant["name"]][5:7] == [
+            f"{want['acting'] / want['rounds']:.1f}",
+            f"{want['reflection'] / want['rounds']:.1f}",
+        ]
+        assert rows[variant["name"]][7] == "150 words / 1024 tokens"  # the defaults, as recorded
+        assert rows[variant["name"]][8:] == [
+            f"{want['cost']:.4f}",
+            f"{want['per_round']:.4f}",
+            str(kept),
+            f"{want['per_kept']:.4f}",
+        ]
+        by_round = {s["round"]: s for s in variant["spend"]}
+        for n, s in by_round.items():
+            mine = [line for r in records for line in r if line.get("round") == n]
+            acting = sum(line["call"]["completion_tokens"] for line in mine if line["type"] == "step")
+            reflecting = sum(
+                line["reflection"]["call"]["completion_tokens"] for line in mine if line["type"] == "round_end"
+            )
+            assert (s["acting_output"], s["reflection_output"]) == (acting, reflecting)
 
 
 def test_selection_drops_are_the_selections(run_dir):
