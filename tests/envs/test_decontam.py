@@ -164,6 +164,13 @@ def test_a_problem_the_loaders_refuse_is_still_indexed(tmp_path):
     assert [o.item for o in checker.check_problem(load(TRAINING / "mirror-words-2")[0], "x")] == ["frontier-3"]
 
 
+def test_a_package_whose_tests_are_generated_is_indexed_by_its_statement():
+    """A Kattis package whose data/ its generators make (never run to index it): its statement."""
+    item = judge([TESTS / "corpus" / "kattis-generators"]).sets[0]
+    assert len(item.items) == 1 and len(item.items[0].grams) > 20
+    assert "read in part" in item.notes[0]
+
+
 def test_index_is_built_once_and_rebuilt_when_a_file_changes(tmp_path, monkeypatch):
     bench = tmp_path / "bench"
     import shutil

@@ -23,7 +23,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from arex.envs.decontam.fingerprint import Fingerprint, _add_solution, _add_test, of_env, of_problem
+from arex.envs.decontam.fingerprint import Fingerprint, add_solution, add_test, of_env, of_problem
 from arex.envs.decontam.index import INDEX_VERSION, EvalSet, Item
 from arex.envs.decontam.mlebench import is_competition, of_competition
 from arex.envs.decontam.text import id_key, url_key
@@ -35,6 +35,7 @@ from arex.specs import SpecError
 MAX_DEPTH = 4
 _SKIP = {".git", "__pycache__", "node_modules", ".venv"}
 _STATEMENTS = ("statement.txt", "statement.md", "problem.md", "description.md", "README.md")
+_STATEMENT_GLOBS = ("statement/problem.en.*", "problem_statement/problem.en.*", "statement/*.md", "problem_statement/*")
 
 
 def load_eval_set(path: Path, n: int) -> EvalSet:
@@ -149,6 +150,18 @@ def _problem_items(path: Path, why: str = "") -> Iterator[Fingerprint | str]:
             yield f"{path}: left out ({exc})"
 
 
+def _statement_file(folder: Path) -> Path | None:
+    """The statement of a problem folder in any layout arex reads (Kattis: statement/problem.en.md, ...)."""
+    for name in _STATEMENTS:
+        if (folder / name).is_file():
+            return folder / name
+    for pattern in _STATEMENT_GLOBS:
+        found = sorted(p for p in folder.glob(pattern) if p.is_file())
+        if found:
+            return found[0]
+    return None
+
+
 def _lenient(folder: Path, why: str) -> Fingerprint:
     """A problem folder the loaders refuse, as far as it can be read: its statement, any test pairs
     (.in with .ans or .out beside it) and solutions/ files."""
@@ -157,16 +170,15 @@ def _lenient(folder: Path, why: str) -> Fingerprint:
     except SourceError:
         name = folder.name
     fp = Fingerprint(name, str(folder), ids={id_key(name)}, notes=[f"read in part: {why}"])
-    for name in _STATEMENTS:
-        if (folder / name).is_file():
-            fp.statement = (folder / name).read_bytes().decode("utf-8", errors="replace")
-            break
+    statement = _statement_file(folder)
+    if statement is not None:
+        fp.statement = statement.read_bytes().decode("utf-8", errors="replace")
     for given in sorted(folder.rglob("*.in")):
         answer = next((given.with_suffix(s) for s in (".ans", ".out") if given.with_suffix(s).is_file()), None)
         if answer is not None:
-            _add_test(fp, given.read_bytes(), answer.read_bytes())
+            add_test(fp, given.read_bytes(), answer.read_bytes())
     solutions = folder / "solutions"
     for code in sorted(solutions.rglob("*") if solutions.is_dir() else []):
         if code.is_file():
-            _add_solution(fp, code.relative_to(folder).as_posix(), code.read_bytes())
+            add_solution(fp, code.relative_to(folder).as_posix(), code.read_bytes())
     return fp

@@ -14,7 +14,7 @@ from pathlib import Path
 from arex.envs.decontam.tables import read_csv
 from arex.envs.decontam.text import bytes_of, id_key, solution_digest, test_digest, url_key
 from arex.envs.sources.common import Problem
-from arex.specs import JudgeSpec, MLSpec, SpecError, read_spec_yaml, spec_model, validate_spec
+from arex.specs import JudgeSpec, MLSpec, read_spec_yaml, spec_model, validate_spec
 
 Table = tuple[str, list[str], list[list[str]], "str | None"]
 """(name, header, rows, label column or None)."""
@@ -44,21 +44,21 @@ def of_problem(problem: Problem, where: str) -> Fingerprint:
     for test in spec.tests:
         given, answer = problem.files.get(f"private/{test.input}"), problem.files.get(f"private/{test.answer}")
         if given is not None and answer is not None:
-            _add_test(fp, bytes_of(given), bytes_of(answer))
+            add_test(fp, bytes_of(given), bytes_of(answer))
     for ref in spec.solutions:
         if ref.path in problem.files:
-            _add_solution(fp, ref.path, bytes_of(problem.files[ref.path]))
+            add_solution(fp, ref.path, bytes_of(problem.files[ref.path]))
     return fp
 
 
-def _add_test(fp: Fingerprint, given: bytes, answer: bytes) -> None:
+def add_test(fp: Fingerprint, given: bytes, answer: bytes) -> None:
     digest = test_digest(given, answer)
     if digest is not None:
         fp.tests.add(digest)
         fp.tested += 1
 
 
-def _add_solution(fp: Fingerprint, rel: str, code: bytes) -> None:
+def add_solution(fp: Fingerprint, rel: str, code: bytes) -> None:
     digest = solution_digest(code)
     if digest is not None:
         fp.solutions.setdefault(digest, rel)
@@ -74,10 +74,10 @@ def of_env(folder: Path) -> Fingerprint:
         for test in spec.tests:
             given, answer = private / test.input, private / test.answer
             if given.is_file() and answer.is_file():
-                _add_test(fp, given.read_bytes(), answer.read_bytes())
+                add_test(fp, given.read_bytes(), answer.read_bytes())
         for ref in spec.solutions:
             if (folder / ref.path).is_file():
-                _add_solution(fp, ref.path, (folder / ref.path).read_bytes())
+                add_solution(fp, ref.path, (folder / ref.path).read_bytes())
     elif isinstance(spec, MLSpec):
         if spec.source_url:
             fp.urls.add(url_key(spec.source_url))
@@ -129,7 +129,3 @@ def of_ml_table(env_id: str, where: str, url: str, statement: str, table: str, t
         fp.urls.add(url_key(url))
     fp.tables.append((table, header, rows, label))
     return fp
-
-
-def spec_error_note(exc: SpecError | OSError | ValueError) -> str:
-    return " ".join(str(exc).split())[:300]
