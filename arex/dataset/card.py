@@ -93,6 +93,7 @@ def write_card(out: Path, stats: ExportStats, config: ExportConfig, selection: d
         [f"![Best held-out score so far, by round]({CURVE})", ""] if has_curve else [],
         _reflections(stats),
         _token_lengths(stats),
+        _teacher_cost(stats, selection),
         _selection(selection),
         _decontamination(stats.decontamination),
         _provenance(stats),
@@ -301,6 +302,54 @@ def _reflections(stats: ExportStats) -> list[str]:
         f"| {share} |",
         "",
     ]
+
+
+def _per(amount: float, count: int, digits: int) -> str:
+    return f"{amount / count:.{digits}f}" if count else "—"
+
+
+def _teacher_cost(stats: ExportStats, selection: dict | None) -> list[str]:
+    """What the exported trajectories' teacher calls cost: cached share of the prompt tokens, output by
+    kind per round, the reflection budget they ran under, cost per round and per kept trajectory."""
+    u = stats.usage
+    if not u.calls:
+        return []
+    share = f"{u.cached_share:.1%}" if u.cached_share is not None else "—"
+    budgets = "; ".join(
+        f"{words if words is not None else 'no'} words asked in the prompt, max_tokens "
+        f"{cap if cap is not None else '—'} ({n} trajector{'y' if n == 1 else 'ies'})"
+        for (words, cap), n in sorted(stats.reflection_budgets.items(), key=lambda kv: -kv[1])
+    )
+    lines = [
+        "## Teacher cost",
+        "",
+        f"Measured over the {stats.trajectories} exported trajectories' own teacher calls ({u.calls} calls, "
+        f"{u.rounds} complete rounds; calls of a round cut short and played again, or of a call that failed, "
+        "included). Cached share: prompt tokens the server reported as served from its prompt cache, priced at "
+        "`teacher.prices` `cached_input` (the input price where none was given). Output: completion tokens of "
+        "acting replies and of reflections, per round.",
+        "",
+        "| prompt tokens | cached share | acting output / round | reflection output / round | cost (USD) "
+        "| cost / round | cost / kept trajectory |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {u.prompt_tokens} | {share} | {_per(u.acting_output, u.rounds, 1)} | "
+        f"{_per(u.reflection_output, u.rounds, 1)} | {u.cost_usd:.4f} | {_per(u.cost_usd, u.rounds, 4)} | "
+        f"{_per(u.cost_usd, stats.trajectories, 4)} |",
+        "",
+        f"Reflection budget (`rollout.reflection_words` in the prompt, `rollout.reflection_tokens` as the reflection "
+        f"calls' max_tokens): {budgets}.",
+        "",
+    ]
+    if not u.cost_usd:
+        lines += ["No cost was recorded: the teacher ran with `teacher.track_cost` off or at a price of 0.", ""]
+    if selection:
+        lines += [
+            f"Selection dropped {selection['total'] - selection['kept']} of {selection['total']} trajectories, which "
+            "were paid for too: `arex report <store> --selection <selection folder>` divides the whole run's cost by "
+            "the trajectories kept.",
+            "",
+        ]
+    return lines
 
 
 def _token_lengths(stats: ExportStats) -> list[str]:

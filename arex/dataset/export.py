@@ -233,6 +233,7 @@ def _write(
         stats.skipped_calls += built.skipped_calls
         stats.trajectories += 1
         stats.add(record.header, record.rounds)
+        stats.add_usage(record)
     for writer in [*writers.values(), *(tokens.writers.values() if tokens else [])]:
         for path, count in writer.close():
             rel = path.relative_to(staging).as_posix()

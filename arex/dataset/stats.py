@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from arex.dataset.masks import TokenStats
-from arex.record.trajectory import Header, Round
+from arex.record.trajectory import Header, Round, Trajectory
+from arex.record.usage import Usage, reflection_budget, usage_of
 
 REFLECTION_PARTS = ("review", "diagnose", "plan", "state")
 
@@ -39,6 +40,16 @@ class ExportStats:
     """Trajectories in the `tools` action format (their rows carry tool calls and `tools`)."""
     decontamination: dict | None = None
     """The evaluation sets checked, what overlaps them (at build and at export) and the trajectories left out."""
+    usage: Usage = field(default_factory=Usage)
+    """Every call the exported trajectories paid for (`arex.record.usage`)."""
+    reflection_budgets: dict[tuple, int] = field(default_factory=dict)
+    """(reflection_words, reflection max_tokens) as recorded -> trajectories."""
+
+    def add_usage(self, trajectory: Trajectory) -> None:
+        """What an exported trajectory's calls cost, and the reflection budget it ran under."""
+        self.usage.add(usage_of(trajectory))
+        budget = reflection_budget(trajectory)
+        self.reflection_budgets[budget] = self.reflection_budgets.get(budget, 0) + 1
 
     def add(self, header: Header, rounds: list[Round]) -> None:
         """Aggregates only (sums, counts, per-round min/mean/max): memory does not grow with the count."""
