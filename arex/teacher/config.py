@@ -19,7 +19,8 @@ class Price(BaseModel):
     output: float
     """Completion tokens."""
     cached_input: float | None = None
-    """Prompt tokens served from the provider's cache (defaults to the input price)."""
+    """Prompt tokens the server reports as served from its prompt cache (`cached_tokens` of the usage).
+    Unset: they are priced at `input`, which overstates the cost of a provider that bills them lower."""
 
 
 class LocalServerConfig(BaseModel):
@@ -85,8 +86,11 @@ class TeacherConfig(BaseModel):
     carry no marks (vLLM, SGLang and OpenAI cache prefixes without them)."""
     track_cost: bool = True
     """Compute cost from `prices`. An unknown price is an error unless this is off."""
-    prices: dict[str, Price] = Field(default_factory=lambda: {LOCAL_MODEL: Price(input=0.0, output=0.0)})
-    """Price per model name, USD per million tokens."""
+    prices: dict[str, Price] = Field(
+        default_factory=lambda: {LOCAL_MODEL: Price(input=0.0, cached_input=0.0, output=0.0)}
+    )
+    """Price per model name, USD per million tokens: input, cached_input (prompt tokens served from the
+    server's prompt cache; unset: the input price) and output."""
     local: LocalServerConfig = Field(default_factory=LocalServerConfig)
     """Settings for the bundled local teacher."""
 

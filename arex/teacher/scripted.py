@@ -334,7 +334,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 def _plain(message: dict) -> dict:
     """A message without prompt-cache marks: its content as text."""
-    return {**message, "content": _text(message.get("content"))} if isinstance(message.get("content"), list) else message
+    if not isinstance(message.get("content"), list):
+        return message
+    return {**message, "content": _text(message.get("content"))}
 
 
 def _text(content: Any) -> str:

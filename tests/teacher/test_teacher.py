@@ -232,3 +232,12 @@ def test_unreachable_endpoint_is_an_infrastructure_error():
     with pytest.raises(TeacherError) as info:
         run(client.chat(MESSAGES))
     assert info.value.kind == "unreachable" and "Connection" in str(info.value)
+
+
+def test_cached_tokens_cost_the_cached_price_and_the_input_price_only_when_none_is_given():
+    url = "http://127.0.0.1:9/v1"  # no request is made: cost is arithmetic on the counts a server reported
+    cached = TeacherClient(config(), base_url=url)
+    fallback = TeacherClient(config(prices={MODEL: Price(input=3.0, output=15.0)}), base_url=url)
+    assert cached.cost(1000, 800, 10) == pytest.approx((200 * 3.0 + 800 * 1.5 + 10 * 15.0) / 1e6)
+    assert fallback.cost(1000, 800, 10) == pytest.approx((1000 * 3.0 + 10 * 15.0) / 1e6)
+    assert TeacherConfig().prices[TeacherConfig().model].cached_input == 0.0  # the default table names it
