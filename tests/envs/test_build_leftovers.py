@@ -24,7 +24,8 @@ pytestmark = pytest.mark.docker
 
 
 def _containers(client, pid: int) -> list:
-    return client.containers.list(all=True, filters={"label": [f"arex.owner_pid={pid}"]})
+    # ignore_removed: a container the build removes between the listing and its inspection is gone
+    return client.containers.list(all=True, filters={"label": [f"arex.owner_pid={pid}"]}, ignore_removed=True)
 
 
 def _staging_folders(out: Path) -> list[str]:
@@ -59,4 +60,7 @@ def test_the_next_build_removes_what_a_killed_build_left(tmp_path):
         if child.poll() is None:
             child.kill()
         for container in _containers(client, child.pid):  # ours only, by owner pid
-            container.remove(force=True)
+            try:
+                container.remove(force=True)
+            except docker.errors.NotFound:
+                pass

@@ -432,7 +432,9 @@ def test_the_next_select_removes_the_sandboxes_a_killed_select_left(world, zygot
     client = docker.from_env()
     out = tmp_path / "selected"
     select = ["cli", "select", "--store", str(store), "--envs", str(envs), "-c", "sandbox.backend=docker", "--out"]
-    mine = lambda pid: client.containers.list(all=True, filters={"label": [f"arex.owner_pid={pid}"]})  # noqa: E731
+    mine = lambda pid: client.containers.list(  # noqa: E731
+        all=True, filters={"label": [f"arex.owner_pid={pid}"]}, ignore_removed=True
+    )
     killed = run_child([*select, str(out)], tmp_path / "events.log", "regrade:2", zygote=zygote)
     try:
         assert killed.killed and mine(killed.pid)  # the kill left its re-grading sandboxes
