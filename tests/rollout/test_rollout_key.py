@@ -11,6 +11,7 @@ from repo_paths import TESTS
 
 from arex.envs.skills import bundled_skills
 from arex.record.trajectory import load
+from arex.rollout import config as config_module
 from arex.rollout.batch import config_hash
 from arex.rollout.config import BUNDLED, RolloutConfig
 from arex.teacher.client import TeacherConfig
@@ -22,8 +23,10 @@ TEACHER = TeacherConfig(model="scripted-teacher", track_cost=False)
 
 def test_the_checked_in_store_keeps_its_keys_under_the_bundled_prompts_and_skills(tmp_path, monkeypatch):
     """Each v1 record's key, recomputed from its header by this version, is the one it was written
-    under, given the prompts it was keyed with. (If this fails after an edit of the bundled skills, that
-    edit changed every rollout key, as it should: new rollouts will not resume old ones.)"""
+    under, given the prompts it was keyed with: a record that named a prompts file gets that file's
+    text of then, and one on the bundled prompts gets the bundled text of then (the bundled prompts
+    changed since, issue 33, and such keys changed with them: asserted below). If this fails after an
+    edit of the bundled skills, that edit changed every rollout key, as it should."""
     records = [load(p) for p in sorted(STORE.glob("*/*.jsonl"))]
     assert len(records) == 6
     named = {r.header.config.get("prompts") for r in records} - {None}
@@ -36,10 +39,21 @@ def test_the_checked_in_store_keeps_its_keys_under_the_bundled_prompts_and_skill
     for rel in folders:
         shutil.copytree(bundled_skills(), tmp_path / rel, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     monkeypatch.chdir(tmp_path)
+    then = tmp_path / "bundled-then"
+    (then / "prompts").mkdir(parents=True)
+    shutil.copy(PROMPTS_BEFORE, then / "prompts" / "default.yaml")
+    monkeypatch.setattr(config_module, "BUNDLED", then)
+    on_bundled = [r for r in records if not r.header.config.get("prompts")]
+    assert on_bundled  # the store has both kinds
     for record in records:
         h = record.header
         teacher = TeacherConfig(model=h.teacher.model, track_cost=False, **h.sampling)
         assert config_hash(teacher, RolloutConfig(**h.config)) == h.config_hash, record.path
+    monkeypatch.undo()  # the bundled prompts of today: a default rollout of then is not resumed under them
+    for record in on_bundled:
+        h = record.header
+        teacher = TeacherConfig(model=h.teacher.model, track_cost=False, **h.sampling)
+        assert config_hash(teacher, RolloutConfig(**h.config)) != h.config_hash, record.path
 
 
 def test_editing_the_reflection_prompt_in_place_changes_the_key(tmp_path):
@@ -48,7 +62,8 @@ def test_editing_the_reflection_prompt_in_place_changes_the_key(tmp_path):
     config = RolloutConfig(prompts=str(prompts))
     before = config_hash(TEACHER, config)
     data = yaml.safe_load(prompts.read_text())
-    data["reflect"] = data["reflect"].replace("REVIEW:", "REVIEW (be brief):", 1)
+    assert "Reflect, then write" in data["reflect"]
+    data["reflect"] = data["reflect"].replace("Reflect, then write", "Reflect briefly, then write", 1)
     prompts.write_text(yaml.safe_dump(data))
     edited = config_hash(TEACHER, config)
     assert edited != before
