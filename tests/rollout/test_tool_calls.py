@@ -355,7 +355,7 @@ def test_ready_masks_train_the_tool_calls_and_not_the_tool_results(killed_and_re
         assert runs == expected  # the tool-call turns and the reflection; no header, no tool result
     plain = Masker(bpe_tokenizer(CHATML, ["<|im_start|>", "<|im_end|>"]))
     with pytest.raises(
-        TemplateError, match=r"does not render the tool calls of assistant message 2 .*tool-aware template"
+        TemplateError, match=r"drops an assistant turn.s tool_calls.*tool-aware template"
     ):
         plain.encode(t.rounds[0].messages(1)[:3], [0.0, 0.0, 1.0])
 
@@ -363,7 +363,7 @@ def test_ready_masks_train_the_tool_calls_and_not_the_tool_results(killed_and_re
 def test_train_check_reads_tool_rows_through_the_template_with_their_tools(killed_and_resumed, qwen):
     from transformers import AutoTokenizer
 
-    from arex.dataset.train_check import check
+    from arex.dataset.train_check import TrainCheckFailed, check
 
     tokenizer = AutoTokenizer.from_pretrained(str(qwen), local_files_only=True)
     for config in ("calls", "rounds"):
@@ -372,7 +372,7 @@ def test_train_check_reads_tool_rows_through_the_template_with_their_tools(kille
         text = tokenizer.decode(report.rows[-1].input_ids)
         assert "<tools>" in text and '"name": "submit"' in text  # rendered with the row's tools
     plain = Masker(bpe_tokenizer(CHATML, ["<|im_start|>", "<|im_end|>"])).tokenizer
-    with pytest.raises(TemplateError, match="tool-aware template"):
+    with pytest.raises(TrainCheckFailed, match="these rows hold tool calls.*tool-aware template"):
         check(killed_and_resumed["root"] / "dataset", plain, "rounds")
 
 
