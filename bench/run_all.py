@@ -53,6 +53,8 @@ FIGURES = {
     # the baseline (criterion off) keeps every hostile trajectory: ratio = the fraction arex keeps (issue 27)
     "hygiene": Figures("hostile_kept", "hostile", "", "hostile_kept <= 0 and honest_dropped <= 0"),
     "judge_overhead": Figures("arex_s", "native_s", "ratio", "ratio <= 1.5"),
+    # shares of prompt tokens a prefix cache serves, bounded context vs mini-swe-agent's append-only history (issue 33)
+    "prefix_cache": Figures("bounded_ideal", "mini_ideal", "", "bounded_ideal >= 0.95 and bounded_openai >= 0.9"),
 }
 _CONDITION = re.compile(r"^\s*(\w+)\s*(<=|>=|<|>)\s*(?:([\d.]+)\s*\*\s*(\w+)|([\d.]+))\s*$")
 _OPS = {"<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt}
