@@ -27,6 +27,7 @@ from arex.record.storage import pid_alive
 from arex.record.trajectory import load
 from arex.rollout.batch import run_batch
 from arex.rollout.config import RolloutConfig
+from arex.rollout.endings import unfinished
 from arex.rollout.executors import LocalExecutor, make_executor
 from arex.rollout.ray_actors import RayLimiter, TeacherLimit, pinned
 from arex.rollout.ray_executor import MARKER, RayExecutor, check_store, ensure_images, mark_store, save_images
@@ -230,6 +231,10 @@ def test_node_lost_mid_run_then_resumed_matches_the_local_executor(cluster, env,
             deadline_poll(lambda: not pid_alive(executor.placements[k]["pid"]), 60, "the dead node's workers to exit")
         by_key = {r["key"]: r for r in first["results"]}
         assert lost and set(first["nodes_lost"]) == lost
+        # what `arex rollout` exits 6 with, the reasons grouped
+        failed = first["failures"]
+        assert sum(g["count"] for g in failed) == len(lost) and all(g["reason"].startswith("node lost") for g in failed)
+        assert unfinished(failed, 4).exit_code == 6 and all(g["redone"] for g in failed)
         assert {by_key[k]["status"] for k in lost} == {"infra_failed"} and not any(by_key[k]["finished"] for k in lost)
         assert all(load(store / env.id / f"{k}.jsonl").end is None for k in lost)  # open, to be resumed
         assert any(by_key[k]["rounds"] < ROUNDS for k in lost)  # the kill landed mid-run
