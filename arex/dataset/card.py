@@ -259,6 +259,16 @@ def _decontamination(account: dict | None) -> list[str]:
     ]
 
 
+LOCAL_PATHS = ("prompts", "skills_dir")
+"""Rollout settings that name a file or folder of the machine that ran the rollouts."""
+
+
+def _public_config(cfg: dict) -> dict:
+    """A rollout config as the card may publish it: a prompts file or skills folder by its name only (the
+    rollout key already holds their content), never the path of the machine that ran the rollouts."""
+    return {k: Path(str(v)).name if k in LOCAL_PATHS and v else v for k, v in cfg.items()}
+
+
 def _provenance(stats: ExportStats) -> list[str]:
     """Teachers, rollout configs and the data files with their checksums."""
     lines = ["## Provenance", "", "Teachers:", ""]
@@ -270,7 +280,7 @@ def _provenance(stats: ExportStats) -> list[str]:
             f"<details><summary><code>{chash}</code></summary>",
             "",
             "```yaml",
-            yaml.safe_dump(cfg, sort_keys=True).strip(),
+            yaml.safe_dump(_public_config(cfg), sort_keys=True).strip(),
             "```",
             "",
             "</details>",

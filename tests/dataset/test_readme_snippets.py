@@ -90,6 +90,22 @@ def test_a_template_that_drops_tool_calls_is_refused_even_when_the_reply_names_t
 
 
 # -- the real export -----------------------------------------------------------------------------------
+def short_prompts(path: Path) -> Path:
+    """The bundled prompts with short system prompts and reflection rules (same placeholders)."""
+    import yaml
+
+    from arex.rollout.config import BUNDLED
+
+    prompts = yaml.safe_load((BUNDLED / "prompts" / "default.yaml").read_text(encoding="utf-8"))
+    act = {"system": "one shell command in a ```bash block, `submit` when ready", "system_tools": "one tool call"}
+    for name, how in act.items():
+        rules = "{reflection}{feedback_rules}\n# {title}\n{statement}\n"
+        prompts[name] = f"Improve the solution over rounds: {how}." + rules
+    prompts["reflection"] = "\nReflect with REVIEW, DIAGNOSE, PLAN and STATE (under {words} words).\n"
+    path.write_text(yaml.safe_dump(prompts, allow_unicode=True), encoding="utf-8")
+    return path
+
+
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     """One text and one tools rollout (two climbing rounds each), selected, exported with calls and ready masks."""
@@ -111,8 +127,14 @@ def exported(tmp_path_factory):
         (folder / "workspace" / "answer.txt").write_text("1\n")
         (folder / "private" / "canary.txt").write_text(CANARY + "\n")
         env = load_env(folder)
+        # A tiny export: short prompts, no skills catalogue, no docs line, so rows are a few hundred tokens and
+        # each CPU training step of the snippets costs seconds, not tens of seconds.
+        prompts = short_prompts(root / "prompts.yaml")
         for fmt in ("text", "tools"):
-            rollout(env, RoundScript(climbing), root / "store", RolloutConfig(rounds=2, action_format=fmt))
+            config = RolloutConfig(
+                rounds=2, action_format=fmt, prompts=str(prompts), general_skills=False, task_skills=False, docs=False
+            )
+            rollout(env, RoundScript(climbing), root / "store", config)
         select(root / "store", root / "envs", root / "sel", SelectConfig(), process_sandbox())
         config = ExportConfig(
             granularities=("rounds", "trajectories", "calls"),
