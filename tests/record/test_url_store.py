@@ -306,7 +306,8 @@ def test_ray_tasks_write_node_local_mirrors_and_upload_to_the_url(env, tmp_path,
     runtime_env = {"env_vars": {**aws, "AREX_CACHE": str(worker_cache),
                                 "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])},
                    "worker_process_setup_hook": "loop_kit.register_tally_kind"}  # fmt: skip
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=runtime_env)
+    # a cluster of its own (address="local"): never one another test started, whatever RAY_ADDRESS says
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=runtime_env)
     try:
         monkeypatch.setenv("AREX_CACHE", str(driver_cache))
         with ScriptedServer(RoundScript(climbing), model="scripted-teacher") as server:

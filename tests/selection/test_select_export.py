@@ -462,7 +462,10 @@ def test_cli_select_export_push_end_to_end(world, tmp_path, monkeypatch):
     local = {
         p.relative_to(tmp_path / "ds").as_posix(): p.read_bytes() for p in (tmp_path / "ds").rglob("*") if p.is_file()
     }
-    assert {k: v for k, v in uploaded.items() if k != ".gitattributes"} == local
+    assert ".arex-export" in local  # arex's own marker of the folder stays local: every other file is uploaded
+    assert {k: v for k, v in uploaded.items() if k != ".gitattributes"} == {
+        k: v for k, v in local.items() if k != ".arex-export"
+    }
     # No token: a clear error, nothing sent.
     result = runner.invoke(
         app,
