@@ -365,14 +365,11 @@ def rollout(
     as_json: bool = JsonOpt,
 ) -> None:
     """Run the teacher for many rounds against each env; resumable (re-run to continue)."""
-    import asyncio
-
     from arex.config import load_config
     from arex.record.url_store import is_url
-    from arex.rollout.batch import run_batch
     from arex.rollout.executors import make_executor
     from arex.summary import rollout_summary
-    from arex.variants import check_unchanged, guard_store, load_variants, run_variants
+    from arex.variants import check_unchanged, guard_store, load_variants
 
     for name, value in (("--samples", samples), ("--concurrency", concurrency)):
         if value < 1:
@@ -397,33 +394,32 @@ def rollout(
         check_unchanged(out, plan, variants)
     shown = err if as_json else console  # with --json, stdout carries the summary only
     started = time.monotonic()
+    batches = _run_batches(found, cfg, plan, variants, out, samples, concurrency, runner, shown)
+    _print_rollout(rollout_summary(batches, out, time.monotonic() - started), as_json)
+
+
+def _run_batches(found, cfg, plan, variants, out: Path, samples: int, concurrency: int, runner, shown) -> dict:
+    """The rollouts of `arex rollout` and `arex eval`: one batch, or the variants of `plan`, on the
+    configured teacher (or the bundled local one); each batch's run summary by variant name (None: no variants)."""
+    import asyncio
+
+    from arex.rollout.batch import run_batch
+    from arex.variants import run_variants
+
     try:
         with _teacher_url([v.config for v in plan] if plan else [cfg], shown) as (base_url, fit):
             if plan is None:
-                batches = {
-                    None: asyncio.run(
-                        run_batch(
-                            found,
-                            fit(cfg.teacher),
-                            cfg.rollout,
-                            cfg.sandbox,
-                            out,
-                            samples,
-                            concurrency,
-                            base_url,
-                            shown,
-                            executor=runner,
-                        )
-                    )
-                }
-            else:
-                plan = [replace(v, config=v.config.model_copy(update={"teacher": fit(v.config.teacher)})) for v in plan]
-                batches = asyncio.run(run_variants(found, plan, out, samples, concurrency, base_url, shown, variants))
+                run = run_batch(
+                    found, fit(cfg.teacher), cfg.rollout, cfg.sandbox, out, samples, concurrency, base_url, shown,
+                    executor=runner,
+                )  # fmt: skip
+                return {None: asyncio.run(run)}
+            plan = [replace(v, config=v.config.model_copy(update={"teacher": fit(v.config.teacher)})) for v in plan]
+            return asyncio.run(run_variants(found, plan, out, samples, concurrency, base_url, shown, variants))
     except KeyboardInterrupt:
         raise Interrupted(
             f"interrupted: finished rounds are kept in {out}; re-run the same command to resume"
         ) from None
-    _print_rollout(rollout_summary(batches, out, time.monotonic() - started), as_json)
 
 
 def _store_folder(ctx: typer.Context, value: str, write: bool) -> Path:
@@ -477,8 +473,6 @@ def _teacher_url(configs: list[ArexConfig], shown: Console) -> Iterator[tuple[Op
 def _print_rollout(summary, as_json: bool) -> None:
     """The rollout's end: per-env means (per variant), the summary; RecordError for unreadable records,
     else Unfinished (its reasons grouped) if rollouts ended infra_failed or teacher_error."""
-    from arex.rollout.batch import UNREADABLE
-    from arex.rollout.endings import unfinished
     from arex.summary import print_summary
 
     if not as_json:
@@ -494,6 +488,15 @@ def _print_rollout(summary, as_json: bool) -> None:
             )
         console.print(table)
     print_summary(summary, console, as_json, show_items=False)
+    _raise_unfinished(summary, as_json)
+
+
+def _raise_unfinished(summary, as_json: bool) -> None:
+    """RecordError for unreadable records, else Unfinished (its reasons grouped) if rollouts ended
+    infra_failed or teacher_error; nothing if every rollout finished."""
+    from arex.rollout.batch import UNREADABLE
+    from arex.rollout.endings import unfinished
+
     failed = unfinished(summary.extra["failures"], summary.counts["rollouts"])
     unreadable = summary.extra["unreadable_records"]
     if unreadable:
@@ -508,6 +511,55 @@ def _print_rollout(summary, as_json: bool) -> None:
         )
     if failed is not None:
         raise failed
+
+
+@app.command("eval")
+def eval_command(
+    benchmark: str = typer.Argument(..., help="The benchmark: frontier-cs or mle-bench."),
+    folder: Path = typer.Argument(..., help="The benchmark as it ships (Frontier-CS: the clone or algorithmic/)."),
+    data: Optional[Path] = typer.Option(None, "--data", help="The benchmark's data folder, where it needs one."),
+    problems: Optional[str] = typer.Option(None, "--problems", help="Only these problem ids, comma-separated."),
+    out: Path = typer.Option(Path("eval"), "--out", help="Envs, rollouts (the store), eval.json and eval.md."),
+    samples: int = typer.Option(1, "--samples", help="Rollouts per problem (the score's spread is over them)."),
+    rounds: Optional[int] = typer.Option(None, "--rounds", help="Rounds per rollout (default: rollout.rounds)."),
+    concurrency: int = typer.Option(4, "--concurrency", help="Rollouts at once."),
+    variants: Optional[Path] = typer.Option(None, "--variants", help="Variants file, as `arex rollout --variants`."),
+    executor: str = typer.Option("local", "--executor", help="Where rollouts run: local or ray."),
+    address: Optional[str] = typer.Option(None, "--address", help="With --executor ray: the cluster."),
+    config: Optional[List[str]] = ConfigOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Run a model on a benchmark under its own protocol and report its score; resumable (re-run to continue)."""
+    from arex.config import load_config
+    from arex.eval import make_benchmark
+    from arex.eval.base import Source
+    from arex.eval.run import ENVS, evaluate, prepare, show
+    from arex.rollout.executors import make_executor
+    from arex.summary import rollout_summary
+    from arex.variants import check_unchanged, guard_store, load_variants
+
+    for name, value in (("--samples", samples), ("--concurrency", concurrency)):
+        if value < 1:
+            raise UserInputError(f"{name} expects an integer of at least 1, got {value}")
+    cfg = load_config(config or [], options=[("rollout.rounds", rounds, "--rounds")] if rounds is not None else [])
+    runner, bench = make_executor(executor, address), make_benchmark(benchmark)
+    plan = load_variants(variants, config or [], rounds) if variants is not None else None
+    if plan is not None and any(v.name == "envs" for v in plan):
+        raise UserInputError(f"{variants}: the variant name 'envs' is the eval's envs folder; choose another")
+    if not folder.is_dir():
+        raise UserInputError(f"the benchmark folder {folder} does not exist or is not a folder")
+    notify = lambda line: err.print(f"arex: {line}", soft_wrap=True, markup=False)  # noqa: E731
+    only = tuple(p.strip() for p in (problems or "").split(",") if p.strip())
+    items, found = prepare(bench, Source(folder, out / ENVS, data, only, cfg.sandbox, notify))
+    guard_store(out, plan is not None)
+    if plan is not None:
+        check_unchanged(out, plan, variants)
+    shown = err if as_json else console
+    started = time.monotonic()
+    batches = _run_batches(found, cfg, plan, variants, out, samples, concurrency, runner, shown)
+    result = evaluate(bench, items, found, batches, out, folder)
+    show(result, console, as_json)
+    _raise_unfinished(rollout_summary(batches, out, time.monotonic() - started), as_json)
 
 
 @app.command("grade")
