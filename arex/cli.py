@@ -286,6 +286,7 @@ def draft_env_command(
 ) -> None:
     """Draft an ML env source for a repository, build it, and revise it from the gates' reasons."""
     from arex.drafting import DraftError, make_drafter
+    from arex.drafting.base import clip
     from arex.drafting.run import draft_env
 
     if budget < 1:
@@ -294,7 +295,7 @@ def draft_env_command(
 
     def show(number: int, attempt, report) -> None:
         outcome = (
-            "[green]accepted[/]" if attempt.reason is None else f"[red]rejected[/]: {escape(attempt.reason[:400])}"
+            "[green]accepted[/]" if attempt.reason is None else f"[red]rejected[/]: {escape(clip(attempt.reason, 600))}"
         )
         console.print(f"attempt {number}: {outcome} ({report.seconds:.0f}s)", soft_wrap=True)
 
@@ -308,6 +309,8 @@ def draft_env_command(
             cfg.sandbox,
             on_attempt=show,
             package_sources=cfg.build.package_sources,
+            # each stage as it starts, a plain line even when stderr is no terminal (a log, CI)
+            progress=lambda line: err.print(f"arex: {line}", soft_wrap=True, markup=False, highlight=False),
         )
     except DraftError as exc:
         raise UserInputError(f"cannot draft {source}: {exc}") from None
@@ -315,7 +318,7 @@ def draft_env_command(
         console.print(f"the drafter stopped: {escape(result.stopped)}", soft_wrap=True)
     table = Table("field", "value", "confidence", "why")
     for g in result.attempts[-1].draft.guesses if result.attempts else ():
-        table.add_row(escape(g.field), escape(g.value[:80]), g.confidence, escape(g.why))
+        table.add_row(escape(g.field), escape(clip(g.value, 80)), g.confidence, escape(g.why))
     console.print(table)
     status = "[green]accepted[/]" if result.accepted else "[red]not accepted[/]"
     console.print(

@@ -77,3 +77,13 @@ class Drafter(Protocol):
 
 class DraftError(Exception):
     """The drafter cannot produce a draft for this repository; the message says why in one sentence."""
+
+
+def clip(text: str | None, limit: int) -> str:
+    """`text` on one line, at most about `limit` characters, cut at a word boundary with ' …'."""
+    text = " ".join((text or "").split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    space = limit if text[limit] == " " else cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:") + " …"

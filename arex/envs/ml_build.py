@@ -19,7 +19,7 @@ import git
 from arex.envs.judge_sources import SourceError
 from arex.envs.leak_probe import build_probe
 from arex.envs.ml_data import csv_bytes, decode_table, decode_text, prepare_table, split_table
-from arex.envs.ml_gates import run_ml_gates
+from arex.envs.ml_gates import run_ml_gates, stage
 from arex.envs.ml_images import deps_image, env_image, relaxed_pins
 from arex.envs.ml_source import (
     BUILDER_VERSION,
@@ -107,7 +107,9 @@ def _build_and_gate(
 ) -> None:
     """Images, data split and env folder; the gates; into place under `out` if they all pass."""
     spec = checkout.spec
+    stage(spec.id, "requirements preflight and dependency image")
     deps = deps_image(spec, checkout.folder, sandbox.image, package_sources)
+    stage(spec.id, "data table and split" + (f" ({spec.data.prepare})" if spec.data.prepare else ""))
     text, encoding = decode_table(spec.data, prepare_table(spec, checkout.folder, deps, sandbox))
     columns, train, public, private = split_table(spec, text)
     out.mkdir(parents=True, exist_ok=True)
@@ -118,6 +120,7 @@ def _build_and_gate(
         (work / "statement.md").write_text(
             decode_text((checkout.folder / spec.statement).read_bytes()), encoding="utf-8"
         )
+        stage(spec.id, "env image")
         image = env_image(spec, deps, work / "workspace", content)
         relaxed = relaxed_pins(spec, checkout.folder, sandbox.image, package_sources)
         spec = spec.model_copy(

@@ -1,10 +1,14 @@
-"""The gates an ML env must pass: the baseline runs and is deterministic, a constant prediction
-scores clearly worse, a mutation changes the score, and the held-out labels are unreachable."""
+"""The gates an ML env must pass: the baseline runs and is deterministic, leaves room to improve,
+a constant prediction scores clearly worse, a mutation changes the score, and the held-out labels
+are unreachable. Each stage is announced to the listeners of `watch_stages` as it starts."""
 
 from __future__ import annotations
 
+import math
 import random
+import threading
 import time
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Callable
@@ -18,6 +22,34 @@ from arex.grading.ml import MLGrader
 from arex.sandbox import SandboxConfig, make_sandbox
 from arex.sandbox.base import Sandbox
 from arex.specs import GradeResult, MLSpec
+
+# -- stages, as they happen ------------------------------------------------------------------
+_LISTENERS: list[Callable[[str, str], None]] = []
+_LOCK = threading.Lock()
+
+
+@contextmanager
+def watch_stages(listener: Callable[[str, str], None]):
+    """Call `listener(env_id, stage)` as each build stage of an ML env starts (the builds run in
+    threads of the batch, so a context variable would not reach them)."""
+    with _LOCK:
+        _LISTENERS.append(listener)
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _LISTENERS.remove(listener)
+
+
+def stage(env_id: str, what: str) -> None:
+    with _LOCK:
+        listeners = list(_LISTENERS)
+    for listener in listeners:
+        listener(env_id, what)
+
+
+BEST = {"accuracy": 1.0, "f1": 1.0, "roc_auc": 1.0, "r2": 1.0, "rmse": 0.0, "rmsle": 0.0, "mae": 0.0, "log_loss": 0.0}
+"""Each built-in metric's best value: a baseline already there leaves the agent nothing to improve."""
 
 
 # -- gates -----------------------------------------------------------------------------------
@@ -41,11 +73,36 @@ def run_ml_gates(env_dir: Path, spec: MLSpec, train: list[dict], sandbox: Sandbo
     baseline = _baseline_gates(log, spec, run)
     if (
         baseline is not None
+        and _headroom_gate(log, spec, baseline)
         and _noop_gate(log, grader, train, baseline)
         and _mutation_gate(log, spec, train, run, baseline)
     ):
+        stage(spec.id, "gate: private labels unreachable (leak scan)")
         _leak_gate(log, spec, config, probe)
     return log
+
+
+def _headroom_gate(log: GateLog, spec: MLSpec, baseline: GradeResult) -> bool:
+    """The baseline leaves room to improve: at the metric's best on both halves of the test rows
+    (1.000 accuracy, 0 RMSE) the task teaches nothing, and no submission could score better."""
+    best = BEST.get(spec.metric.name)
+    public, private = baseline.details.get("public"), baseline.held_out_raw
+    at_best = (
+        best is not None
+        and public is not None
+        and all(math.isclose(v, best, abs_tol=1e-9) for v in (float(public), private))
+    )
+    return log.check(
+        "baseline leaves headroom",
+        not at_best,
+        (
+            f"the baseline already scores the best {spec.metric.name} ({private:.6f} on the held-out rows, "
+            f"{float(public or 0):.6f} on the public ones): the task is too easy to teach anything; choose a harder "
+            "target or metric, or fewer features"
+        )
+        if at_best
+        else f"baseline {private:.6f}, best possible {best if best is not None else 'unbounded'}",
+    )
 
 
 def _graded_run(
@@ -62,6 +119,7 @@ def _graded_run(
 
 def _baseline_gates(log: GateLog, spec: MLSpec, run: Callable[..., tuple[GradeResult, float]]) -> GradeResult | None:
     """The repository's own solution runs within the limit and scores the same twice."""
+    stage(spec.id, f"gate: baseline runs ({spec.run})")
     baseline, seconds = run()
     invalid = baseline.details.get("invalid")
     detail = (
@@ -73,6 +131,7 @@ def _baseline_gates(log: GateLog, spec: MLSpec, run: Callable[..., tuple[GradeRe
         return None
     log.scores["baseline"] = baseline.held_out_raw
     log.scores["baseline_public"] = baseline.details["public"]
+    stage(spec.id, "gate: baseline deterministic (a second run)")
     again, _ = run()
     gap = abs(again.held_out_raw - baseline.held_out_raw)
     if not log.check(
@@ -131,6 +190,7 @@ def _mutation_gate(
     log: GateLog, spec: MLSpec, train: list[dict], run: Callable[..., tuple[GradeResult, float]], baseline: GradeResult
 ) -> bool:
     mutate, what = _mutator(spec, train)
+    stage(spec.id, f"gate: mutation changes the score ({what})")
     mutated, _ = run(mutate)
     log.scores["mutated"] = mutated.held_out_raw
     return log.check(

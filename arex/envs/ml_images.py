@@ -181,6 +181,42 @@ def _refuse_package_source(text: str, where: str) -> None:
         )
 
 
+def readable_requirement_lines(
+    checkout: Path, rel: str, package_sources: bool = False
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """A repository's requirements file as a drafter takes it: the canonical lines the build would
+    install, and the lines it would refuse, each with the build's reason (an editable install of
+    the repository, a local path, a package index the user did not allow), to leave out instead of
+    failing the build. Raises SourceError when the file itself cannot be read."""
+    kept: list[str] = []
+    refused: list[tuple[str, str]] = []
+    for text, where in _read_requirements_file(checkout, checkout / rel, set()):
+        try:
+            line = _canonical_line(text, where)
+            if not package_sources:
+                _refuse_package_source(text, where)
+        except SourceError as exc:
+            refused.append((text, str(exc).split("; ")[0].removeprefix(f"{where}: ")))
+            continue
+        kept.append(line)
+    return sorted(set(kept), key=lambda line: (not line.startswith("-"), line)), refused
+
+
+def requirement_name(line: str) -> str | None:
+    """The canonical package name of a requirement line (None for an option or a bare URL)."""
+    return _requirement_name(line)
+
+
+def unpinned(line: str) -> str:
+    """The requirement without its version specifier (extras, URL and marker kept)."""
+    try:
+        req = Requirement(line.partition(" --")[0])
+    except InvalidRequirement:
+        return line
+    req.specifier = SpecifierSet()
+    return _format_requirement(req)
+
+
 def _read_requirements_file(checkout: Path, path: Path, seen: set[Path]) -> list[tuple[str, str]]:
     """The logical lines of a requirements file with where each is; `-r` files in the repository are
     read in place (pip would need the repository for them), once each."""

@@ -201,9 +201,20 @@ def _resolve(url: str, rev: str) -> str | None:
     return line.split()[0] if line else None
 
 
+_GIT_BOILERPLATE = (
+    "please make sure you have the correct access rights",
+    "and the repository exists.",
+    "fatal: could not read from remote repository.",
+)
+
+
 def _git_reason(exc: git.GitCommandError) -> str:
+    """git's own account of the failure, one line: its lines naming the cause (a host that does
+    not resolve, a path that is no repository, a refused key), without the advice git appends."""
     text = (exc.stderr or str(exc)).strip().replace("stderr: ", "").strip("'\n ")
-    return text.splitlines()[-1] if text else str(exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    cause = [line for line in lines if line.lower() not in _GIT_BOILERPLATE]
+    return "; ".join(cause or lines) or str(exc)
 
 
 # -- the working tree and the overlay -----------------------------------------------------------
@@ -280,7 +291,7 @@ def materialise(files: dict[str, Path], origin: str) -> Path:
     over the same content reuses it; a new one replaces the source's older trees."""
     root = cache_dir() / "trees"
     owner = text_sha256(str(Path(origin).resolve()))[:12]
-    final = root / f"{owner}-{_tree_digest(files)[:20]}"
+    final = root / f"{owner}-{tree_digest(files)[:20]}"
     if final.is_dir():
         return final
     root.mkdir(parents=True, exist_ok=True)
@@ -289,7 +300,7 @@ def materialise(files: dict[str, Path], origin: str) -> Path:
         for rel, host in files.items():
             _copy(host, tmp / rel)
         # Named by what was copied: a file edited while this ran cannot give the folder a wrong name.
-        final = root / f"{owner}-{_tree_digest({rel: tmp / rel for rel in files})[:20]}"
+        final = root / f"{owner}-{tree_digest({rel: tmp / rel for rel in files})[:20]}"
         if not final.is_dir():
             try:
                 tmp.rename(final)
@@ -315,7 +326,8 @@ def _copy(host: Path, dest: Path) -> None:
         shutil.copymode(host, dest)
 
 
-def _tree_digest(files: dict[str, Path]) -> str:
+def tree_digest(files: dict[str, Path]) -> str:
+    """The sha256 of a tree's paths and contents (links by their target)."""
     digest = hashlib.sha256()
     for rel in sorted(files):
         host = files[rel]
