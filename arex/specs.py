@@ -325,7 +325,8 @@ _BOUNDED_MAXIMIZE = {"accuracy": 0.0, "f1": 0.0, "roc_auc": 0.0}
 
 class MetricSpec(_Frozen):
     name: str
-    """accuracy, f1 (macro), roc_auc (binary, scores), log_loss (binary, probabilities), rmse, mae or r2.
+    """accuracy, f1 (macro), roc_auc (binary, scores), log_loss (binary, probabilities), rmse, mae, r2,
+    rmsle (RMSE of log(1 + value)) or rmse_log (RMSE of log(value), e.g. house-price competitions).
     Only built-in metrics: scoring runs on the host, so no metric code from the repository runs."""
     direction: Literal["maximize", "minimize"]
     """Declared, never inferred."""

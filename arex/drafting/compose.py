@@ -1,4 +1,4 @@
-"""The texts a heuristic draft adds: the generic training wrapper and the task statement."""
+"""The generic training wrapper a heuristic draft adds (the statement is `statement.py`'s)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ prep = ColumnTransformer(
 OneHotEncoder(handle_unknown="ignore")), categorical)]
     + [("text", TfidfVectorizer(max_features=20000), c) for c in texts]
 )
-model = make_pipeline(prep, {model})
+model = {wrap}
 model.fit(train[numeric + categorical + texts], train[TARGET])
 X_test = test[numeric + categorical + texts]
 prediction = {predict}
@@ -50,32 +50,22 @@ def wrapper_text(
     submission: str,
     id_column: str,
     target: str,
-    task: str,
     proba: bool,
-    factory: tuple[str, str] | None,
+    model: tuple[str, str, str],
+    log: str = "",
 ) -> str:
-    """A scikit-learn pipeline over the numeric and low-cardinality columns; the model is the
-    repository's own factory when it has one, else logistic regression or ridge."""
-    if factory:
-        module, function = factory
-        model_import, model, origin = (
-            f"from {module} import {function}",
-            f"{function}()",
-            f"the repository's {module}.{function}() in a generic pipeline",
-        )
-    elif task == "classification":
-        model_import, model, origin = (
-            "from sklearn.linear_model import LogisticRegression",
-            "LogisticRegression(max_iter=2000)",
-            "a generic template (logistic regression)",
-        )
-    else:
-        model_import, model, origin = (
-            "from sklearn.linear_model import Ridge",
-            "Ridge()",
-            "a generic template (ridge regression)",
-        )
+    """A scikit-learn pipeline over the numeric, low-cardinality and free-text columns around
+    `model`: (its import line, the expression building it, what it is). With `log` ('log' or
+    'log1p', for a metric on the label's logarithm) the model fits the logarithm and predicts
+    back on the label's scale."""
+    model_import, expression, origin = model
+    origin = origin.replace('"', "'")  # it stands in the wrapper's docstring
     predict = "model.predict_proba(X_test)[:, 1]" if proba else "model.predict(X_test)"
+    wrap = f"make_pipeline(prep, {expression})"
+    if log:
+        inverse = "np.exp" if log == "log" else "np.expm1"
+        model_import += "\nimport numpy as np\nfrom sklearn.compose import TransformedTargetRegressor"
+        wrap = f"TransformedTargetRegressor(regressor={wrap}, func=np.{log}, inverse_func={inverse})"
     return _TEMPLATE.format(
         origin=origin,
         train=train,
@@ -84,49 +74,9 @@ def wrapper_text(
         id=id_column,
         target=target,
         model_import=model_import,
-        model=model,
+        wrap=wrap,
         predict=predict,
     )
-
-
-_DIRECTION = {"maximize": "higher is better", "minimize": "lower is better"}
-_PREDICTION = {
-    "roc_auc": "a score for the positive class (a probability, or any number that ranks)",
-    "log_loss": "the probability of the positive class",
-    "accuracy": "the predicted class, written as it appears in the training labels",
-    "f1": "the predicted class, written as it appears in the training labels",
-}
-
-
-def statement_text(spec: dict, title: str, readme_section: str) -> str:
-    """What the agent reads: the README's first section, then the task as the build will grade it."""
-    data, sub, metric = spec["data"], spec["submission"], spec["metric"]
-    protected = ", ".join(f"`{p}`" for p in spec.get("protected", ())) or "nothing"
-    what = _PREDICTION.get(metric["name"], "the predicted value")
-    lines = [f"# {title}", ""]
-    if readme_section:
-        lines += [readme_section.strip(), ""]
-    lines += [
-        "## Task",
-        "",
-        f"Predict `{data['target']}` for every row of `{data['test_file']}`.",
-        "",
-        (
-            f"- `{data['train_file']}`: the labelled training rows: the id column `{data['id_column']}`, "
-            f"the features and `{data['target']}`."
-        ),
-        f"- `{data['test_file']}`: the rows to predict, with the same columns except `{data['target']}`.",
-        f"- Run `{spec['run']}`: it must write `{sub['file']}` with columns "
-        f"`{sub['id_column']},{sub['prediction_column']}`, one row per row of"
-        f" `{data['test_file']}`; `{sub['prediction_column']}` is {what}.",
-        f"- Score: {metric['name']} ({_DIRECTION[metric['direction']]}). "
-        "Half of the test rows give the feedback score after each"
-        " submission; the other half is held out.",
-        "",
-        f"Rules: do not edit {protected}. There is no network access.",
-        "",
-    ]
-    return "\n".join(lines)
 
 
 def statement_path(files: list[str]) -> str:

@@ -16,9 +16,12 @@ from typing import Callable
 from pydantic import BaseModel, Field
 
 from arex.drafting.base import Attempt, Draft, DraftError, Guess
-from arex.drafting.compose import WRAPPER, module_name, statement_path, statement_text, wrapper_text
+from arex.drafting.baseline import wrapper_run
+from arex.drafting.compose import WRAPPER, statement_path
 from arex.drafting.inspect import IMPORT_TO_PYPI
-from arex.drafting.survey import CLASSIFICATION, ID_NAME, Survey, metric_options, survey
+from arex.drafting.statement import write_statement
+from arex.drafting.survey import Survey, survey
+from arex.drafting.target import CLASSIFICATION, ID_NAME, metric_confidence, metric_options
 from arex.sandbox import SandboxConfig
 
 Pinner = Callable[[list[str]], list[str]]
@@ -105,21 +108,23 @@ def compose(found: Survey, plan: Plan, pinned: Pinner) -> Draft:
     use_run = found.run_script is not None and not plan.wrapper
     column = found.table.column(target)
     assert column is not None
+    hints = found.hints.get(target)
     options = metric_options(
-        column, found.table.rows, bool(use_run and found.run_script and found.run_script.uses_proba)
+        column, found.table.rows, bool(use_run and found.run_script and found.run_script.uses_proba), hints
     )
     metric, direction, m_why = options[min(plan.metric, len(options) - 1)]
     id_column, id_conf, id_why = choose_id(found, target, plan, use_run)
+    m_conf = metric_confidence(m_why, hints)
     guesses = list(found.guesses) + [
         Guess(field="data.target", value=target, confidence=t_conf, why=t_why),
-        Guess(field="metric.name", value=f"{metric} ({direction})", confidence="medium", why=m_why),
+        Guess(field="metric.name", value=f"{metric} ({direction})", confidence=m_conf, why=m_why),
         Guess(field="data.id_column", value=id_column, confidence=id_conf, why=id_why),
     ]
     add: dict[str, str] = {}
     if use_run:
         run, files, g = _repo_run(found, plan, id_column)
     else:
-        run, files, g = _wrapper_run(found, id_column, target, metric, add)
+        run, files, g = wrapper_run(found, id_column, target, metric, add)
     guesses += g
     train, test, sub, sub_columns = files
     names = sorted(
@@ -159,17 +164,10 @@ def compose(found: Survey, plan: Plan, pinned: Pinner) -> Draft:
         spec["scrub"] = scrub
     if found.probes:
         spec["leak_probes"] = list(found.probes)
-    add[spec["statement"]] = statement_text(spec, title, found.facts.readme_section)
+    add[spec["statement"]], misleading, g = write_statement(spec, found, found.remove + plan.remove)
     if found.table_add is not None:
         add[found.table_path] = found.table_add
-    guesses.append(
-        Guess(
-            field="statement",
-            value=spec["statement"],
-            confidence="medium",
-            why="written by the draft: the README's first section, then the task as it is graded",
-        )
-    )
+    guesses += g
     source = "the third-party imports of its Python files, mapped to PyPI names" + (
         " (and the wrapper's)" if not use_run else ""
     )
@@ -189,7 +187,7 @@ def compose(found: Survey, plan: Plan, pinned: Pinner) -> Draft:
             why=f"{source}; {pins}",
         )
     )
-    remove = list(dict.fromkeys(found.remove + plan.remove))
+    remove = list(dict.fromkeys(found.remove + plan.remove + misleading))
     if remove:
         guesses.append(
             Guess(
@@ -251,42 +249,6 @@ def _repo_run(found: Survey, plan: Plan, id_column: str) -> tuple[str, tuple[str
     )
 
 
-def _wrapper_run(
-    found: Survey, id_column: str, target: str, metric: str, add: dict[str, str]
-) -> tuple[str, tuple[str, str, str, list[str]], list[Guess]]:
-    files = found.facts.files
-    train, test = "data/train.csv", "data/test.csv"
-    if (train in files and train != found.table_path) or (test in files and test != found.table_path):
-        train, test = "arex_data/train.csv", "arex_data/test.csv"
-    factory = next(
-        (
-            (module_name(s.path), s.factories[0])
-            for s in found.facts.scripts
-            if s.factories and not s.main_guard and s.path != WRAPPER
-        ),
-        None,
-    )
-    task = "classification" if metric in CLASSIFICATION else "regression"
-    add[WRAPPER] = wrapper_text(
-        train, test, "submission.csv", id_column, target, task, metric in ("roc_auc", "log_loss"), factory
-    )
-    why = (
-        "no script reads a train and a test CSV and writes a submission"
-        if found.run_script is None
-        else f"{found.run_script.path} did not pass the gates"
-    )
-    model = f"the repository's {factory[0]}.{factory[1]}()" if factory else "a generic scikit-learn pipeline"
-    guesses = [
-        Guess(
-            field="run",
-            value=f"python3 {WRAPPER}",
-            confidence="medium" if factory else "low",
-            why=f"{why}: the draft adds {WRAPPER}, training {model}",
-        )
-    ]
-    return f"python3 {WRAPPER}", (train, test, "submission.csv", [id_column, "prediction"]), guesses
-
-
 def choose_id(found: Survey, target: str, plan: Plan, use_run: bool) -> tuple[str, str, str]:
     """The row id: the column the run script writes ids from, else a unique id-like column, else
     a new one the build numbers."""
@@ -344,9 +306,10 @@ def _next_metric(found: Survey, plan: Plan) -> Plan:
     column = found.table.column(target)
     use_run = found.run_script is not None and not plan.wrapper
     options = metric_options(
-        column,
+        column,  # type: ignore[arg-type]
         found.table.rows,
-        bool(use_run and found.run_script and found.run_script.uses_proba),  # type: ignore[arg-type]
+        bool(use_run and found.run_script and found.run_script.uses_proba),
+        found.hints.get(target),
     )
     if plan.metric + 1 < len(options):
         return _with(

@@ -15,10 +15,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from arex.drafting.code_facts import CodeFacts, code_facts
 from arex.envs.ml_data import column_names
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".xlsx", ".parquet", ".json", ".jsonl")
 TABLE_READ_CAP = 64 << 20
+NOTEBOOK_READ_CAP = 32 << 20
 SKIP_DIRS = {
     ".git",
     "__pycache__",
@@ -72,6 +74,10 @@ class Column(BaseModel):
     """Up to 20 distinct values, sorted (for binary/class checks)."""
     filled: float = 1.0
     """Share of rows with a value (spreadsheet exports carry columns that are almost all empty)."""
+    examples: list[str] = Field(default_factory=list)
+    """The first three distinct values in row order (for the statement)."""
+    minimum: float | None = None
+    """The smallest value of a numeric column (a log metric needs positive labels)."""
 
 
 class TableInfo(BaseModel):
@@ -85,6 +91,8 @@ class TableInfo(BaseModel):
     columns: list[Column] = Field(default_factory=list)
     note: str = ""
     """Why it could not be read (then `columns` is empty)."""
+    sampled: str = ""
+    """Set for a file over the read cap: which part of it the guesses were made from."""
 
     @property
     def names(self) -> list[str]:
@@ -112,6 +120,10 @@ class ScriptInfo(BaseModel):
     """Column names of the frame or row written to the submission file, in order."""
     label_refs: list[str] = Field(default_factory=list)
     """Subscript keys assigned to label-like names (y, y_train, target, labels)."""
+    code: CodeFacts = Field(default_factory=CodeFacts)
+    """What the code says about its label, model and metric (fit targets, drops, estimators)."""
+    notes: str = ""
+    """A notebook's markdown cells (its prose, read like a README)."""
     uses_proba: bool = False
     factories: list[str] = Field(default_factory=list)
     """Top-level functions without required arguments named like a model factory."""
@@ -123,8 +135,11 @@ class RepoFacts(BaseModel):
     files: list[str]
     tables: list[TableInfo]
     scripts: list[ScriptInfo]
+    notebooks: list[ScriptInfo] = Field(default_factory=list)
+    """Jupyter notebooks, their code cells read as one script (never run by the drafter)."""
     requirements_file: str | None = None
     readme: str | None = None
+    readme_text: str = ""
     readme_title: str = ""
     readme_section: str = ""
 
@@ -171,6 +186,7 @@ def column_stats(header: list[str], rows: list[list[str]]) -> list[Column]:
         integer = numeric and all(float(v).is_integer() for v in distinct)
         unique = len(distinct) == len(values) and len(present) == len(values)
         filled = len(present) / len(values) if values else 0.0
+        examples = list(dict.fromkeys(present[:200]))[:3]
         columns.append(
             Column(
                 name=name,
@@ -180,6 +196,8 @@ def column_stats(header: list[str], rows: list[list[str]]) -> list[Column]:
                 unique=unique,
                 values=sorted(distinct)[:20],
                 filled=filled,
+                examples=[e[:40] for e in examples],
+                minimum=min(float(v) for v in distinct) if numeric else None,
             )
         )
     return columns
@@ -214,6 +232,26 @@ def read_table(rel: str, blob: bytes) -> TableInfo:
         return TableInfo(path=rel, format=suffix.lstrip("."), rows=len(rows), columns=column_stats(header, rows))
     except Exception as exc:  # noqa: BLE001 - any reader failure is a note on this one table
         return TableInfo(path=rel, format=suffix.lstrip("."), note=f"{type(exc).__name__}: {str(exc)[:160]}")
+
+
+def read_capped(root: Path, rel: str) -> TableInfo:
+    """A table read whole up to TABLE_READ_CAP; a bigger text table (csv, tsv, jsonl) is sampled
+    from its first TABLE_READ_CAP bytes (whole lines) and says so; a bigger binary one is noted."""
+    size = (root / rel).stat().st_size
+    if size <= TABLE_READ_CAP:
+        return read_table(rel, (root / rel).read_bytes())
+    whole, cap = _size(size), _size(TABLE_READ_CAP)
+    if not rel.lower().endswith((".csv", ".tsv", ".jsonl")):
+        note = f"{whole}, over the drafter's {cap} read cap, and not a text table it can sample"
+        return TableInfo(path=rel, format=Path(rel).suffix.lstrip(".").lower(), note=note)
+    with (root / rel).open("rb") as handle:
+        blob = handle.read(TABLE_READ_CAP)
+    table = read_table(rel, blob[: blob.rfind(b"\n") + 1] or blob)
+    return table.model_copy(update={"sampled": f"guessed from its first {table.rows} rows ({cap} of {whole})"})
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
 
 
 def _split_rows(rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
@@ -269,7 +307,6 @@ def csv_text(rel: str, blob: bytes) -> str:
 
 # -- scripts ---------------------------------------------------------------------------------------
 _DATA_LITERAL = re.compile(r"^[\w./-]+\.(csv|tsv|json|jsonl|parquet|xlsx|txt|npy|pkl)$", re.I)
-_LABEL_NAME = re.compile(r"^(y|y_?train|y_?tr|target|targets|labels?|ys)$", re.I)
 _FACTORY = re.compile(r"^(build|make|get|create|new)_?(model|estimator|pipeline|classifier|regressor|clf)$", re.I)
 
 
@@ -293,15 +330,42 @@ def scan_script(rel: str, text: str) -> ScriptInfo:
             info.literals.append(node.value)
         elif isinstance(node, ast.Call):
             _scan_call(node, info)
-        elif isinstance(node, ast.Assign):
-            _scan_assign(node, info)
         elif isinstance(node, ast.Attribute) and node.attr == "predict_proba":
             info.uses_proba = True
     info.factories = [
         f.name for f in tree.body if isinstance(f, ast.FunctionDef) and _FACTORY.match(f.name) and not _required_args(f)
     ]
     info.main_guard = "__main__" in text
+    info.code = code_facts(tree, text)
+    info.label_refs = list(info.code.label_refs)
     return info
+
+
+def notebook_text(blob: bytes) -> tuple[str, str]:
+    """A notebook's code cells that parse as Python (shell and magic lines left out), and its
+    markdown cells' text; ('', '') when it is not a notebook."""
+    try:
+        cells = json.loads(blob.decode("utf-8", errors="replace")).get("cells", [])
+    except (ValueError, AttributeError):
+        return "", ""
+    code, prose = [], []
+    for cell in cells if isinstance(cells, list) else []:
+        if not isinstance(cell, dict):
+            continue
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else str(source)
+        if cell.get("cell_type") == "markdown":
+            prose.append(source)
+            continue
+        if cell.get("cell_type") != "code":
+            continue
+        lines = [ln for ln in source.splitlines() if not ln.lstrip().startswith(("!", "%"))]
+        try:
+            ast.parse("\n".join(lines))
+        except (SyntaxError, ValueError):
+            continue
+        code.append("\n".join(lines))
+    return "\n\n".join(code), "\n\n".join(prose)[:20000]
 
 
 def _required_args(f: ast.FunctionDef) -> int:
@@ -359,25 +423,6 @@ def _frame_columns(node: ast.AST) -> list[str]:
     return []
 
 
-def _scan_assign(node: ast.Assign, info: ScriptInfo) -> None:
-    """`y = df['label']` and `X, y = df[features], df['label']`: the subscript keys given to label names."""
-    pairs = []
-    for target in node.targets:
-        if (
-            isinstance(target, ast.Tuple)
-            and isinstance(node.value, ast.Tuple)
-            and len(target.elts) == len(node.value.elts)
-        ):
-            pairs += list(zip(target.elts, node.value.elts))
-        else:
-            pairs.append((target, node.value))
-    for target, value in pairs:
-        if isinstance(target, ast.Name) and _LABEL_NAME.match(target.id) and isinstance(value, ast.Subscript):
-            key = value.slice
-            if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value not in info.label_refs:
-                info.label_refs.append(key.value)
-
-
 # -- requirements and README -------------------------------------------------------------------------
 def pypi_names(imports: list[str], local: set[str]) -> list[str]:
     """PyPI names of the third-party modules imported (stdlib and the repository's own modules left out)."""
@@ -390,9 +435,28 @@ def pypi_names(imports: list[str], local: set[str]) -> list[str]:
     return sorted(names)
 
 
+_IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)|<img\b[^>]*>|</?(p|div|a|br|center|h\d)\b[^>]*>", re.I)
+_BARE_URL = re.compile(r"^\s*(https?://\S+|\[[^\]]*\]\([^)]*\))\s*$")
+
+
+def readme_prose(lines: list[str]) -> list[str]:
+    """Lines of a README section without images, badges, HTML wrappers or bare links, and without a
+    label line ('OUTPUT:') whose content was one of those."""
+    out: list[str] = []
+    for line in lines:
+        cleaned = _IMAGE.sub("", line).rstrip()
+        if _BARE_URL.match(cleaned) or (line.strip() and not cleaned.strip()):
+            if out and out[-1].strip().endswith(":"):
+                out.pop()
+            continue
+        out.append(cleaned)
+    return out
+
+
 def readme_parts(text: str) -> tuple[str, str]:
-    """The README's title (its first heading) and its first section (up to the next heading, 2000 chars)."""
-    lines = text.strip().splitlines()
+    """The README's title (its first heading) and its first section (up to the next heading, 2000
+    chars), as prose: images, badges and bare links left out."""
+    lines = readme_prose(text.strip().splitlines())
     title = next((ln.lstrip("#").strip() for ln in lines if ln.startswith("#")), "")
     if lines and lines[0].startswith("#"):
         lines = lines[1:]  # the title is the statement's own heading
@@ -407,11 +471,7 @@ def readme_parts(text: str) -> tuple[str, str]:
 def inspect_repo(root: Path) -> RepoFacts:
     """Every fact the heuristics use, from the files alone."""
     files = list_files(root)
-    tables = [
-        read_table(rel, (root / rel).read_bytes())
-        for rel in files
-        if rel.lower().endswith(TABLE_SUFFIXES) and (root / rel).stat().st_size <= TABLE_READ_CAP
-    ]
+    tables = [read_capped(root, rel) for rel in files if rel.lower().endswith(TABLE_SUFFIXES)]
     # a config file or a tiny sample is no dataset
     tables = [t for t in tables if t.note or len(t.columns) >= 2 and t.rows >= 10]
     scripts = [
@@ -419,15 +479,27 @@ def inspect_repo(root: Path) -> RepoFacts:
         for rel in files
         if rel.endswith(".py")
     ]
+    notebooks = []
+    for rel in files:
+        if rel.endswith(".ipynb") and (root / rel).stat().st_size <= NOTEBOOK_READ_CAP:
+            code, prose = notebook_text((root / rel).read_bytes())
+            notebooks.append(scan_script(rel, code).model_copy(update={"notes": prose}))
     req = next(
         (rel for rel in ("requirements.txt", "requirements/base.txt", "requirements-dev.txt") if rel in files), None
     )
     readme_rel = next((rel for rel in files if "/" not in rel and rel.lower().startswith("readme")), None)
-    facts = RepoFacts(root=root, files=files, tables=tables, scripts=scripts, requirements_file=req, readme=readme_rel)
+    facts = RepoFacts(
+        root=root,
+        files=files,
+        tables=tables,
+        scripts=scripts,
+        notebooks=notebooks,
+        requirements_file=req,
+        readme=readme_rel,
+    )
     if readme_rel:
-        facts.readme_title, facts.readme_section = readme_parts(
-            (root / readme_rel).read_text(encoding="utf-8", errors="replace")
-        )
+        facts.readme_text = (root / readme_rel).read_text(encoding="utf-8", errors="replace")[:100_000]
+        facts.readme_title, facts.readme_section = readme_parts(facts.readme_text)
     return facts
 
 

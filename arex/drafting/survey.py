@@ -11,7 +11,6 @@ from pydantic import BaseModel, Field
 
 from arex.drafting.base import DraftError, Guess
 from arex.drafting.inspect import (
-    Column,
     RepoFacts,
     ScriptInfo,
     TableInfo,
@@ -23,14 +22,16 @@ from arex.drafting.inspect import (
     read_table,
 )
 from arex.drafting.prepare import PACKAGED_DATA, deps_spec, existing_scrub, prepare_candidates, run_prepare
+from arex.drafting.target import (
+    TARGET_NAMES,
+    Layout,
+    TaskHints,
+    kaggle_layout,
+    target_candidates,
+    task_hints,
+)
 from arex.sandbox import SandboxConfig
 
-TARGET_NAMES = ("target", "label", "labels", "class", "y", "survived", "quality", "price", "saleprice", "outcome",
-                "diagnosis", "species", "churn", "default", "income", "salary", "rating", "sales", "medv", "fraud",
-                "is_fraud", "response", "result", "category")  # fmt: skip
-ID_NAME = re.compile(r"^(id|idx|index|row_?id|uid|key|.*_id|.*Id)$", re.I)
-CLASSIFICATION = ("accuracy", "f1", "roc_auc", "log_loss")
-REGRESSION_DISTINCT = 20
 RUN_NAMES = ("train", "main", "baseline", "run", "solution", "model", "predict", "fit")
 
 
@@ -54,6 +55,10 @@ class Survey(BaseModel):
     probes: list[str] = Field(default_factory=list)
     targets: list[tuple[str, str, str]] = Field(default_factory=list)
     """Candidate targets, best first: (column, confidence, why)."""
+    layout: Layout = Field(default_factory=Layout)
+    """A competition's unlabelled test table and sample submission beside the labelled table."""
+    hints: dict[str, TaskHints] = Field(default_factory=dict)
+    """Per candidate target: the metrics and the kind of task the repository names."""
     guesses: list[Guess] = Field(default_factory=list)
 
 
@@ -74,7 +79,7 @@ def survey(repo: Path, sandbox: SandboxConfig, pinned, package_sources: bool = F
         why = (
             f"{table.path}: of {len(shipped)} shipped tables, the run script's, "
             f"else read (not written) by a script, label-like, largest ({table.rows} rows)"
-        )
+        ) + (f"; over the read cap: {table.sampled}" if table.sampled else "")
         found.guesses.append(Guess(field="data.table", value=table.path, confidence="high", why=why))
         clash = Path(table.path).name in {"labels.csv", "train.csv", "test.csv"} | {
             Path(p).name for p in (train, test) if p
@@ -85,12 +90,14 @@ def survey(repo: Path, sandbox: SandboxConfig, pinned, package_sources: bool = F
         found = _prepared(facts, repo, run, requirements, sandbox, pinned, package_sources)
         found.guesses = guesses + found.guesses
     found.run_script, found.train_literal, found.test_literal, found.submission_literal = run, train, test, sub
-    found.targets = target_candidates(found.table, run, facts.scripts)
+    found.layout = kaggle_layout(found.table, facts.tables)
+    found.targets = target_candidates(found.table, run, facts, found.layout)
     if not found.targets:
         raise DraftError(
             f"table {found.table_path} has no column that could be the target "
             f"(columns: {', '.join(found.table.names[:10])})"
         )
+    found.hints = {name: task_hints(facts, name) for name, _, _ in found.targets}
     found.remove += [t.path for t in facts.tables if _duplicates(t, found)]
     return found
 
@@ -167,6 +174,7 @@ def _prepared(
         raise DraftError(
             "the repository ships no table (csv, tsv, xlsx, parquet, json) "
             "and has no script that looks like it writes one (make_data.py, prepare.py, ...)"
+            + "".join(f"; {t.path} could not be read: {t.note}" for t in facts.tables if t.note)
         )
     deps = deps_image(deps_spec(pinned(requirements), facts.requirements_file), repo, sandbox.image, package_sources)
     errors = []
@@ -245,66 +253,3 @@ def _duplicates(other: TableInfo, found: Survey) -> bool:
         return False  # written by the build at that path anyway
     shared = set(other.names) & set(found.table.names)
     return len(shared) >= max(2, len(found.table.names) // 2) and found.targets[0][0] in shared
-
-
-def target_candidates(
-    table: TableInfo, run: ScriptInfo | None, scripts: list[ScriptInfo]
-) -> list[tuple[str, str, str]]:
-    """Columns that could be the label, best first: those the run script (or another script) fits
-    on, then conventional names, then the last column; never an id or a constant column."""
-    free_text = max(50, table.rows // 5)  # a non-numeric column with this many values is text, not a label
-    usable = [
-        c
-        for c in table.columns
-        if c.distinct > 1
-        and c.filled >= 0.5
-        and not (c.unique and not c.numeric)
-        and not (c.unique and ID_NAME.match(c.name))
-        and (c.numeric or c.distinct < free_text)
-    ]
-    names = {c.name for c in usable}
-    out: list[tuple[str, str, str]] = []
-
-    def add(name: str, confidence: str, why: str) -> None:
-        if name in names and name not in [o[0] for o in out]:
-            out.append((name, confidence, why))
-
-    for ref in run.label_refs if run else []:
-        add(ref, "high", f"{run.path} fits on {ref!r}")  # type: ignore[union-attr]
-    for s in scripts:
-        for ref in s.label_refs:
-            add(ref, "medium", f"{s.path} uses {ref!r} as its label")
-    for c in usable:
-        if c.name.lower() in TARGET_NAMES:
-            add(c.name, "medium", f"the column is named like a label ({c.name!r})")
-    if usable:
-        add(usable[-1].name, "low", "no script or name says which column is the label: the last column")
-    for c in reversed(usable[:-1]):
-        if len(out) >= 3:
-            break
-        add(c.name, "low", "a fallback: an earlier column")
-    return out
-
-
-def metric_options(col: Column, rows: int, proba: bool) -> list[tuple[str, str, str]]:
-    """(metric, direction, why) for a target column, best first."""
-    classes = not col.numeric or (col.integer and col.distinct <= REGRESSION_DISTINCT)
-    if not classes:
-        return [
-            ("rmse", "minimize", f"numeric target with {col.distinct} distinct values: regression"),
-            ("mae", "minimize", "regression, a second choice"),
-        ]
-    binary = col.distinct == 2 and set(col.values) <= {"0", "1", "0.0", "1.0", "true", "false", "True", "False"}
-    kind = "binary" if col.distinct == 2 else f"{col.distinct} classes"
-    options = [
-        ("accuracy", "maximize", f"{kind}: classification"),
-        ("f1", "maximize", f"{kind}: macro F1, a second choice"),
-    ]
-    if binary:
-        auc = (
-            "roc_auc",
-            "maximize",
-            f"{kind} 0/1 target" + (" and the script predicts probabilities" if proba else ""),
-        )
-        options = [auc] + options if proba else options[:1] + [auc] + options[1:]
-    return options

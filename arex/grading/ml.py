@@ -95,6 +95,16 @@ def _sum_of_squares(d: list[float]) -> float:
         return math.inf
 
 
+def rmsle(y: list, p: list) -> float:
+    """RMSE of log(1 + value) (Kaggle's RMSLE); a value at or below -1 is an invalid submission."""
+    return _root_mean_square([math.log1p(float(a)) - math.log1p(float(b)) for a, b in zip(y, p)])
+
+
+def rmse_log(y: list, p: list) -> float:
+    """RMSE of log(value), as house-price competitions score; a value at or below 0 is an invalid submission."""
+    return _root_mean_square([math.log(float(a)) - math.log(float(b)) for a, b in zip(y, p)])
+
+
 def mae(y: list, p: list) -> float:
     return sum(abs(float(a) - float(b)) for a, b in zip(y, p)) / len(y)
 
@@ -124,8 +134,10 @@ METRICS: dict[str, Callable[[list, list], float]] = {
     "rmse": rmse,
     "mae": mae,
     "r2": r2,
+    "rmsle": rmsle,
+    "rmse_log": rmse_log,
 }
-NUMERIC = {"roc_auc", "log_loss", "rmse", "mae", "r2"}
+NUMERIC = {"roc_auc", "log_loss", "rmse", "mae", "r2", "rmsle", "rmse_log"}
 
 
 def resolve_metric(name: str) -> Callable[[list, list], float]:

@@ -1,0 +1,63 @@
+"""The statement a heuristic draft writes is one a strong agent can act on: the columns with their
+types, missing share and example values; the repository's data description named; exactly which
+file is graded; a competition's own test table and sample submission removed or explained; the
+repository's code that reads a file arex moved named with what to read instead; the README's
+images and bare links left out. No Docker."""
+
+from __future__ import annotations
+
+import random
+
+from test_draft_target import houses, kaggle, write_repo  # noqa: F401 - kaggle is a fixture
+
+from arex.drafting.heuristic import HeuristicDrafter
+
+
+def test_kaggle_statement_columns_files_and_graded_file(kaggle):  # noqa: F811
+    spec, statement = kaggle.spec, kaggle.add[kaggle.spec["statement"]]
+    # arex's split goes where the notebook reads (train.csv, test.csv): the repository's code still runs
+    assert (spec["data"]["train_file"], spec["data"]["test_file"]) == ("train.csv", "test.csv")
+    assert "sample_submission.csv" in kaggle.remove and "test.csv" not in kaggle.remove
+    assert "| `SalePrice` (the label) | integer | 0% |" in statement
+    assert "| `Neighborhood` | category (3 values) | 0% | `" in statement
+    assert "`data_description.txt`" in statement
+    assert "`sample_submission.csv` is left out: the competition's sample submission" in statement
+    assert "`test.csv` holds arex's test rows, written over the competition's own unlabelled test file" in statement
+    assert (
+        "The graded file: `python3 arex_train.py` must write `submission.csv` with the columns `Id,prediction`"
+        in statement
+    )
+    assert "rmse_log (lower is better): the root mean squared error between log(label) and log(prediction)" in (
+        statement
+    )
+
+
+def test_missing_share_and_a_moved_file_the_repository_reads(tmp_path):
+    """A script reads the labelled table arex splits (it is not in the workspace): the statement
+    says which script, which file, and what to point it at. A column missing in a quarter of the
+    rows says 25%."""
+    rng = random.Random(2)
+    rows = "".join(
+        f"{'' if i % 4 == 0 else rng.randint(18, 64)},{rng.choice(['yes', 'no'])},{rng.uniform(1e3, 5e4):.2f}\n"
+        for i in range(80)
+    )
+    script = (
+        "import pandas as pd\nfrom sklearn.linear_model import LinearRegression\n"
+        "df = pd.read_csv('data/data_insurance.csv')\nX = df[['age']].fillna(40)\ny = df['charges']\n"
+        "model = LinearRegression()\nmodel.fit(X, y)\n"
+    )
+    repo = write_repo(tmp_path / "insurance", {
+        "data/data_insurance.csv": "age,smoker,charges\n" + rows,
+        "cost_prediction.py": script,
+        "README.md": "# Insurance\n\n![banner](https://example.org/b.png)\nPredicts medical cost.\n\nOUTPUT:\n"
+                     '<img src="https://github.com/user-attachments/assets/x.png">\n\n## Usage\nrun it\n',
+    })  # fmt: skip
+    draft = HeuristicDrafter(pin=False).draft(repo, [])
+    statement = draft.add[draft.spec["statement"]]
+    assert statement.startswith("# Insurance\n\nPredicts medical cost.\n\n## Task")  # no image, no 'OUTPUT:'
+    assert "| `age` | integer | 25% |" in statement
+    assert (
+        "`cost_prediction.py` reads `data/data_insurance.csv`, which is not in the workspace "
+        "(arex split the labelled table): to run it, point it at `data/train.csv` (labelled) and "
+        "`data/test.csv` (to predict)."
+    ) in statement

@@ -1,0 +1,169 @@
+"""The heuristic drafter's target and metric come from what the repository says (README prose,
+`y = df[...]`, `fit(X, y)`, `drop(columns=[...])`, notebooks' cells, a competition's layout and
+name, the estimators it builds, the scores it computes), not from the last column; each guess keeps
+its confidence and reason, and a low-confidence target is said in the console. No Docker: the
+tables are shipped, nothing runs."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import git
+import pytest
+
+from arex.drafting.heuristic import HeuristicDrafter
+from arex.drafting.target import low_confidence_target
+from arex.grading.ml import METRICS
+
+
+def write_repo(root: Path, files: dict[str, str]) -> Path:
+    """A real git repository holding `files`, committed."""
+    root.mkdir(parents=True)
+    for rel, content in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(content)
+    repo = git.Repo.init(root)
+    repo.git.add("-A")
+    repo.git.commit("-m", "init", author="t <t@example.com>",
+                    env={"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"})  # fmt: skip
+    return root
+
+
+def notebook(*cells: tuple[str, str]) -> str:
+    """An .ipynb with (cell_type, source) cells, as Jupyter saves it."""
+    return json.dumps(
+        {
+            "cells": [
+                {"cell_type": kind, "metadata": {}, "source": src.splitlines(keepends=True)}
+                | ({"outputs": [], "execution_count": None} if kind == "code" else {})
+                for kind, src in cells
+            ],
+            "metadata": {},
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        }
+    )
+
+
+def houses(n: int, seed: int, labelled: bool = True, start: int = 1) -> str:
+    """A house-prices table: the label SalePrice sits before YrSold (not the last column)."""
+    rng = random.Random(seed)
+    head = ["Id", "LotArea", "Neighborhood", "OverallQual"] + (["SalePrice"] if labelled else []) + ["YrSold"]
+    lines = [",".join(head)]
+    for i in range(start, start + n):
+        area, qual = rng.randint(2000, 20000), rng.randint(1, 10)
+        price = int(20000 + area * 3 + qual * 15000 + rng.gauss(0, 8000))
+        row = [i, area, rng.choice(["NAmes", "OldTown", "Edwards"]), qual] + ([price] if labelled else [])
+        lines.append(",".join(str(v) for v in row + [rng.choice([2006, 2007, 2008, 2009, 2010])]))
+    return "\n".join(lines) + "\n"
+
+
+KAGGLE_NOTEBOOK = notebook(
+    ("markdown", "# House prices\nWe predict the sale price of each house."),
+    (
+        "code",
+        "!pip install lightgbm\nimport numpy as np\nimport pandas as pd\n"
+        "from sklearn.ensemble import GradientBoostingRegressor\n"
+        "train = pd.read_csv('train.csv')\ntest = pd.read_csv('test.csv')",
+    ),  # fmt: skip
+    ("code", "%matplotlib inline\ny = np.log(train['SalePrice'])\nX = train.drop(['Id', 'SalePrice'], axis=1)"),
+    ("code", "model = GradientBoostingRegressor(n_estimators=50, random_state=0)\nmodel.fit(X, y)"),
+    ("code", "this cell is not python ("),
+)
+
+
+@pytest.fixture(scope="module")
+def kaggle(tmp_path_factory):
+    """A Kaggle layout, notebook only: train.csv, the competition's unlabelled test.csv, its
+    sample_submission.csv, the data description; the label is not the last column."""
+    root = tmp_path_factory.mktemp("kaggle") / "house-prices"
+    repo = write_repo(root, {
+        "train.csv": houses(200, 1),
+        "test.csv": houses(80, 2, labelled=False, start=1461),
+        "sample_submission.csv": "Id,SalePrice\n" + "".join(f"{i},180000\n" for i in range(1461, 1541)),
+        "data_description.txt": "LotArea: Lot size in square feet\nOverallQual: overall quality\n",
+        "house_prices.ipynb": KAGGLE_NOTEBOOK,
+        "README.md": "# House Prices\n\nMy solution to the Kaggle competition\n"
+        "[House Prices: Advanced Regression Techniques](https://www.kaggle.com/c/house-prices-advanced-regression-techniques).\n",
+    })  # fmt: skip
+    return HeuristicDrafter(pin=False).draft(repo, [])
+
+
+def test_kaggle_layout_target_and_competition_metric(kaggle):
+    """The label is the column the competition's test table lacks, that the notebook fits on and
+    the sample submission asks for (high), not YrSold (the last column); the metric is the
+    competition's RMSE of the log price, a built-in, said to be the competition's."""
+    spec, guesses = kaggle.spec, {g.field: g for g in kaggle.guesses}
+    assert spec["data"]["target"] == "SalePrice" and guesses["data.target"].confidence == "high"
+    why = guesses["data.target"].why
+    assert "test.csv has every column but 'SalePrice'" in why and "house_prices.ipynb uses 'SalePrice'" in why
+    assert "sample_submission.csv asks for 'SalePrice'" in why
+    assert spec["metric"] == {"name": "rmse_log", "direction": "minimize"}
+    assert guesses["metric.name"].confidence == "high" and "House Prices" in guesses["metric.name"].why
+    assert spec["data"]["split"]["stratify"] is False and spec["data"]["id_column"] == "Id"
+
+
+def test_readme_names_a_target_that_is_not_last(tmp_path):
+    """'The target variable is G3' in the README, a table whose last column is something else."""
+    rng = random.Random(4)
+    rows = "".join(f"{rng.randint(15, 22)},{rng.randint(0, 20)},{rng.randint(0, 30)}\n" for _ in range(120))
+    repo = write_repo(tmp_path / "grades", {
+        "student.csv": "age,G3,absences\n" + rows,
+        "README.md": "# Student grades\n\nData from two schools.\n\n## Data\n\nThe target variable is **G3**, "
+                     "the final grade (0-20). Models are compared by mean absolute error.\n",
+    })  # fmt: skip
+    draft = HeuristicDrafter(pin=False).draft(repo, [])
+    guesses = {g.field: g for g in draft.guesses}
+    assert draft.spec["data"]["target"] == "G3" and guesses["data.target"].confidence == "high"
+    assert "README names it the target" in guesses["data.target"].why
+    # 21 integer grades would be classes by the values alone; the README's metric says regression
+    assert draft.spec["metric"] == {"name": "mae", "direction": "minimize"}
+    assert "mean absolute error" in guesses["metric.name"].why and guesses["metric.name"].confidence == "high"
+    assert low_confidence_target(draft.guesses) is None
+
+
+def test_script_fit_traced_through_a_split_and_a_regressor_on_integer_labels(tmp_path):
+    """`y = df.pop("quality")`, split by train_test_split, fitted by a RandomForestRegressor and
+    scored with mean_squared_error: regression on six integer grades (rmse), not classification."""
+    rng = random.Random(6)
+    rows = "".join(f"{rng.uniform(3, 15):.2f},{rng.randint(3, 8)},{rng.uniform(0.1, 2):.2f}\n" for _ in range(150))
+    script = (
+        "import pandas as pd\n"
+        "from sklearn.ensemble import RandomForestRegressor\n"
+        "from sklearn.metrics import mean_squared_error\n"
+        "from sklearn.model_selection import train_test_split\n"
+        "df = pd.read_csv('wine.csv')\n"
+        "labels = df.pop('quality')\n"
+        "X_tr, X_te, y_tr, y_te = train_test_split(df, labels, random_state=0)\n"
+        "reg = RandomForestRegressor(n_estimators=100, max_depth=None, random_state=42)\n"
+        "reg.fit(X_tr, y_tr)\n"
+        "print(mean_squared_error(y_te, reg.predict(X_te)) ** 0.5)\n"
+    )
+    repo = write_repo(tmp_path / "wine", {"wine.csv": "acidity,quality,sulphates\n" + rows, "analysis.py": script})
+    draft = HeuristicDrafter(pin=False).draft(repo, [])
+    guesses = {g.field: g for g in draft.guesses}
+    assert draft.spec["data"]["target"] == "quality"
+    assert "analysis.py uses 'quality' as its label" in guesses["data.target"].why
+    assert draft.spec["metric"] == {"name": "rmse", "direction": "minimize"}
+    assert "analysis.py scores its model with it" in guesses["metric.name"].why
+
+
+def test_a_low_confidence_target_is_said_in_the_console(tmp_path):
+    """Nothing names the label: the last column, low, and the console line says so and where to fix it."""
+    rng = random.Random(8)
+    rows = "".join(f"{rng.random():.3f},{rng.random():.3f},{rng.random():.3f}\n" for _ in range(60))
+    repo = write_repo(tmp_path / "blank", {"measurements.csv": "a,b,c\n" + rows})
+    draft = HeuristicDrafter(pin=False).draft(repo, [])
+    assert {g.field: g.confidence for g in draft.guesses}["data.target"] == "low"
+    note = low_confidence_target(draft.guesses)
+    assert note is not None and "'c'" in note and "data.target" in note and "the last column" in note
+
+
+def test_log_metrics_are_built_ins():
+    """RMSE of log price (house prices) and RMSLE, scored on the host as the other built-ins."""
+    assert METRICS["rmse_log"]([100.0, 1000.0], [100.0, 100.0]) == pytest.approx(2.302585 / 2**0.5, rel=1e-5)
+    assert METRICS["rmsle"]([0.0, 9.0], [0.0, 0.0]) == pytest.approx(2.302585 / 2**0.5, rel=1e-5)
+    with pytest.raises(ValueError):
+        METRICS["rmse_log"]([1.0], [-1.0])  # the grader turns this into an invalid submission
