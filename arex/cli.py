@@ -320,6 +320,11 @@ def draft_env_command(
     for g in result.attempts[-1].draft.guesses if result.attempts else ():
         table.add_row(escape(g.field), escape(clip(g.value, 80)), g.confidence, escape(g.why))
     console.print(table)
+    from arex.drafting.target import low_confidence_target
+
+    note = low_confidence_target(result.attempts[-1].draft.guesses) if result.attempts else None
+    if note:  # the guess a user must check, not only a row of the table and the report
+        console.print(f"[yellow]warning[/]: {escape(note)} ({result.source_yaml})", soft_wrap=True)
     status = "[green]accepted[/]" if result.accepted else "[red]not accepted[/]"
     console.print(
         f"{status} after {len(result.attempts)} attempt(s) in {result.seconds:.0f}s; source: {result.source_yaml}; "
