@@ -89,9 +89,7 @@ def _variant(benchmark: Benchmark, items: list[Item], by_id: dict[str, Env], nam
 
     def headline(k: int | None) -> list[float]:
         """Per sample: the aggregate after k rounds (None: after all of them)."""
-        return [
-            benchmark.aggregate([_value(runs.get((p["env"], s)), k) for p in evaluated]) for s in range(samples)
-        ]
+        return [benchmark.aggregate([_value(runs.get((p["env"], s)), k) for p in evaluated]) for s in range(samples)]
 
     total = Usage()
     for run in runs.values():

@@ -44,7 +44,7 @@ from arex.report.stats import (
     scores,
     spend,
 )
-from arex.report.store import Loaded, load_variant, read_selections, variants_of
+from arex.report.store import Loaded, load_variant, read_evaluation, read_selections, variants_of
 from arex.report.viewer import trajectory_page
 from arex.summary import Outcome, Summary
 
@@ -150,7 +150,15 @@ def build(store: Path, selection: Path | None = None) -> tuple[Report, list[Load
     verdicts = _verdicts(selections)
     stats = [variant_stats(one, anchors, verdicts) for one in loaded]
     envs = sorted({e.env for v in stats for e in v.envs})
-    return Report(arex_version=__version__, store=str(store), variants=stats, envs=envs, selections=selections), loaded
+    report = Report(
+        arex_version=__version__,
+        store=str(store),
+        variants=stats,
+        envs=envs,
+        selections=selections,
+        evaluation=read_evaluation(store),
+    )
+    return report, loaded
 
 
 def _kept_ids(path: Path) -> list[str]:

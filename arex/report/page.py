@@ -282,6 +282,47 @@ def _trajectories(v: VariantStats) -> str:
     )
 
 
+def _evaluation(report: Report) -> str:
+    """The benchmark's own score (`arex eval`'s eval.json): headline, per-problem table, curve, absent problems."""
+    found = report.evaluation
+    if found is None:
+        return ""
+    if "error" in found:
+        return f"<h2>Benchmark</h2><p>{esc(found['error'])}</p>"
+    name, out = found.get("score_name", "score"), [f"<h2>Benchmark: {esc(found.get('benchmark'))}</h2>"]
+    out.append(f"<p>{esc(found.get('evaluated'))} of {esc(found.get('problems'))} problems evaluated.</p>")
+    for v in found["variants"]:
+        cost = v["usage"]["cost_usd"]
+        out.append(
+            f"<p><b>{esc(v.get('name') or 'result')}: {esc(name)} {num(v['score'])}</b> ± {num(v['spread'])} over "
+            f"{esc(v['samples'])} sample(s) (min {num(v['min'])}, max {num(v['max'])}); cost ${cost:.4f}</p>"
+        )
+        keys = list(dict.fromkeys(k for p in v["problems"] if p["status"] != "absent" for k in p["columns"]))
+        rows = [
+            [esc(p["problem"]), "not evaluated", *[""] * (5 + len(keys))]
+            if p["status"] == "absent"
+            else [
+                esc(p["problem"]),
+                *(_cell(p.get(k)) for k in ("value", "min", "max")),
+                *(_cell(p["columns"].get(k)) for k in keys),
+                _cell(p["rounds"]),
+                _cell(p["tokens"]),
+                esc(f"{p['cost_usd']:.4f}"),
+            ]  # fmt: skip
+            for p in v["problems"]
+        ]
+        out.append(table(["problem", name, "min", "max", *keys, "rounds", "tokens", "cost $"], rows))
+        curve = [[esc(c["round"]), num(c["score"]), num(c["spread"])] for c in v["curve"]]
+        out.append("<p>Score after each round (best so far):</p>" + table(["round", name, "spread"], curve))
+    for a in found.get("absent", []):
+        out.append(f"<p>Not evaluated: problem {esc(a['problem'])}: {esc(a['reason'])}</p>")
+    return "\n".join(out)
+
+
+def _cell(value) -> str:
+    return num(value) if isinstance(value, (int, float)) else esc("—" if value is None else value)
+
+
 def report_page(report: Report) -> str:
     names = ", ".join(v.name for v in report.variants)
     body = [
@@ -290,6 +331,7 @@ def report_page(report: Report) -> str:
             f'<p class="muted">store {esc(report.store)} · variants: {esc(names)} · envs: '
             f"{esc(', '.join(report.envs))} · arex {esc(report.arex_version)}</p>"
         ),
+        _evaluation(report),
         _scaling(report),
         _stagewise(report),
         _curves(report),

@@ -199,6 +199,9 @@ class Report(BaseModel):
     variants: list[VariantStats]
     envs: list[str]
     selections: list[SelectionStats] | None = None
+    evaluation: dict | None = None
+    """The store's eval.json (`arex eval`: the benchmark's score, per-problem table and curve), as
+    written; {"error": ...} if it cannot be read; None if the store is no eval's."""
 
 
 def score_of(values: list[float]) -> Score:

@@ -72,6 +72,20 @@ def variants_of(store: Path) -> list[tuple[Variant, Path]]:
     return [(v, store / v.name) for v in parsed.variants]
 
 
+def read_evaluation(store: Path) -> dict | None:
+    """`<store>/eval.json` as `arex eval` wrote it; {"error": why} if it cannot be read; None if absent."""
+    path = store / "eval.json"
+    if not path.is_file():
+        return None
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return {"error": f"{path} cannot be read ({exc}); re-run the same `arex eval` to write it again"}
+    if not isinstance(found, dict) or not isinstance(found.get("variants"), list):
+        return {"error": f"{path} is not an eval.json written by `arex eval`; re-run it to write it again"}
+    return found
+
+
 def load_variant(variant: Variant, folder: Path) -> Loaded:
     """Every `<folder>/<env>/<key>.jsonl` that has a header; a damaged one is listed, not fatal."""
     loaded = Loaded(variant=variant, store=folder)
