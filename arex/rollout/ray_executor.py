@@ -369,8 +369,12 @@ class RayRegrader:
     def __call__(self, env: Env, archive: Path, end: RoundEnd, sandbox: SandboxConfig) -> GradeResult:
         sha, blob, images = self._pack(env, sandbox.backend)
         task = regrade_task.options(num_cpus=self.cpus, max_retries=0, scheduling_strategy="SPREAD")
+        # the folder select labels its sandboxes with (its --out), so that a killed select's next run
+        # finds the re-grading containers its Ray tasks left, as it finds those it started itself
+        label = os.environ.get(STORE_ENV, "")
         try:
-            return ray.get(task.remote(sha, env.dir.name, blob, images, str(Path(archive).resolve()), end, sandbox))
+            ref = task.remote(sha, env.dir.name, blob, images, str(Path(archive).resolve()), end, sandbox, label)
+            return ray.get(ref)
         except ray.exceptions.RayTaskError as exc:  # what env.regrade raised there (a bad snapshot, the sandbox)
             raise (exc.cause if isinstance(exc.cause, Exception) else exc) from None
         except ray.exceptions.RayError as exc:  # not cached as a drop: a re-run re-grades it
@@ -519,8 +523,20 @@ async def _play(job: RemoteJob, blob: bytes, board, limiter: RayLimiter) -> dict
 
 @ray.remote(max_retries=0)
 def regrade_task(
-    sha: str, name: str, blob: bytes, images: dict[str, str], archive: str, end: RoundEnd, sandbox: SandboxConfig
+    sha: str,
+    name: str,
+    blob: bytes,
+    images: dict[str, str],
+    archive: str,
+    end: RoundEnd,
+    sandbox: SandboxConfig,
+    label: str = "",
 ) -> GradeResult:
+    # a worker process is reused across tasks: a rollout task before this one left its own store here
+    if label:
+        os.environ[STORE_ENV] = label
+    else:
+        os.environ.pop(STORE_ENV, None)
     if not Path(archive).is_file():
         raise UserInputError(
             f"node {platform.node()} cannot see {archive}; "

@@ -11,6 +11,7 @@ import os
 import sys
 import tarfile
 import threading
+import time
 import types
 from pathlib import Path
 
@@ -99,6 +100,14 @@ def lines(path: Path) -> list[dict]:
 
 def round_ends(path: Path) -> int:
     return sum(1 for line in lines(path) if line.get("type") == "round_end") if path.is_file() else 0
+
+
+def created_stores(since: int, until: int) -> list[str]:
+    """The `arex.store` label of each arex container created in [since, until] (seconds), "" if none."""
+    events = docker.from_env().events(
+        since=since, until=until, filters={"type": "container", "event": "create", "label": "arex.sandbox"}, decode=True
+    )
+    return [e["Actor"]["Attributes"].get("arex.store", "") for e in events]
 
 
 # -- choosing an executor, the store check -------------------------------------------------------
@@ -259,7 +268,12 @@ def test_node_lost_mid_run_then_resumed_matches_the_local_executor(cluster, env,
     remote, made = RayExecutor(cluster.address), []
     regrader = remote.regrader
     remote.regrader = lambda at: made.append(regrader(at)) or made[-1]
+    since = int(time.time())
     on_ray = select(store, env.dir.parent, tmp_path / "selected-ray", SelectConfig(), SandboxConfig(), executor=remote)
+    # the re-grading containers the Ray tasks started carry select's --out, as select's own do (a killed
+    # select's next run finds them by it); before, they had the worker's last rollout store or none
+    stores = created_stores(since, int(time.time()) + 1)
+    assert stores.count(str((tmp_path / "selected-ray").resolve())) >= made[0].submitted, stores
     here = select(tmp_path / "local-store", env.dir.parent, tmp_path / "selected-here", SelectConfig(), SandboxConfig())
     assert made and made[0].submitted >= 4  # every kept trajectory re-graded by a Ray task
     assert len(on_ray.kept) == len(here.kept) == 4
