@@ -81,11 +81,15 @@ def wrapper_paths(found: Survey) -> tuple[str, str]:
 def moved_reads(found: Survey, train: str, test: str, removed: list[str]) -> list[tuple[str, str]]:
     """(script or notebook, literal) for each data path the repository's code reads that is not in
     the workspace as it expects: the labelled table (split by arex) and the files the draft removes."""
-    gone = {Path(p).name for p in removed + [found.table.path, found.table_path]} - {Path(train).name, Path(test).name}
+    given = {Path(train).name: train, Path(test).name: test}
+    gone = {Path(p).name for p in removed + [found.table.path, found.table_path]} - set(given)
     out = []
     for s in found.facts.scripts + found.facts.notebooks:
         for literal in s.literals:
-            if literal not in s.written and Path(literal).name in gone and (s.path, literal) not in out:
+            name, where = Path(literal).name, literal.removeprefix("./")
+            # gone, or a split file read from elsewhere (a Kaggle notebook's ../input/<competition>/train.csv)
+            moved = name in gone or (name in given and where != given[name])
+            if literal not in s.written and moved and (s.path, literal) not in out:
                 out.append((s.path, literal))
     return out
 

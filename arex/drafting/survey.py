@@ -74,7 +74,7 @@ def survey(repo: Path, sandbox: SandboxConfig, pinned, package_sources: bool = F
     guesses = _requirements_guess(facts)
     shipped = [t for t in facts.tables if not t.note and (t.path != test or train == t.path)]
     if shipped:
-        table = _pick_table(shipped, train, facts.scripts)
+        table = _pick_table(shipped, train, facts.scripts + facts.notebooks)
         found = Survey(facts=facts, table=table, table_path=table.path, requirements=requirements, guesses=guesses)
         why = (
             f"{table.path}: of {len(shipped)} shipped tables, the run script's, "
@@ -117,7 +117,8 @@ def _requirements_guess(facts: RepoFacts) -> list[Guess]:
 
 def _pick_table(tables: list[TableInfo], train_literal: str | None, scripts: list[ScriptInfo]) -> TableInfo:
     """The run script's training file; else, best first: not an output of the repository's own
-    scripts (result tables), read by a script, holding a column named like a label, the largest."""
+    scripts (result tables), not a competition's unlabelled test table (its columns are another
+    table's less a few), read by a script or notebook, holding a column named like a label, the largest."""
     named = [t for t in tables if t.path == train_literal]
     if named:
         return named[0]
@@ -127,7 +128,8 @@ def _pick_table(tables: list[TableInfo], train_literal: str | None, scripts: lis
     def rank(t: TableInfo) -> tuple:
         name = Path(t.path).name
         labelled = any(c.name.lower() in TARGET_NAMES for c in t.columns)
-        return (name not in written, name in read, labelled, t.rows * len(t.columns), t.path)
+        unlabelled = "test" in Path(t.path).stem.lower() and any(set(t.names) < set(o.names) for o in tables)
+        return (name not in written, not unlabelled, name in read, labelled, t.rows * len(t.columns), t.path)
 
     return max(tables, key=rank)
 

@@ -24,7 +24,7 @@ MINIMIZE = ("log_loss", "rmse", "mae", "rmsle", "rmse_log")
 REGRESSION_DISTINCT = 20
 
 _EXPLICIT = re.compile(
-    r"\b(?:target|label|dependent|response|outcome|class)(?:\s+(?:variable|column|feature|attribute|field))?"
+    r"\b(?:target|label|dependent|response|outcome)(?:\s+(?:variable|column|feature|attribute|field))?"
     r"\s*(?:is|:|=|will be|here is)\s",
     re.I,
 )
@@ -122,7 +122,9 @@ def prose_targets(text: str, columns: list[str]) -> list[tuple[str, float, str]]
     out: list[tuple[str, float, str]] = []
     for pattern, weight, what in ((_EXPLICIT, 3.0, "names it the target"), (_PREDICT, 2.0, "says it predicts it")):
         for match in pattern.finditer(text):
-            window = re.split(r"[.;\n]", text[match.end() : match.end() + 100])[0]
+            window = re.split(
+                r"[.;\n]|\b(?:using|from|with|based on|given|by|in terms of)\b", text[match.end() : match.end() + 100]
+            )[0]
             column = _column_in(window, columns)
             if column:
                 quote = " ".join((match.group(0) + window).split())[:80]

@@ -61,3 +61,13 @@ def test_missing_share_and_a_moved_file_the_repository_reads(tmp_path):
         "(arex split the labelled table): to run it, point it at `data/train.csv` (labelled) and "
         "`data/test.csv` (to predict)."
     ) in statement
+
+
+def test_a_notebook_reading_the_competition_mount_is_told_where_the_files_are(tmp_path):
+    from test_draft_target import forest_repo
+
+    draft = HeuristicDrafter(pin=False).draft(forest_repo(tmp_path / "forest"), [])
+    statement = draft.add[draft.spec["statement"]]
+    assert (draft.spec["data"]["train_file"], draft.spec["data"]["test_file"]) == ("train.csv", "test.csv")
+    assert "- `eda.ipynb` reads `../input/forest-cover-type/train.csv`, which is not in the workspace" in statement
+    assert "point it at `train.csv` (labelled) and `test.csv` (to predict)" in statement

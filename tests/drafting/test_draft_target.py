@@ -167,3 +167,40 @@ def test_log_metrics_are_built_ins():
     assert METRICS["rmsle"]([0.0, 9.0], [0.0, 0.0]) == pytest.approx(2.302585 / 2**0.5, rel=1e-5)
     with pytest.raises(ValueError):
         METRICS["rmse_log"]([1.0], [-1.0])  # the grader turns this into an invalid submission
+
+
+def forest_repo(root: Path) -> Path:
+    """A competition's layout whose unlabelled test.csv is larger than train.csv, a label named like
+    no label, a notebook reading the files where Kaggle mounts them, and a README naming the
+    label and, after 'from', the features."""
+    rng = random.Random(11)
+
+    def rows(n: int, labelled: bool, start: int) -> str:
+        out = []
+        for i in range(start, start + n):
+            elevation, slope = rng.randint(1800, 3800), rng.randint(0, 60)
+            label = [str(1 + (elevation > 2800) + (slope > 30))] if labelled else []
+            out.append(",".join([str(i), str(elevation), str(slope)] + label + [rng.choice(["s1", "s2"])]))
+        return "\n".join(out) + "\n"
+
+    code = "import pandas as pd\ntrain = pd.read_csv('../input/forest-cover-type/train.csv')\ntrain.describe()\n"
+    return write_repo(root, {
+        "train.csv": "Id,Elevation,Slope,Cover_Type,Soil\n" + rows(90, True, 1),
+        "test.csv": "Id,Elevation,Slope,Soil\n" + rows(300, False, 91),
+        "eda.ipynb": notebook(("code", code)),
+        "README.md": "# Forest cover\n\nWe predict the Elevation-driven cover type: we predict Cover_Type from "
+                     "Elevation and Slope.\n",
+    })  # fmt: skip
+
+
+def test_competition_layout_with_a_larger_test_table_and_a_label_named_like_no_label(tmp_path):
+    """The labelled table is train.csv though test.csv is larger (its columns are train's less one);
+    the label is the column test.csv lacks, which the README says it predicts; the features named
+    after 'from' get no credit."""
+    draft = HeuristicDrafter(pin=False).draft(forest_repo(tmp_path / "forest"), [])
+    guesses = {g.field: g for g in draft.guesses}
+    assert draft.spec["data"]["table"] == "arex_data/train_table.csv" and "train.csv" in draft.remove
+    assert draft.spec["data"]["target"] == "Cover_Type" and guesses["data.target"].confidence == "high"
+    assert "test.csv has every column but 'Cover_Type'" in guesses["data.target"].why
+    assert "the README says it predicts it" in guesses["data.target"].why
+    assert draft.spec["metric"]["name"] == "accuracy"  # three integer classes
