@@ -4,8 +4,8 @@ the benchmark's score of every record, written as `<out>/eval.json` and `<out>/e
 
 Numbers, per variant (a plain run is one variant named null):
 - per problem: the adapter's `Score.value` averaged over samples (with its min and max), its
-  numeric columns averaged, rounds, endings, tokens and cost; problems not evaluated are listed
-  with the reason (`absent`);
+  numeric columns averaged, rounds, the value after each round (`curve`), endings, tokens and
+  cost; problems not evaluated are listed with the reason (`absent`);
 - the headline: per sample, the adapter's `aggregate` of the problems' values; then the mean over
   samples and the spread (population standard deviation, min, max). A rollout whose record cannot
   be read counts 0 for its problem and sample, and is listed;
@@ -132,6 +132,8 @@ def _problem(item: Item, by_id: dict[str, Env], runs: dict, samples: int) -> dic
     usage = Usage()
     for r in mine:
         usage.add(r["usage"])
+    rounds = max((r["rounds"] for r in mine), default=0)
+    curve = [fmean([_value(r, k) for r in mine]) for k in range(1, rounds + 1)] if mine else []
     endings: dict[str, int] = {}
     for r in mine:
         endings[r["status"]] = endings.get(r["status"], 0) + 1
@@ -145,6 +147,7 @@ def _problem(item: Item, by_id: dict[str, Env], runs: dict, samples: int) -> dic
         "columns": columns,
         "rollouts": len(mine),
         "rounds": fmean([r["rounds"] for r in mine]) if mine else 0,
+        "curve": curve,
         "endings": endings,
         "tokens": usage.prompt_tokens + usage.output_tokens,
         "cost_usd": round(usage.cost_usd, 6),
