@@ -15,16 +15,17 @@ from typing import Callable
 
 from pydantic import BaseModel, Field
 
-from arex.drafting.base import Attempt, Draft, DraftError, Guess
+from arex.drafting.base import Attempt, Draft, DraftError, Guess, clip
 from arex.drafting.baseline import wrapper_run
 from arex.drafting.compose import WRAPPER, statement_path
 from arex.drafting.inspect import IMPORT_TO_PYPI
+from arex.drafting.requirements import WRAPPER_PACKAGES, Requirements, drafted_requirements, preflight_change
 from arex.drafting.statement import write_statement
 from arex.drafting.survey import Survey, survey
 from arex.drafting.target import CLASSIFICATION, ID_NAME, metric_confidence, metric_options
 from arex.sandbox import SandboxConfig
 
-Pinner = Callable[[list[str]], list[str]]
+Pinner = Callable[..., list[str]]
 
 
 class Plan(BaseModel):
@@ -36,6 +37,11 @@ class Plan(BaseModel):
     remove: list[str] = Field(default_factory=list)
     requirements: list[str] = Field(default_factory=list)
     dropped: list[str] = Field(default_factory=list)
+    """Packages left out (pip cannot install them), from the drafter's list and the repository's file."""
+    loosen: list[str] = Field(default_factory=list)
+    """Packages whose version pins are dropped (a conflict, or no version near the pin installs)."""
+    relax: bool = False
+    """`requirements_relax`: an exact pin with no wheel moves to the nearest version that has one."""
     no_scrub: list[str] = Field(default_factory=list)
     scrub: list[str] = Field(default_factory=list)
     """Installed package files the leak gate found holding the labels (e.g. a dataset a library
@@ -68,19 +74,64 @@ class HeuristicDrafter:
         for attempt in attempts:
             if attempt.reason is not None:
                 plan = revise(found, plan, attempt.reason)
-        return compose(found, plan, self.pinned)
+        draft = compose(found, plan, self.pinned, self.package_sources)
+        # The build's requirements preflight, run first: what it would reject is revised here,
+        # without spending a build of the budget (pip dry runs: seconds, cached on disk).
+        for _ in range(PREFLIGHT_REVISIONS if self.pin else 0):
+            reason = preflight_draft(draft, repo, self.sandbox.image, self.package_sources)
+            revised = None if reason is None else _requirements_rejected(found, plan, reason)
+            revised = revised or (None if reason is None else _no_distribution(found, plan, reason))
+            if revised is None:
+                break
+            plan = revised
+            draft = compose(found, plan, self.pinned, self.package_sources)
+        return draft
 
-    def pinned(self, names: list[str]) -> list[str]:
-        """`names` pinned to the versions pip picks for the base image, when arex can resolve pins."""
-        key = tuple(names)
+    def pinned(self, names: list[str], context: list[str] | tuple[str, ...] = ()) -> list[str]:
+        """`names` pinned to the versions pip picks for the base image beside the `context` lines
+        (the repository's own requirements), when arex can resolve pins."""
+        key = (tuple(names), tuple(context))
         if key not in self._pins:
-            self._pins[key] = pin_requirements(names, self.sandbox.image) if self.pin else list(names)
+            self._pins[key] = pin_requirements(names, self.sandbox.image, list(context)) if self.pin else list(names)
         return self._pins[key]
 
 
-def pin_requirements(names: list[str], image: str) -> list[str]:
-    """Exact pins for the loose names; a name pip cannot install (an import name that is no PyPI
-    package) is dropped, and with none resolvable the names stay as they are."""
+PREFLIGHT_REVISIONS = 6
+
+
+def preflight_draft(draft: Draft, repo: Path, image: str, package_sources: bool = False) -> str | None:
+    """The build's requirements preflight of a draft that installs the repository's requirements
+    file on `image`: None when they resolve (or when the preflight cannot run: the build then says
+    why), else the build's reason."""
+    from arex.drafting.prepare import deps_spec
+    from arex.envs.judge_sources import SourceError
+    from arex.envs.ml_images import normalise_requirements, requirement_lines, settle
+    from arex.sandbox import SandboxError
+
+    spec = draft.spec
+    file = spec.get("requirements_file")
+    if not file:  # the draft's own list: its pins were resolved on the image already
+        return None
+    try:
+        if file in draft.add:
+            given = list(spec.get("requirements", ())) + draft.add[file].splitlines()
+            lines = normalise_requirements(given, "requirement", package_sources)
+        else:
+            lines = requirement_lines(deps_spec(spec.get("requirements", []), file), repo, package_sources)
+        where = "the spec's requirements" + (f" and {file}" if file else "")
+        settle(lines, image, (), bool(spec.get("requirements_relax")), where)
+    except SourceError as exc:
+        return str(exc)
+    except (SandboxError, ValueError):
+        return None
+    return None
+
+
+def pin_requirements(names: list[str], image: str, context: list[str] | None = None) -> list[str]:
+    """Exact pins for the loose names, resolved together with `context` (so a pin never conflicts
+    with the repository's own); a name pip cannot install (an import name that is no PyPI package)
+    is dropped; when the context itself does not resolve, the names stay unpinned (pip then picks
+    versions that fit the repository's pins at build time, and the preflight names what fails)."""
     from arex.envs.judge_sources import SourceError
 
     try:
@@ -91,7 +142,7 @@ def pin_requirements(names: list[str], image: str) -> list[str]:
     for _ in range(len(names)):
         loose = [n for n in kept if not re.search(r"[=<>~!@ ]", n)]
         try:
-            pins = resolve_pins(loose, image) if loose else {}
+            pins = resolve_pins(loose + list(context or ()), image) if loose else {}
         except SourceError as exc:
             culprit = next((n for n in loose if re.search(rf"(?<![\w.-]){re.escape(n)}(?![\w.-])", str(exc))), None)
             if culprit is None:
@@ -103,7 +154,7 @@ def pin_requirements(names: list[str], image: str) -> list[str]:
 
 
 # -- one draft -------------------------------------------------------------------------------------
-def compose(found: Survey, plan: Plan, pinned: Pinner) -> Draft:
+def compose(found: Survey, plan: Plan, pinned: Pinner, package_sources: bool = False) -> Draft:
     target, t_conf, t_why = found.targets[plan.target]
     use_run = found.run_script is not None and not plan.wrapper
     column = found.table.column(target)
@@ -115,7 +166,7 @@ def compose(found: Survey, plan: Plan, pinned: Pinner) -> Draft:
     metric, direction, m_why = options[min(plan.metric, len(options) - 1)]
     id_column, id_conf, id_why = choose_id(found, target, plan, use_run)
     m_conf = metric_confidence(m_why, hints)
-    guesses = list(found.guesses) + [
+    guesses = [g for g in found.guesses if g.field != "requirements_file"] + [
         Guess(field="data.target", value=target, confidence=t_conf, why=t_why),
         Guess(field="metric.name", value=f"{metric} ({direction})", confidence=m_conf, why=m_why),
         Guess(field="data.id_column", value=id_column, confidence=id_conf, why=id_why),
@@ -127,11 +178,7 @@ def compose(found: Survey, plan: Plan, pinned: Pinner) -> Draft:
         run, files, g = wrapper_run(found, id_column, target, metric, add)
     guesses += g
     train, test, sub, sub_columns = files
-    names = sorted(
-        set(found.requirements + (["pandas", "scikit-learn"] if not use_run else []) + plan.requirements)
-        - set(plan.dropped)
-    )
-    requirements = pinned(names)
+    needs = _requirements(found, plan, use_run, pinned, package_sources)
     data: dict = {
         "table": found.table_path,
         "target": target,
@@ -147,10 +194,14 @@ def compose(found: Survey, plan: Plan, pinned: Pinner) -> Draft:
         "id": env_slug(found.facts.root.name),
         "title": title[:120],
         "statement": statement_path(found.facts.files),
-        "requirements": requirements,
+        "requirements": needs.requirements,
     }
-    if found.facts.requirements_file:
-        spec["requirements_file"] = found.facts.requirements_file
+    if needs.requirements_file:
+        spec["requirements_file"] = needs.requirements_file
+    if needs.added is not None:
+        add[needs.requirements_file] = needs.added  # type: ignore[index]
+    if plan.relax:
+        spec["requirements_relax"] = True
     spec |= {
         "run": run,
         "submission": {"file": sub, "id_column": sub_columns[0], "prediction_column": sub_columns[1]},
@@ -167,26 +218,7 @@ def compose(found: Survey, plan: Plan, pinned: Pinner) -> Draft:
     add[spec["statement"]], misleading, g = write_statement(spec, found, found.remove + plan.remove)
     if found.table_add is not None:
         add[found.table_path] = found.table_add
-    guesses += g
-    source = "the third-party imports of its Python files, mapped to PyPI names" + (
-        " (and the wrapper's)" if not use_run else ""
-    )
-    bare = [r.split("==")[0] for r in requirements]
-    pins = (
-        "pinned to the versions pip resolves for the base image"
-        if requirements != bare
-        else "unpinned: pip takes the newest at build time"
-    )
-    if len(bare) < len(names):
-        pins += f"; left out (pip cannot install them): {', '.join(n for n in names if n not in bare)}"
-    guesses.append(
-        Guess(
-            field="requirements",
-            value=", ".join(requirements) or "(none)",
-            confidence="medium",
-            why=f"{source}; {pins}",
-        )
-    )
+    guesses += g + needs.guesses
     remove = list(dict.fromkeys(found.remove + plan.remove + misleading))
     if remove:
         guesses.append(
@@ -202,6 +234,34 @@ def compose(found: Survey, plan: Plan, pinned: Pinner) -> Draft:
         for i, text in enumerate(plan.revisions)
     ]
     return Draft(spec=spec, add=add, remove=tuple(remove), guesses=tuple(guesses))
+
+
+def _requirements(found: Survey, plan: Plan, use_run: bool, pinned: Pinner, package_sources: bool) -> Requirements:
+    """The repository's requirements file as the run needs it, and the packages the draft adds
+    (the wrapper's, those a revision found missing), never a second pin of one the file pins."""
+    own = found.requirements + (WRAPPER_PACKAGES if not use_run else []) + plan.requirements
+    if use_run and found.run_script is not None:
+        imports = found.run_script.imports
+    else:
+        imports = [m for s in found.facts.scripts if s.factories and not s.main_guard for m in s.imports]
+    needs = drafted_requirements(found.facts, own, imports, pinned, (plan.loosen, plan.dropped), package_sources)
+    if found.facts.requirements_file:
+        return needs
+    names = sorted(set(own) - set(plan.dropped))
+    bare = [r.split("==")[0] for r in needs.requirements]
+    source = "the third-party imports of its Python files, mapped to PyPI names" + (
+        " (and the wrapper's)" if not use_run else ""
+    )
+    pins = (
+        "pinned to the versions pip resolves for the base image"
+        if needs.requirements != bare
+        else "unpinned: pip takes the newest at build time"
+    )
+    if len(bare) < len(names):
+        pins += f"; left out (pip cannot install them): {', '.join(n for n in names if n not in bare)}"
+    value = ", ".join(needs.requirements) or "(none)"
+    needs.guesses = [Guess(field="requirements", value=value, confidence="medium", why=f"{source}; {pins}")]
+    return needs
 
 
 def _repo_run(found: Survey, plan: Plan, id_column: str) -> tuple[str, tuple[str, str, str, list[str]], list[Guess]]:
@@ -283,7 +343,8 @@ def env_slug(name: str) -> str:
 # -- revising from a gate's reason ------------------------------------------------------------------
 def revise(found: Survey, plan: Plan, reason: str) -> Plan:
     """The plan for the next attempt, changed where a rule knows what the reason means; else DraftError."""
-    for rule in (_leak, _scrub_missing, _missing_module, _no_distribution, _submission_columns, _no_target):
+    rules = (_leak, _scrub_missing, _missing_module, _no_distribution, _requirements_rejected)
+    for rule in rules + (_submission_columns, _no_target, _no_headroom):
         revised = rule(found, plan, reason)
         if revised is not None:
             return revised
@@ -294,7 +355,8 @@ def revise(found: Survey, plan: Plan, reason: str) -> Plan:
         for g in ("baseline runs", "baseline deterministic", "mutation changes the score")
     ):
         return _escalate(found, plan, reason.split(":")[0])
-    raise DraftError(f"the heuristic drafter has no rule to revise after: {reason[:300]}")
+    # No rule knows this reason: the budget is better spent on the next thing to try than on stopping.
+    return _escalate(found, plan, f"no rule for the reason ({clip(reason, 200)})")
 
 
 def _with(plan: Plan, why: str, **changes) -> Plan:
@@ -349,7 +411,9 @@ def _leak(found: Survey, plan: Plan, reason: str) -> Plan | None:
     installed = [m.rstrip(".") for m in re.findall(r"/(?:dist|site)-packages/([^\s'\",;:()]+)", reason)]
     scrub = [p for p in dict.fromkeys(installed) if p not in plan.scrub + found.scrub]
     if not new and not scrub:
-        raise DraftError(f"the leak gate failed and names no repository or package file to leave out: {reason[:300]}")
+        raise DraftError(
+            f"the leak gate failed and names no repository or package file to leave out: {clip(reason, 300)}"
+        )
     what = [f"removed {', '.join(new)}"] * bool(new) + [f"scrubbed {', '.join(scrub)} from the image"] * bool(scrub)
     return _with(
         plan,
@@ -392,6 +456,30 @@ def _no_distribution(found: Survey, plan: Plan, reason: str) -> Plan | None:
         if new
         else None
     )
+
+
+def _requirements_rejected(found: Survey, plan: Plan, reason: str) -> Plan | None:
+    """A requirements preflight failed: relax the exact pins, then unpin what it names, then leave it out."""
+    change = preflight_change(reason, plan.relax, plan.loosen, plan.dropped)
+    if change is None:
+        return None
+    what, names, why = change
+    if what == "relax":
+        return _with(plan, f"{why} (requirements_relax)", relax=True)
+    if what == "loosen":
+        return _with(plan, why, loosen=plan.loosen + names.split(","))
+    return _with(plan, why, dropped=plan.dropped + [names])
+
+
+def _no_headroom(found: Survey, plan: Plan, reason: str) -> Plan | None:
+    """The baseline scores the metric's best: the next candidate target, if any (a perfect score on
+    the first guess often means a column derived from the label, or the wrong label)."""
+    if "gate 'baseline leaves headroom' failed" not in reason:
+        return None
+    if plan.target + 1 < len(found.targets):
+        nxt = found.targets[plan.target + 1][0]
+        return _with(plan, f"the baseline already scores the best: trying the target {nxt!r}", target=plan.target + 1)
+    raise DraftError(f"{clip(reason, 300)}; the drafter has no other target to try")
 
 
 def _submission_columns(found: Survey, plan: Plan, reason: str) -> Plan | None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from arex.drafting.inspect import TABLE_SUFFIXES, RepoFacts, ScriptInfo
-from arex.envs.ml_source import TABLE_CAP
+from arex.envs.ml_source import TABLE_CAP, tail
 from arex.sandbox import SandboxConfig, make_sandbox
 from arex.specs import MLSpec
 
@@ -88,7 +88,7 @@ def run_prepare(repo: Path, script: str, deps: str, sandbox: SandboxConfig, time
             return Prepared(
                 script=script,
                 command=command,
-                error=f"{result.status}, exit {result.exit_code}: {(result.stderr or result.stdout)[-400:]}",
+                error=f"{result.status}, exit {result.exit_code}: {tail(result.stderr or result.stdout, 400)}",
             )
         box.write_file("/tmp/arex-list.py", _LIST_NEW)
         listing = box.exec(

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from arex.drafting.base import DraftError, Guess
+from arex.drafting.base import Guess
 from arex.drafting.inspect import IMPORT_TO_PYPI, RepoFacts
 
 Pinner = Callable[..., list[str]]
@@ -178,6 +178,3 @@ def preflight_change(reason: str, relax: bool, loosen: list[str], dropped: list[
         return "drop", name, f"pip cannot install {name} on the image: left out"
     return None
 
-
-def no_revision(reason: str) -> DraftError:
-    return DraftError(f"the requirements cannot be settled: every package the preflight named was changed ({reason})")

@@ -10,7 +10,7 @@ import random
 from pathlib import Path
 
 from arex.envs.judge_sources import SourceError
-from arex.envs.ml_source import TABLE_CAP
+from arex.envs.ml_source import TABLE_CAP, tail
 from arex.sandbox import SandboxConfig, make_sandbox
 from arex.specs import DataSpec, MLSpec
 
@@ -26,7 +26,7 @@ def prepare_table(spec: MLSpec, checkout: Path, deps: str, sandbox: SandboxConfi
         if not result.ok:
             raise SourceError(
                 f"data.prepare '{spec.data.prepare}' failed ({result.status}, exit {result.exit_code}): "
-                f"{(result.stderr or result.stdout)[-800:]}"
+                f"{tail(result.stderr or result.stdout, 800)}"
             )
         try:
             return box.read_file(spec.data.table, max_bytes=TABLE_CAP)

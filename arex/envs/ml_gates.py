@@ -17,6 +17,7 @@ from arex.envs.judge_sources import SourceError
 from arex.envs.layout import IMAGE_WORKSPACE
 from arex.envs.leak_probe import LeakProbe, LeakScanFailed, describe, run_scan
 from arex.envs.ml_data import csv_bytes
+from arex.envs.ml_source import tail
 from arex.envs.report import GateLog
 from arex.grading.ml import MLGrader
 from arex.sandbox import SandboxConfig, make_sandbox
@@ -125,7 +126,7 @@ def _baseline_gates(log: GateLog, spec: MLSpec, run: Callable[..., tuple[GradeRe
     detail = (
         f"{spec.run} in {seconds:.1f}s (limit {spec.time_limit_s:g}s)"
         if invalid is None
-        else f"{invalid}; {baseline.details.get('log_tail', '')[-300:]}"
+        else f"{invalid}; {tail(baseline.details.get('log_tail', ''), 300)}"
     )
     if not log.check("baseline runs", invalid is None, detail):
         return None

@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 from arex.envs.docs_index import docs_image
 from arex.envs.judge_sources import SourceError
 from arex.envs.layout import IMAGE_WORKSPACE
-from arex.envs.ml_source import BUILDER_VERSION
+from arex.envs.ml_source import BUILDER_VERSION, tail
 from arex.hashing import cache_dir, json_sha256
 from arex.sandbox import SandboxConfig, SandboxError, backend_class
 from arex.sandbox.images import ImageBuildFailed, Images
@@ -496,7 +496,7 @@ def _pip_error(err: str, lines: list[str] | None = None) -> str:
     text = "; ".join(keep)
     for number, line in enumerate(lines or [], 1):
         text = text.replace(f"-r {_PREFLIGHT_DIR}/requirements.txt (line {number})", line)
-    return text[-800:]
+    return tail(text, 800)
 
 
 # -- settling the requirements: source builds and relaxed pins --------------------------------

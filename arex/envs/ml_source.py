@@ -41,6 +41,19 @@ _SHA = re.compile(r"^[0-9a-f]{40}$")
 _SCP_URL = re.compile(r"^[\w.-]+@[\w.-]+:")
 
 
+def tail(text: str, limit: int) -> str:
+    """The end of a log or an error, at most about `limit` characters, starting at a word (a reason
+    that opens mid-word reads as garbage): '… ' marks what was left out."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text[-limit:]
+    if text[-limit - 1].isspace():
+        return "… " + cut.lstrip()
+    space = min((i for i in (cut.find(" "), cut.find("\n")) if i >= 0), default=-1)
+    return "… " + (cut[space + 1 :] if 0 <= space < limit // 2 else cut).lstrip()
+
+
 class SourceFile(BaseModel):
     """The YAML form of an ML source (`arex draft-env` writes it too)."""
 

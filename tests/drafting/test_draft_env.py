@@ -222,8 +222,9 @@ def test_revisions_follow_the_reason(tmp_path):
         and "model = make_pipeline(prep, LogisticRegression())" in flaky.add["arex_train.py"]  # train.py's model
     )
     assert flaky.spec["metric"]["name"] == "accuracy" and "model.predict(X_test)" in flaky.add["arex_train.py"]
-    with pytest.raises(DraftError, match="no rule to revise"):
-        drafter.draft(repo, [Attempt(draft=first, reason="something nobody expected")])
+    # a reason no rule knows is still revised: the next thing to try (here the generic wrapper)
+    unknown = drafter.draft(repo, [Attempt(draft=first, reason="something nobody expected")])
+    assert unknown.spec["run"] == "python3 arex_train.py"
     with pytest.raises(DraftError, match="names no repository or package file"):
         drafter.draft(
             repo,
@@ -342,7 +343,8 @@ def test_draft_env_builds_each_bundled_repository(tmp_path, name):
     assert result.exit_code == 0, result.output
     assert "accepted after" in result.output and "data.target" in result.output
     source = yaml.safe_load((out / f"{name}.yaml").read_text())
-    assert source["repo"] == str(repo.resolve()) and "commit" not in source and source["spec"]["id"] == name
+    assert source["repo"] == str(repo.resolve()) and source["spec"]["id"] == name
+    assert source["commit"] == git.Repo(repo).head.commit.hexsha  # a clean git folder: pinned to its commit
     stamp = json.loads((envs / name / ".build.json").read_text())
     assert stamp["gates"] and all(g["passed"] for g in stamp["gates"])
     assert {g["name"] for g in stamp["gates"]} >= {"baseline runs", "no-op clearly worse", "private labels unreachable"}
