@@ -1,0 +1,1 @@
+print(input().strip()[::-1])
