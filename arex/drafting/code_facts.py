@@ -11,6 +11,9 @@ import re
 from pydantic import BaseModel, Field
 
 LABEL_NAME = re.compile(r"^(y|y_?train|y_?tr|y_?all|target|targets|labels?|ys)$", re.I)
+LABEL_CONSTANT = re.compile(r"^(target|label|y)_?(col|column|name|var|variable)?$", re.I)
+"""A string constant naming the label: TARGET = "SalePrice", label_col = "Survived"."""
+NOT_A_COLUMN = {"values", "array", "shape", "columns", "index", "T", "dtypes", "iloc", "loc", "str", "dt", "size"}
 FEATURE_NAME = re.compile(r"^(x|x_?train|x_?tr|x_?all|features?|inputs?|data_?x)$", re.I)
 ESTIMATOR = re.compile(
     r"(Regressor|Regression|Classifier|SVC|SVR|NB|Lasso|LassoCV|Ridge|RidgeCV|ElasticNet|ElasticNetCV)$"
@@ -92,7 +95,8 @@ def _add(items: list[str], value: str | None) -> None:
 
 def column_of(node: ast.AST, names: dict[str, str], facts: CodeFacts | None = None) -> str | None:
     """The one column an expression takes from a table: df["X"], df[["X"]], df.loc[:, "X"],
-    df.pop("X"), np.log1p(df["X"]), df["X"].values, or a name assigned one of these."""
+    df[TARGET] (TARGET = "X"), df.X, df.pop("X"), np.log1p(df["X"]), df["X"].values, or a name
+    assigned one of these. `names` maps variables to columns, and "str:<variable>" to its string."""
     if isinstance(node, ast.Name):
         return names.get(node.id)
     if isinstance(node, ast.Subscript):
@@ -101,9 +105,12 @@ def column_of(node: ast.AST, names: dict[str, str], facts: CodeFacts | None = No
             key = key.elts[-1]
         if isinstance(key, ast.List) and len(key.elts) == 1:
             key = key.elts[0]
-        return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+        strings = _strings(key, names)
+        return strings[0] if strings and not isinstance(key, (ast.List, ast.Tuple)) else None
     if isinstance(node, ast.Attribute) and node.attr in ("values", "array"):
         return column_of(node.value, names, facts)
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr not in NOT_A_COLUMN:
+        return node.attr  # df.SalePrice (a column only if the table has it: the caller checks)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         attr, first = node.func.attr, node.args[0] if node.args else None
         if attr == "pop" and isinstance(first, ast.Constant) and isinstance(first.value, str):
@@ -131,13 +138,18 @@ def _assign(node: ast.Assign, names: dict[str, str], facts: CodeFacts) -> None:
         for name, value in pairs:
             if not isinstance(name, ast.Name):
                 continue
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                names[f"str:{name.id}"] = value.value
+                if LABEL_CONSTANT.match(name.id):
+                    _add(facts.label_refs, value.value)
+                continue
             column = column_of(value, names, facts if LABEL_NAME.match(name.id) else None)
             if column:
                 names[name.id] = column
                 if LABEL_NAME.match(name.id):
                     _add(facts.label_refs, column)
             elif FEATURE_NAME.match(name.id) and isinstance(value, ast.Call) and _call_name(value) == "drop":
-                for dropped in _dropped(value):
+                for dropped in _dropped(value, names):
                     _add(facts.dropped, dropped)
 
 
@@ -148,22 +160,25 @@ def _call_name(node: ast.AST) -> str:
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
-def _strings(node: ast.AST | None) -> list[str]:
+def _strings(node: ast.AST | None, names: dict[str, str]) -> list[str]:
+    """String constants, or variables holding one, alone or in a list."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return [node.value]
+    if isinstance(node, ast.Name) and f"str:{node.id}" in names:
+        return [names[f"str:{node.id}"]]
     if isinstance(node, (ast.List, ast.Tuple)):
-        return [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        return [v for e in node.elts if not isinstance(e, (ast.List, ast.Tuple)) for v in _strings(e, names)]
     return []
 
 
-def _dropped(call: ast.Call) -> list[str]:
+def _dropped(call: ast.Call, names: dict[str, str]) -> list[str]:
     """df.drop(columns=[...]) or df.drop([...], axis=1): the column names dropped."""
     keywords = {k.arg: k.value for k in call.keywords}
     if "columns" in keywords:
-        return _strings(keywords["columns"])
+        return _strings(keywords["columns"], names)
     axis = keywords.get("axis")
     if isinstance(axis, ast.Constant) and axis.value in (1, "columns") and call.args:
-        return _strings(call.args[0])
+        return _strings(call.args[0], names)
     return []
 
 
@@ -184,7 +199,7 @@ def _call(node: ast.Call, names: dict[str, str], facts: CodeFacts, imported: dic
         _add(facts.metrics, metric)
     for keyword in node.keywords:
         if keyword.arg == "scoring":
-            for scoring in _strings(keyword.value):
+            for scoring in _strings(keyword.value, names):
                 _add(facts.metrics, SCORING.get(scoring))
 
 

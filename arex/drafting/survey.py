@@ -69,7 +69,11 @@ def survey(repo: Path, sandbox: SandboxConfig, pinned, package_sources: bool = F
     requirements = (
         []
         if facts.requirements_file
-        else pypi_names([m for s in facts.scripts for m in s.imports], local_modules(facts))
+        else pypi_names(
+            # and the library of a notebook's model, which the generated baseline may build
+            [m for s in facts.scripts for m in s.imports] + [m[0] for nb in facts.notebooks for m in nb.code.models],
+            local_modules(facts),
+        )
     )
     guesses = _requirements_guess(facts)
     shipped = [t for t in facts.tables if not t.note and (t.path != test or train == t.path)]

@@ -90,3 +90,20 @@ def test_draft_baseline_builds(tmp_path):
     assert "SalePrice" not in (workspace / "test.csv").read_text().splitlines()[0]
     assert "GradientBoostingRegressor(n_estimators=50" in (workspace / "arex_train.py").read_text()
     assert "| baseline | the repository's model in the generic pipeline |" in result.report.read_text()
+
+
+def test_a_notebook_model_from_another_library_brings_its_requirement(tmp_path):
+    from test_draft_target import notebook
+
+    rng = random.Random(5)
+    rows = "".join(f"{rng.randint(18, 64)},{rng.uniform(15, 45):.1f},{rng.uniform(1e3, 5e4):.2f}\n" for _ in range(60))
+    code = (
+        "import pandas as pd\nfrom xgboost import XGBRegressor\ndf = pd.read_csv('costs.csv')\n"
+        "XGBRegressor(n_estimators=200).fit(df[['age', 'bmi']], df['charges'])"
+    )
+    repo = write_repo(
+        tmp_path / "costs", {"costs.csv": "age,bmi,charges\n" + rows, "fit.ipynb": notebook(("code", code))}
+    )
+    draft = HeuristicDrafter(pin=False).draft(repo, [])
+    assert "model = make_pipeline(prep, XGBRegressor(n_estimators=200))" in draft.add["arex_train.py"]
+    assert "xgboost" in draft.spec["requirements"]

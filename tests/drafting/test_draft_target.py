@@ -204,3 +204,20 @@ def test_competition_layout_with_a_larger_test_table_and_a_label_named_like_no_l
     assert "test.csv has every column but 'Cover_Type'" in guesses["data.target"].why
     assert "the README says it predicts it" in guesses["data.target"].why
     assert draft.spec["metric"]["name"] == "accuracy"  # three integer classes
+
+
+def test_code_forms_a_label_takes():
+    """TARGET = "..." then df[TARGET] and drop(columns=[TARGET]); df.Label passed to fit; an
+    estimator from another library with literal arguments is the repository's model."""
+    from arex.drafting.inspect import scan_script
+
+    code = scan_script(
+        "nb.py",
+        'import pandas as pd\nfrom xgboost import XGBClassifier\nTARGET = "Transported"\nID = "PassengerId"\n'
+        "df = pd.read_csv('train.csv')\nX = df.drop(columns=[TARGET, ID])\nfeatures = df[TARGET]\n"
+        "clf = XGBClassifier(n_estimators=300, max_depth=-1)\nclf.fit(X, df.Transported)\n"
+        "print(cross_val_score(clf, X, df[TARGET], scoring='roc_auc'))\n",
+    ).code
+    assert code.label_refs == ["Transported"] and code.fit_refs == ["Transported"]
+    assert code.dropped == ["Transported", "PassengerId"] and code.metrics == ["roc_auc"]
+    assert code.models == [["xgboost", "XGBClassifier", "XGBClassifier(n_estimators=300, max_depth=-1)"]]
