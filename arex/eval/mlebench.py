@@ -228,6 +228,7 @@ def load_competition(folder: Path, data: Path | None = None) -> Competition:
             f"{'lower' if builtin[1] == 'minimize' else 'higher'}; the leaderboard must list the best team first"
         )
     _check_answers(answers, sample, columns, ids)
+    _no_copy(answers, sample.parent)
     return Competition(
         id=comp_id,
         name=str(raw.get("name") or comp_id),
@@ -284,6 +285,18 @@ def _check_answers(answers: Path, sample: Path, columns: list[str], ids: list[st
             f"{lacking} only in the sample, {len(have) - len(set(have))} repeated); prepare the data again so "
             "both list each test row once"
         )
+
+
+def _no_copy(answers: Path, public: Path) -> None:
+    """No public file is the answers file itself (a copy put there by mistake would hand the agent the labels)."""
+    digest = bytes_sha256(answers.read_bytes())
+    size = answers.stat().st_size
+    for path in sorted(public.rglob("*")):
+        if path.is_file() and path.stat().st_size == size and bytes_sha256(path.read_bytes()) == digest:
+            raise CompetitionError(
+                f"{path} in the public folder is a copy of the answers file {answers.name}; remove it from "
+                "prepared/public (the agent sees every file there)"
+            )
 
 
 def _module(folder: Path, grade_fn: str | None, grader: str, config: Path) -> Path:
@@ -777,14 +790,9 @@ def _sample_gate(log: GateLog, work: Path, spec: MLEBenchSpec, sandbox: SandboxC
 
 
 def _leak_gate(log: GateLog, comp: Competition, spec: MLEBenchSpec, sandbox: SandboxConfig) -> None:
-    """No file the agent can read holds the answers: none of the public files is the answers file,
-    and (where the public files have train and test tables to recognise test rows by) the leak
-    scanner finds no test row's label anywhere in the env image."""
-    answers = bytes_sha256(comp.answers.read_bytes())
-    copies = [p.name for p in comp.public.rglob("*") if p.is_file() and bytes_sha256(p.read_bytes()) == answers]
-    if copies:
-        log.check("private answers unreachable", False, f"public file(s) {', '.join(copies)} are the answers file")
-        return
+    """No file the agent can read holds the answers: none of the public files is the answers file
+    (load_competition refuses that), and where the public files have train and test tables to
+    recognise test rows by, the leak scanner finds no test row's label in them or the workspace."""
     probe = _probe(comp)
     if probe is None:
         log.check("private answers unreachable", True, "no public file is the answers file")

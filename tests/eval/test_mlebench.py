@@ -246,3 +246,13 @@ def test_arex_eval_says_which_file_is_missing_and_exits_2(tmp_path):
     result = CliRunner().invoke(app, ["eval", "mle-bench", str(MLEBENCH / "toy-fares"), "--out", str(tmp_path / "e")])
     assert result.exit_code == 2, result.output
     assert "problem toy-fares" in result.output and "(dataset.answers in" in result.output
+
+
+def test_a_copy_of_the_answers_among_the_public_files_is_refused(tmp_path):
+    """The attack on the rule: the labels handed over as a public file (here under another name)."""
+    folder, data = copy_competition(tmp_path, "toy-fares")
+    private = data / "toy-fares" / "prepared" / "private" / "test.csv"
+    (data / "toy-fares" / "prepared" / "public" / "extra").mkdir()
+    shutil.copyfile(private, data / "toy-fares" / "prepared" / "public" / "extra" / "rides.csv")
+    with pytest.raises(CompetitionError, match=r"public/extra/rides.csv in the public folder is a copy of the answers"):
+        load_competition(folder, data)
