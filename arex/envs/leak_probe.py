@@ -34,6 +34,9 @@ class ProbeRow(BaseModel):
     """Normalised feature values in table order (to tell a label column from a copy of a feature)."""
     keys: list[list[str]]
     """Runs of consecutive feature values no other row of the table has: a record holding one is this row."""
+    sets: list[list[str]] = []
+    """Values (repeated as often as the row holds them, rarest first) no other row of the table holds
+    all of, in any columns: a record holding them is this row even with its columns reordered."""
     id: str | None = None
     """The row's id, when it appears nowhere among the table's values (else it identifies nothing)."""
     pos: int | None = None
@@ -98,17 +101,19 @@ def build_probe(data: DataSpec, columns: list[str], train: list[dict], held_out:
     probed = sorted(probed, key=lambda r: text_sha256(str(r[data.id_column])))[:cap]
     table = [values(r) for r in train + held_out]
     keys = row_keys([values(r) for r in probed], table)
+    sets = set_keys([values(r) for r in probed], table)
     taken = {v for row in table for v in row} | {norm(r[data.target]) for r in train + held_out}
     ids = [str(r[data.id_column]) for r in train + held_out]
     positional = all(i.isdigit() for i in ids) and sorted(map(int, ids)) == list(range(len(ids)))
     rows = []
-    for r, row_keys_ in zip(probed, keys):
+    for r, row_keys_, row_sets in zip(probed, keys, sets):
         ident = norm(r[data.id_column])
         rows.append(
             ProbeRow(
                 label=norm(r[data.target]),
                 features=values(r),
                 keys=row_keys_,
+                sets=row_sets,
                 id=ident if ident and ident not in taken else None,
                 pos=int(r[data.id_column]) if positional else None,
             )
@@ -142,6 +147,39 @@ def row_keys(probed: list[list[str]], table: list[list[str]]) -> list[list[list[
         if not keys[i] and any(row):
             keys[i].append(list(row))  # a row another held-out row duplicates: found by all its values
     return keys
+
+
+SET_CELLS = 20_000_000
+"""Table cells at most for which keys in any column order are worked out (their index is in memory)."""
+SET_SIZE = 12
+"""Values in one such key at most: more and a record holding them all is no longer a short lookup."""
+
+
+def set_keys(probed: list[list[str]], table: list[list[str]]) -> list[list[list[str]]]:
+    """For each probed row, the fewest of its values (rarest first, each as often as the row holds it)
+    that no other row of `table` holds all of, in any columns; none if no such set of SET_SIZE exists,
+    or if the row has one value only (its ordered key is already order-free)."""
+    if sum(len(r) for r in table) > SET_CELLS:
+        return [[] for _ in probed]
+    holders: dict[tuple[str, int], list[int]] = {}
+    for i, row in enumerate(table):
+        for v, c in Counter(row).items():
+            if v:
+                for m in range(1, c + 1):
+                    holders.setdefault((v, m), []).append(i)
+    out = []
+    for row in probed:
+        items = sorted(((v, c) for v, c in Counter(row).items() if v), key=lambda vc: len(holders.get(vc, ())))
+        left: set[int] | None = None
+        chosen: list[tuple[str, int]] = []
+        for v, c in items[:SET_SIZE] if len(row) > 1 else ():
+            rows = holders.get((v, c), [])
+            left = set(rows) if left is None else left.intersection(rows)
+            chosen.append((v, c))
+            if len(left) <= 1:
+                break
+        out.append([[v for v, c in chosen for _ in range(c)]] if left is not None and len(left) <= 1 else [])
+    return out
 
 
 def _windows(row: list[str], size: int) -> list[tuple[int, tuple[str, ...]]]:

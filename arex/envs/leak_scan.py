@@ -19,6 +19,8 @@ equals the held-out label far above chance and not merely because a feature colu
 
 from __future__ import annotations
 
+import base64
+import binascii
 import bz2
 import csv
 import gzip
@@ -47,7 +49,9 @@ EXPLAINED = 0.9
 SIGNIFICANCE = 1e-6
 """A column's label matches must be this unlikely by chance (binomial tail at the majority-label rate)."""
 MAX_DEPTH = 4
-"""Nested layers (compression, archives, containers) followed within one file."""
+"""Nested layers (compression, archives) followed within one file."""
+OBJECT_DEPTH = 8
+"""Nested containers followed within one object (a notebook's output text sits 6 deep)."""
 
 csv.field_size_limit(2**31 - 1)
 
@@ -129,7 +133,18 @@ class Probe:
                 target = self.keys1.setdefault(key[0], []) if len(key) == 1 else self.keys_n.setdefault(tuple(key), [])
                 target.append(i)
         self.sizes = sorted({len(k) for k in self.keys_n})
-        self.known = frozenset(v for k in self.keys_n for v in k)
+        self.known = frozenset(v for k in self.keys_n for v in k) | {
+            v for r in rows for k in r.get("sets", ()) for v in k
+        }
+        # Keys in any column order: values (with their counts) no other row holds all of, by the first
+        # (rarest) value; a copy with its columns reordered holds them though its runs are broken.
+        self.sets: dict[str, list[tuple[int, int, tuple]]] = {}
+        for i, r in enumerate(rows):
+            for values in r.get("sets", ()):
+                items = tuple(Counter(values).items())
+                self.sets.setdefault(items[0][0], []).append((items[0][1], i, items[1:]))
+        for bucket in self.sets.values():
+            bucket.sort(key=lambda entry: entry[0])
         self.ids = {r["id"]: i for i, r in enumerate(rows) if r.get("id")}
         self.positions = {r["pos"]: i for i, r in enumerate(rows) if r.get("pos") is not None}
         self.chance = float(data.get("chance", 0.0))
@@ -163,39 +178,51 @@ class Probe:
         good part of its words; or it is mostly made of values of multi-value keys. Counting words
         runs in C; only distinct words are normalised."""
         counts = Counter(self.words.findall(text))
-        total = sum(counts.values())
-        known = anchor_words = id_words = 0
+        words = ((value, n, len(value)) for value, n in ((norm_str(w), n) for w, n in counts.items()))
+        chars = sum(len(w) * n for w, n in counts.items())
+        return self.relevant(words, sum(counts.values()), chars, len(text), self.anchors, self.ids, self.known)
+
+    def relevant(self, words, total: int, chars: int, length: int, anchors, ids, known) -> bool:
+        """`text_relevant` from a text's (normalised word, count, length) triples, its word count,
+        word characters and length; the probe's values may be looked up by value or by `hashed` value."""
+        known_n = anchor_words = id_words = 0
         rows: set[int] = set()
         long_rows: set[int] = set()
-        ids = 0
-        for word, n in counts.items():
-            value = norm_str(word)
-            holders = self.anchors.get(value)
+        id_n = 0
+        for value, n, size in words:
+            holders = anchors.get(value)
             if holders:
                 rows |= holders
                 anchor_words += n
-                if len(value) >= 5:  # a six-digit float or a word: hardly there by chance
+                if size >= 5:  # a six-digit float or a word: hardly there by chance
                     long_rows |= holders
-            if value in self.ids:
-                ids, id_words = ids + 1, id_words + n
-            if value in self.known:
-                known += n
+            if value in ids:
+                id_n, id_words = id_n + 1, id_words + n
+            if value in known:
+                known_n += n
         if len(long_rows) >= self.min_hits or (len(rows) >= self.min_hits and anchor_words * 10 >= total):
             return True
-        if ids >= self.min_hits and id_words * 10 >= total:
+        if id_n >= self.min_hits and id_words * 10 >= total:
             return True  # a list of ids with a few values each: an id → label map
-        if not self.sizes or known < self.sizes[0] or known * 2 < sum(counts.values()):
+        if not self.sizes or known_n < self.sizes[0] or known_n * 2 < total:
             return False
         # the values are not all numbers, or numbers make up the text
-        return self.words is _TOKEN or sum(len(w) * n for w, n in counts.items()) * 4 >= len(text)
+        return self.words is _TOKEN or chars * 4 >= length
+
+    def hashed(self) -> tuple[dict, set, set]:
+        """The probe's anchors, ids and known values by `word_hash`, to look up in an index."""
+        anchors: dict[int, set[int]] = {}
+        for value, holders in self.anchors.items():
+            anchors.setdefault(word_hash(value), set()).update(holders)
+        return anchors, {word_hash(v) for v in self.ids}, {word_hash(v) for v in self.known}
 
     def many_lines(self, text: str) -> bool:
         """Whether a text could list most of the table's rows in order (ids are then positions); one
         far longer is something else (its lines past the table's would not line up anyway)."""
-        return (
-            bool(self.positions)
-            and self.table_rows // 2 <= max(text.count("\n"), text.count(",")) <= 4 * self.table_rows + 10
-        )
+        return self.many_items(*line_counts(text))
+
+    def many_items(self, lines: int, commas: int, spaces: int) -> bool:
+        return bool(self.positions) and self.table_rows // 2 <= max(lines, commas, spaces) <= 4 * self.table_rows + 10
 
     def match_keys(self, record: list[str]) -> list[int]:
         """Held-out rows this record holds a key of. One is enough: a key is unique in the whole table,
@@ -210,7 +237,30 @@ class Probe:
                 for j in range(len(record) - s + 1):
                     for r in self.keys_n.get(tuple(record[j : j + s]), ()):
                         found[r] = None
+        if self.sets and not found and len(record) > 1 and not self.sets.keys().isdisjoint(record):
+            counts = Counter(record)
+            for v, c in counts.items():
+                for m, r, rest in self.sets.get(v, ()):
+                    if m > c:
+                        break
+                    if all(counts.get(x, 0) >= k for x, k in rest):
+                        found[r] = None
         return list(found)
+
+
+def line_counts(text: str) -> tuple[int, int, int]:
+    """Lines, commas, and (in a printed list, `[1 0 2]`) spaces: how many items a text may list."""
+    return text.count("\n"), text.count(","), text.count(" ") if text.lstrip()[:1] == "[" else 0
+
+
+def is_notebook(text: str) -> bool:
+    """A JSON document with output cells (a Jupyter notebook): its outputs are read whatever its words."""
+    return text.lstrip()[:1] == "{" and '"outputs"' in text
+
+
+def word_hash(value: str) -> int:
+    """A normalised word as 32 bits (an index stores these; a collision only costs a file's rescan)."""
+    return zlib.crc32(value.encode("utf-8", "surrogatepass"))
 
 
 def binomial_tail(hits: int, n: int, p: float) -> float:
@@ -434,13 +484,13 @@ def tables(name: str, data: bytes, probe: Probe, depth: int = 0) -> Iterator[tup
     elif kind == "zip" and depth < MAX_DEPTH:
         yield from _zip_tables(name, data, probe, depth)
     elif kind in ("parquet", "arrow", "feather1"):
-        yield from object_tables(name, _read_arrow(kind, data))
+        yield from object_tables(name, _read_arrow(kind, data), depth, probe)
     elif kind == "npy":
-        yield from object_tables(name, _read_npy(data))
+        yield from object_tables(name, _read_npy(data), depth, probe)
     elif kind == "pickle":
-        yield from object_tables(name, _unpickle(data))
+        yield from object_tables(name, _unpickle(data), depth, probe)
     elif kind == "text":
-        yield from text_tables(name, decode(data), probe)
+        yield from text_tables(name, decode(data), probe, depth)
 
 
 def _zip_tables(name: str, data: bytes, probe: Probe, depth: int) -> Iterator[tuple[str, Iterable[list], list | None]]:
@@ -455,7 +505,7 @@ def _zip_tables(name: str, data: bytes, probe: Probe, depth: int) -> Iterator[tu
         return
     if members and all(m.filename.endswith(".npy") for m in members):  # npz
         arrays = {m.filename[:-4]: _read_npy(archive.read(m)) for m in members}
-        yield from object_tables(name, arrays)
+        yield from object_tables(name, arrays, depth, probe)
         return
     for member in members:
         if member.file_size > FILE_CAP:
@@ -683,24 +733,38 @@ def _xlsx_tables(
 _LOOSE = re.compile(r"[\s,;|]+")
 
 
-def text_tables(name: str, text: str, probe: Probe) -> Iterator[tuple[str, Iterable[list], list | None]]:
-    """JSON, JSON lines, delimited text (the delimiter found by parsing a sample), one value per
-    line, or loose text (tokens and the whole line, for data pasted into anything else). Texts that
-    cannot hold a matching record are passed over."""
-    relevant = probe.text_relevant(text)
-    if not relevant and not probe.many_lines(text):
+def text_tables(
+    name: str, text: str, probe: Probe, depth: int = 0, inner: bool = False
+) -> Iterator[tuple[str, Iterable[list], list | None]]:
+    """JSON (a notebook's outputs too), JSON lines, a printed list, HTML tables, delimited text (the
+    delimiter found by parsing a sample), one value per line, or loose text (tokens and the whole
+    line, for data pasted into anything else); and whatever base64 runs in it decode to. Texts that
+    cannot hold a matching record are passed over, except a notebook's and the `inner` texts of an
+    object (a notebook's outputs: their words are not the whole file's)."""
+    if depth < OBJECT_DEPTH:
+        yield from _base64_tables(name, text, probe, depth)
+    relevant = inner or probe.text_relevant(text)
+    if not relevant and not probe.many_lines(text) and not is_notebook(text):
         return
     if text.lstrip()[:1] in ("[", "{"):
         try:
-            yield from object_tables(name, json.loads(text))
+            yield from object_tables(name, json.loads(text), depth, probe)
             return
         except ValueError:
             pass
         try:
-            yield from object_tables(name, [json.loads(line) for line in text.splitlines() if line.strip()])
+            yield from object_tables(
+                name, [json.loads(line) for line in text.splitlines() if line.strip()], depth, probe
+            )
             return
         except ValueError:
             pass
+        listed = _printed_list(text)
+        if listed is not None:
+            yield name, ([v] for v in listed), None
+            return
+    if "<td" in text or "<TD" in text:
+        yield from _html_tables(name, text)
     sample = text[:65536].rsplit("\n", 1)[0] if len(text) > 65536 else text
     best: tuple[float, int, str] = (0.0, 0, "")
     for delimiter in (",", "\t", ";", "|"):
@@ -722,6 +786,62 @@ def text_tables(name: str, text: str, probe: Probe) -> Iterator[tuple[str, Itera
         yield name, (_LOOSE.split(line.strip()) + [line] for line in text.splitlines() if line.strip()), None
 
 
+_BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4}(?:\r?\n)?){24,}(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
+"""Runs of base64 (wrapped or not) long enough to hold a table (72 bytes or more)."""
+
+
+def _base64_tables(name: str, text: str, probe: Probe, depth: int) -> Iterator[tuple[str, Iterable[list], list | None]]:
+    """Tables in what base64 runs of a text decode to (a whole file, or a string inside code or JSON)."""
+    for found in _BASE64.finditer(text):
+        run = found.group()
+        if not (re.search(r"\d", run) and re.search(r"[a-z]", run) and re.search(r"[A-Z]", run)):
+            continue  # an identifier or a hex digest, not base64
+        try:
+            blob = base64.b64decode("".join(run.split()))
+        except (binascii.Error, ValueError):
+            continue
+        kind = sniff(blob[:8192])
+        if kind in ("binary", "empty") or (kind == "pickle" and not _walks(blob)):
+            continue  # an image or random bytes (a pickle by its first two bytes only)
+        try:
+            yield from tables(f"{name}:base64", blob, probe, depth + 1)
+        except _NotData:
+            continue
+
+
+def _walks(data: bytes) -> bool:
+    """Whether pickle opcodes read to the end of `data` (a real pickle, not two bytes that look like one)."""
+    import pickletools
+
+    try:
+        for _ in pickletools.genops(data):
+            pass
+        return True
+    except Exception:  # noqa: BLE001 - any failure means it is no pickle
+        return False
+
+
+def _printed_list(text: str) -> list[str] | None:
+    """The values of a list printed by Python or numpy (`[1, 0, 2]`, `[1 0 2\n 2 1]`); None if it is not one."""
+    inner = text.strip()
+    if not (inner.startswith("[") and inner.endswith("]")) or "[" in inner[1:-1] or "]" in inner[1:-1]:
+        return None
+    values = [v.strip("'\"") for v in re.split(r"[\s,]+", inner[1:-1].strip()) if v]
+    return values if len(values) >= 2 else None
+
+
+_HTML_ROW = re.compile(r"<tr[^>]*>(.*?)</tr>", re.S | re.I)
+_HTML_CELL = re.compile(r"<t[dh][^>]*>(.*?)</t[dh]>", re.S | re.I)
+_HTML_TAG = re.compile(r"<[^>]+>")
+
+
+def _html_tables(name: str, text: str) -> Iterator[tuple[str, Iterable[list], list | None]]:
+    """Rows of the HTML tables in a text (a notebook's rendered frame, a saved report)."""
+    rows = [[_HTML_TAG.sub("", c).strip() for c in _HTML_CELL.findall(row)] for row in _HTML_ROW.findall(text)]
+    if len(rows) >= 2:
+        yield f"{name}:html", rows, None
+
+
 def _modal(counts: list[int]) -> tuple[int, float]:
     if not counts:
         return 0, 0.0
@@ -729,8 +849,13 @@ def _modal(counts: list[int]) -> tuple[int, float]:
     return width, n / len(counts)
 
 
+_DECIMAL_COMMA = re.compile(r"-?\d+,\d+")
+
+
 def _csv_rows(text: str, delimiter: str) -> Iterator[list]:
+    """Records of delimited text; where commas do not delimit, `3,14` is the number 3.14 (decimal comma)."""
     reader = csv.reader(io.StringIO(text), delimiter=delimiter)
+    comma = delimiter != "," and "," in text
     while True:
         try:
             row = next(reader)
@@ -739,7 +864,7 @@ def _csv_rows(text: str, delimiter: str) -> Iterator[list]:
         except csv.Error:
             continue  # a malformed line (a NUL, an unclosed quote at the end): the rest is still read
         if row:
-            yield row
+            yield [c.replace(",", ".") if _DECIMAL_COMMA.fullmatch(c) else c for c in row] if comma else row
 
 
 # -- objects (unpickled, parsed JSON, arrays, arrow tables) ----------------------------------------
@@ -784,11 +909,13 @@ def _rows_of(v: Any) -> list[list] | None:
     if isinstance(v, dict) and v and all(_scalar(x) for x in v.values()):  # a JSON column {"row": value}
         return [[x] for x in v.values()]
     if isinstance(v, (list, tuple)) and v:
+        if _lines(v):
+            return None  # text split in lines (a notebook's output): read as text, not as a column
         if all(_scalar(x) for x in v):
             return [[x] for x in v]
         if all(isinstance(x, (list, tuple)) and all(_scalar(y) for y in x) for x in v):
             return [list(x) for x in v]
-        if all(isinstance(x, dict) for x in v):
+        if all(isinstance(x, dict) and all(_scalar(y) for y in x.values()) for x in v):
             keys = list(dict.fromkeys(k for x in v for k in x))
             return [[x.get(k) for k in keys] for x in v]
     return None
@@ -805,9 +932,58 @@ def _columnar(parts: list[tuple[Any, Any]]) -> tuple[list[list], list[str], set]
     return [[x for _, rows in shaped for x in rows[i]] for i in range(length)], header, {key for key, _ in shaped}
 
 
-def object_tables(name: str, obj: Any, depth: int = 0) -> Iterator[tuple[str, Iterable[list], list | None]]:
+def _lines(v: Any) -> bool:
+    """A list of strings most of which end a line: text as notebooks and readlines() store it."""
+    return (
+        isinstance(v, list)
+        and (len(v) >= 2 or (len(v) == 1 and _texty(v[0])))
+        and all(isinstance(x, str) for x in v)
+        and sum(x.endswith("\n") for x in v) * 2 >= len(v)
+    )
+
+
+def _texty(v: Any) -> bool:
+    """A string worth reading as a text of its own: several lines, or one long run (base64)."""
+    return isinstance(v, str) and len(v) >= 96 and ("\n" in v or " " not in v[:96])
+
+
+def _container_tables(
+    name: str, obj: Any, depth: int, probe: Probe | None
+) -> Iterator[tuple[str, Iterable[list], list | None]]:
+    """A dict or mixed list: its {key: value} map, its column-like values side by side, its rows
+    of dicts, and the tables inside its values."""
+    items = list(obj.items()) if isinstance(obj, dict) else list(enumerate(obj))
+    if isinstance(obj, dict) and len(obj) >= (probe.min_hits if probe else 2) and all(map(_scalar, obj.values())):
+        yield f"{name}:(by key)", [[k, v] for k, v in items], None  # a {"row": label} map
+    combined = _columnar(items)
+    used: set = set()
+    if combined is not None:
+        yield name, combined[0], combined[1]
+        used = combined[2]
+    if (
+        isinstance(obj, dict)
+        and len(obj) >= 2
+        and all(isinstance(v, dict) and all(_scalar(x) for x in v.values()) for v in obj.values())
+    ):
+        # a JSON {"row": {"column": value}}
+        yield f"{name}(by row)", [[k, *v.values()] for k, v in obj.items()], None
+    if depth < OBJECT_DEPTH:
+        for key, child in items[:1000]:
+            if key not in used and (not _scalar(child) or _texty(child)):
+                yield from object_tables(f"{name}[{key!r}]", child, depth + 1, probe)
+
+
+def object_tables(
+    name: str, obj: Any, depth: int = 0, probe: Probe | None = None
+) -> Iterator[tuple[str, Iterable[list], list | None]]:
     """Every table inside an object: frames (with their index), series, arrays, lists of records,
-    and column-like values side by side; containers are searched a few levels deep."""
+    a {key: value} map as rows of both, column-like values side by side, and texts inside (a
+    notebook's outputs, a string of base64); containers are searched a few levels deep."""
+    if probe is not None and (_texty(obj) or _lines(obj)):
+        if depth < OBJECT_DEPTH:
+            text = obj if isinstance(obj, str) else "".join(obj)
+            yield from text_tables(f"{name}:(text)", text, probe, depth + 1, inner=True)
+        return
     if _is_frame(obj):
         header = [str(obj.index.name or "index")] + [str(c) for c in obj.columns]
         yield name, ([i, *row] for i, row in zip(obj.index.tolist(), obj.to_numpy(dtype=object).tolist())), header
@@ -829,31 +1005,21 @@ def object_tables(name: str, obj: Any, depth: int = 0) -> Iterator[tuple[str, It
         and obj
         and not all(_scalar(x) or isinstance(x, (list, tuple, dict)) for x in obj)
     ):
-        items = list(obj.items()) if isinstance(obj, dict) else list(enumerate(obj))
-        combined = _columnar(items)
-        used: set = set()
-        if combined is not None:
-            yield name, combined[0], combined[1]
-            used = combined[2]
-        if (
-            isinstance(obj, dict)
-            and len(obj) >= 2
-            and all(isinstance(v, dict) and all(_scalar(x) for x in v.values()) for v in obj.values())
-        ):
-            # a JSON {"row": {"column": value}}
-            yield f"{name}(by row)", [[k, *v.values()] for k, v in obj.items()], None
-        if depth < MAX_DEPTH:
-            for key, child in items[:1000]:
-                if key not in used and not _scalar(child):
-                    yield from object_tables(f"{name}[{key!r}]", child, depth + 1)
+        yield from _container_tables(name, obj, depth, probe)
         return
     rows = _rows_of(obj)
     if rows is not None:
         yield name, rows, None
-    elif _is_array(obj) and obj.ndim == 0 and depth < MAX_DEPTH:
-        yield from object_tables(name, obj.item(), depth + 1)
-    elif hasattr(obj, "__dict__") and depth < MAX_DEPTH and not isinstance(obj, type):
-        yield from object_tables(name, dict(vars(obj)), depth + 1)
+    if isinstance(obj, list) and depth < OBJECT_DEPTH:  # records with texts or containers inside (notebook cells)
+        for i, x in enumerate(obj[:1000]):
+            if isinstance(x, dict) and not all(_scalar(v) and not _texty(v) for v in x.values()):
+                yield from object_tables(f"{name}[{i}]", x, depth + 1, probe)
+    if rows is not None or isinstance(obj, list):
+        return
+    if _is_array(obj) and obj.ndim == 0 and depth < OBJECT_DEPTH:
+        yield from object_tables(name, obj.item(), depth + 1, probe)
+    elif hasattr(obj, "__dict__") and depth < OBJECT_DEPTH and not isinstance(obj, type):
+        yield from object_tables(name, dict(vars(obj)), depth + 1, probe)
 
 
 # -- the scan --------------------------------------------------------------------------------------
