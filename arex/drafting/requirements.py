@@ -156,7 +156,7 @@ def preflight_change(reason: str, relax: bool, loosen: list[str], dropped: list[
         return None
     if "cannot be installed together" in reason or "still did not resolve" in reason:
         names = [_canonical(n) for n in _PINNED.findall(reason.split("): ", 1)[-1])]
-        names += [_canonical(n) for n in re.findall(r"\(([\w.-]+) [\d.]+ -> ", reason)]
+        names += [_canonical(n) for n in re.findall(r"(?:\(|, )([\w.-]+) [\w.]+ -> ", reason)]
         new = [n for n in dict.fromkeys(names) if n not in loosen and n not in dropped]
         return ("loosen", ",".join(new), f"the pins of {', '.join(new)} conflict: unpinned") if new else None
     match = _FAILED.search(reason)

@@ -143,6 +143,26 @@ def test_every_requirements_rejection_is_revised(tmp_path):
     assert len(whys) == 4 and "requirements_relax" in whys[0] and "dropped" in whys[3]
 
 
+def test_pins_still_unresolved_after_relaxing_are_unpinned(monkeypatch, tmp_path):
+    """settle's own sentence when relaxing runs out of rounds: the relaxed packages are unpinned."""
+    from arex.envs import ml_images
+
+    def preflight(lines, base, no_binary=()):
+        pin = next(line for line in lines if line.startswith("numpy=="))
+        failure = Unresolvable(requirement=pin, name="numpy", versions=["1.20.0", "1.21.0", "1.22.0", "1.23.0"])
+        return Preflight(python="3.11.2", failure=failure)
+
+    monkeypatch.setattr(ml_images, "preflight", preflight)
+    with pytest.raises(SourceError) as caught:
+        ml_images.settle(["numpy==1.16.6"], "arex-base:latest", relax=True)
+    assert "still did not resolve" in str(caught.value)
+    repo = write_repo(tmp_path / "clinic", {"patients.csv": patients(80), "requirements.txt": "numpy==1.16.6\n"})
+    drafter = HeuristicDrafter(pin=False)
+    first = drafter.draft(repo, [])
+    revised = drafter.draft(repo, [Attempt(draft=first, reason=str(caught.value))])
+    assert "numpy" in revised.add["arex_requirements.txt"].splitlines()
+
+
 def test_a_rejection_no_rule_knows_spends_the_budget_and_headroom_tries_the_next_target(tmp_path):
     repo = write_repo(tmp_path / "clinic", {"patients.csv": patients(80)})
     drafter = HeuristicDrafter(pin=False)
