@@ -221,13 +221,15 @@ def show(result: dict, console, as_json: bool) -> None:
         return
     for v in result["variants"]:
         keys = list(dict.fromkeys(k for p in v["problems"] if p["status"] != "absent" for k in p["columns"]))
-        table = Table("problem", result["score_name"], "min", "max", *keys, "rounds", "tokens", "cost $",
-                      title=f"variant {v['name']}" if v["name"] else None)  # fmt: skip
+        spread = ["min", "max"] if v["samples"] > 1 else []  # one sample: no spread to show (80 columns)
+        title = f"variant {v['name']}" if v["name"] else None
+        table = Table("problem", result["score_name"], *spread, *keys, "rounds", "tokens", "cost $", title=title)
         for p in v["problems"]:
             if p["status"] == "absent":
-                table.add_row(escape(p["problem"]), "not evaluated", *[""] * (5 + len(keys)))
+                table.add_row(escape(p["problem"]), "not evaluated", *[""] * (3 + len(spread) + len(keys)))
                 continue
-            cells = [p["value"], p["min"], p["max"], *(p["columns"].get(k) for k in keys), p["rounds"], p["tokens"]]
+            columns = [p["columns"].get(k) for k in keys]
+            cells = [p["value"], *(p[k] for k in spread), *columns, p["rounds"], p["tokens"]]
             table.add_row(escape(p["problem"]), *(escape(_num(c)) for c in cells), f"{p['cost_usd']:.4f}")
         console.print(table)
         curve = ", ".join(f"{c['round']}: {c['score']:.2f}" for c in v["curve"])
