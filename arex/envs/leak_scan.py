@@ -161,6 +161,7 @@ class Probe:
             _NUMBER if all(_NUMBER.fullmatch(v) for v in self.anchors.keys() | self.known | self.ids.keys()) else _TOKEN
         )
         self._by_value: dict[int, dict[str, list[int]]] = {}
+        self._values: dict[int, Counter] = {}
 
     def by_value(self, row: int) -> dict[str, list[int]]:
         """A row's feature positions by value (to tell a label copy from a feature copy)."""
@@ -237,7 +238,8 @@ class Probe:
                 for j in range(len(record) - s + 1):
                     for r in self.keys_n.get(tuple(record[j : j + s]), ()):
                         found[r] = None
-        if self.sets and not found and len(record) > 1 and not self.sets.keys().isdisjoint(record):
+        counts: Counter | None = None
+        if self.sets and len(record) > 1 and not self.sets.keys().isdisjoint(record):
             counts = Counter(record)
             for v, c in counts.items():
                 for m, r, rest in self.sets.get(v, ()):
@@ -245,7 +247,20 @@ class Probe:
                         break
                     if all(counts.get(x, 0) >= k for x, k in rest):
                         found[r] = None
+        if len(found) > 1:
+            # A record with its columns reordered can hold another row's run by chance: where some of
+            # the rows it matched have all their values in it, those are the row it is.
+            counts = counts or Counter(record)
+            whole = [r for r in found if all(counts.get(v, 0) >= n for v, n in self.row_values(r).items())]
+            if whole:
+                return whole
         return list(found)
+
+    def row_values(self, row: int) -> Counter:
+        found = self._values.get(row)
+        if found is None:
+            found = self._values[row] = Counter(v for v in self.features[row] if v)
+        return found
 
 
 def line_counts(text: str) -> tuple[int, int, int]:
