@@ -123,7 +123,7 @@ def _problem(item: Item, by_id: dict[str, Env], runs: dict, samples: int) -> dic
         return {"problem": item.id, "env": None, "status": "absent", "reason": item.absent}
     env_id = next(e.id for e in by_id.values() if e.dir.resolve() == item.env.resolve())
     mine = [runs[(env_id, s)] for s in range(samples) if (env_id, s) in runs]
-    values = [r["score"].value for r in mine] + [0.0] * (samples - len(mine))
+    values = [r["score"].value for r in mine] + [0.0] * (samples - len(mine))  # unreadable: 0
     columns: dict[str, float | str | None] = {}
     for key in dict.fromkeys(k for r in mine for k in r["score"].columns):
         got = [r["score"].columns.get(key) for r in mine]
@@ -133,7 +133,8 @@ def _problem(item: Item, by_id: dict[str, Env], runs: dict, samples: int) -> dic
     for r in mine:
         usage.add(r["usage"])
     rounds = max((r["rounds"] for r in mine), default=0)
-    curve = [fmean([_value(r, k) for r in mine]) for k in range(1, rounds + 1)] if mine else []
+    missing = [0.0] * (samples - len(mine))  # an unreadable record counts 0, as in `value`
+    curve = [fmean([_value(r, k) for r in mine] + missing) for k in range(1, rounds + 1)]
     endings: dict[str, int] = {}
     for r in mine:
         endings[r["status"]] = endings.get(r["status"], 0) + 1

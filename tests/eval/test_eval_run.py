@@ -129,6 +129,18 @@ def test_eval_table_spread_curve_cost_and_resume(bench, tmp_path):
         assert server.stats["requests"] == 0
     assert json.loads((out / "eval.json").read_text())["variants"] == found["variants"]
 
+    # A record that cannot be read is left as it is, listed, and counts 0 for its problem and sample.
+    results = json.loads((out / "summary.json").read_text())["results"]
+    [line] = [r for r in results if (r["env"], r["sample"]) == ("a", 0)]
+    Path(line["path"]).write_bytes(b"\xff not a record\n")
+    with ScriptedServer(PlanScript(), model="scripted-teacher") as server:
+        damaged = _eval(tmp_path, out, server.base_url, "--samples", "2", "--rounds", "2")
+    assert damaged.exit_code == 2 and "could not be read" in damaged.output
+    [v] = json.loads((out / "eval.json").read_text())["variants"]
+    assert [(u["env"], u["sample"]) for u in v["unreadable"]] == [("a", 0)]
+    a = next(p for p in v["problems"] if p["problem"] == "a")
+    assert (a["value"], a["min"], a["rollouts"]) == (pytest.approx(best[("a", 1)] / 2), 0.0, 1)
+
 
 def test_eval_variants_each_scored(bench, tmp_path):
     variants = tmp_path / "variants.yaml"
