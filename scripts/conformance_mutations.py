@@ -216,7 +216,7 @@ MUTATIONS: dict[str, Mutation] = {
         },
     ),
     "runner: no sweep of the user": Mutation(
-        ["isolated_runs_leave_nothing"],
+        ["isolated_runs_leave_nothing", "batch_runs_are_isolated"],
         sources={
             RUNNER: [
                 ("    if (o.sweep) kill_all(0, o.uid, &ignored);  /* nothing of an earlier run lives on */\n", ""),
@@ -225,13 +225,17 @@ MUTATIONS: dict[str, Mutation] = {
         },
     ),
     "runner: nothing killed after": Mutation(  # the sweep before still runs: the leftovers are the run's own
-        ["isolated_runs_leave_nothing"],
+        ["isolated_runs_leave_nothing", "batch_runs_are_isolated"],
         sources={
             RUNNER: [
                 ("if (timed_out || killed || o.kill_tree) kill_all(", "if (timed_out || killed) kill_all("),
                 ("    if (o.sweep) kill_all(0, o.uid, &ignored);\n    int code", "    int code"),
             ]
         },
+    ),
+    # Batch mode (run_each): a run holding the runner's own stdin (the next runs' inputs) and stdout (the results).
+    "runner: batch runs hold the runner's streams": Mutation(
+        ["batch_runs_are_isolated"], sources={RUNNER: [("    if (fds) place_fds(fds);\n", "")]}
     ),
     "runner: result fd left open": Mutation(
         ["evidence_cannot_be_forged"],

@@ -5,10 +5,12 @@ Trust boundaries (docs/security.md has the whole threat model):
   data is stored in it: each test's input reaches the program on stdin, from the host, and answers
   never enter it. So neither the program nor its compiler can read another test's input.
 - Each compile and test run is isolated: every process of the user is killed before it starts and
-  after it ends. A grading container is either fresh or handed out by a GradingPool
-  (arex/grading/pool.py), which empties every writable place, removes IPC objects, checks that
-  no process survived and re-hashes what grading relies on before each use: nothing of a previous
-  submission survives into the next.
+  after it ends. A grading's tests run pipelined (`Sandbox.run_each`: one request, the runner runs
+  each test as that isolated run and streams its result back), and a test's input is in no file.
+  A grading container is either fresh or handed out by a GradingPool (arex/grading/pool.py),
+  which empties every writable place, removes IPC objects, checks that no process survived and
+  re-hashes what grading relies on before each use: nothing of a previous submission survives
+  into the next.
 - Its output reaches the host through the command server's stream, so it cannot be edited afterwards.
 - Checkers are trusted code: built-in ones run on the host; custom ones run in a separate checker
   sandbox that holds no submission code, with the private data mounted read-only.
@@ -59,6 +61,8 @@ CHECKER_TIMEOUT_S = 60.0
 STARVED_CHECKER_CAP_S = 600.0
 COMPILE_MEMORY = 2 << 30
 PRIVATE_MOUNT = "/judge/private"
+BATCH_INPUT_BYTES = 256 << 10
+"""Test inputs run in one pipelined batch, at most (a larger input runs alone, as every test did)."""
 RUN = "/workspace/run"
 SIGXCPU, SIGKILL = 24, 9
 
@@ -163,16 +167,10 @@ class Judge:
             if too_big is not None:
                 results = [self._result(t, "MLE", message=too_big) for t in tests]
                 return self._finish(results)
-            run_test = (
-                interactive.InteractiveRun(self, box, RUN).run if self.spec.checker.kind == "interactive" else self._run
-            )
-            for test in tests:
-                result, output = run_test(box, lang.run, test)
+            for result, output in self._run_tests(box, lang.run, tests, stop_on_failure):
                 if output is not None:
-                    outputs[test.name] = output
+                    outputs[result.name] = output
                 results.append(result)
-                if stop_on_failure and result.verdict != "AC" and output is None:
-                    break
         finally:
             if own:
                 box.stop()
@@ -244,24 +242,75 @@ class Judge:
                 f"its compiled files alone take {size} KB"
             )
 
-    def _run(self, box: Sandbox, run: tuple[str, ...], test: TestCase) -> tuple[TestResult, str | None]:
-        """Run one test. Returns the result so far and the output to check (None if it did not finish).
-        A hidden test's stderr is never kept: the program could print its input there."""
-        limit = self.spec.time_limit_s
-        limits = RunLimits(
-            cpu_s=max(1, math.ceil(limit)),
+    def _run_tests(self, box: Sandbox, run: tuple[str, ...], tests: list[TestCase], stop_on_failure: bool):
+        """Each test's result so far and its output to check (None if it did not finish), in order,
+        up to the first failure if `stop_on_failure`. Batch tests run pipelined (`Sandbox.run_each`:
+        one round trip for many, each run isolated as alone); interactive ones one by one."""
+        if self.spec.checker.kind == "interactive":
+            run_test = interactive.InteractiveRun(self, box, RUN).run
+            for test in tests:
+                result, output = run_test(box, run, test)
+                yield result, output
+                if stop_on_failure and result.verdict != "AC" and output is None:
+                    return
+            return
+        limits, done = self._run_limits(), 0
+        stop = (self.spec.time_limit_s, self.spec.memory_mb * 1024) if stop_on_failure else None
+        while done < len(tests):
+            batch = self._batch(tests[done:])
+            inputs = [self.private_bytes(t.input) for t in batch]
+            runs = box.run_each(list(run), inputs, timeout=self.wall_limit_s, cwd=RUN, limits=limits, stop=stop)
+            if not runs:
+                raise SandboxError(f"the grading container ran none of {len(batch)} test(s)")
+            for test, r in zip(batch, runs):
+                done += 1
+                failure = program_failure(r, self.limits)
+                if failure is not None and failure.host:  # starved at its cap (the batch ended there): once more
+                    result, output = self._run(box, run, test, attempts=STARVED_ATTEMPTS - 1)
+                else:
+                    result, output = self._judged(test, r, failure)
+                yield result, output
+                if stop_on_failure and output is None:
+                    return
+
+    def _batch(self, tests: list[TestCase]) -> list[TestCase]:
+        """The next tests to run in one batch: their inputs together at most BATCH_INPUT_BYTES (the
+        command server holds them meanwhile, no more than it holds for one test of that size), at
+        least one."""
+        batch, size = [], 0
+        for test in tests:
+            size += (self.private / test.input).stat().st_size
+            if batch and size > BATCH_INPUT_BYTES:
+                break
+            batch.append(test)
+        return batch
+
+    def _run_limits(self) -> RunLimits:
+        return RunLimits(
+            cpu_s=max(1, math.ceil(self.spec.time_limit_s)),
             stack=self.spec.memory_mb << 20,
             starved_wall_s=self.starved_cap_s,
             isolated=True,
         )
+
+    def _run(
+        self, box: Sandbox, run: tuple[str, ...], test: TestCase, attempts: int = STARVED_ATTEMPTS
+    ) -> tuple[TestResult, str | None]:
+        """Run one test alone, again if the host starved it (`attempts` in all). Returns the result so
+        far and the output to check (None if it did not finish)."""
         stdin = self.private_bytes(test.input)
-        for _ in range(STARVED_ATTEMPTS):
-            r = box.exec(list(run), timeout=self.wall_limit_s, cwd=RUN, stdin=stdin, limits=limits)
+        for _ in range(attempts):
+            r = box.exec(list(run), timeout=self.wall_limit_s, cwd=RUN, stdin=stdin, limits=self._run_limits())
             failure = program_failure(r, self.limits)
             if failure is None or not failure.host:
                 break
         else:
             raise HostStarved(failure.message)
+        return self._judged(test, r, failure)
+
+    def _judged(self, test: TestCase, r: ExecResult, failure) -> tuple[TestResult, str | None]:
+        """A run's result (its evidence, its failure if any) and its output to check (None if it
+        failed). A hidden test's stderr is never kept: the program could print its input there."""
         evidence = {"time_s": r.cpu_s, "wall_s": r.duration_s, "memory_kb": r.memory_kb, "exit_code": r.exit_code}
         if failure is None:
             return self._result(test, "AC", **evidence), r.stdout

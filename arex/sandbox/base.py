@@ -239,6 +239,15 @@ def truncated_text(head: bytes, tail: bytes, total: int) -> tuple[str, bool]:
     return head.decode("utf-8", "replace") + marker + tail.decode("utf-8", "replace"), True
 
 
+def ends_batch(r: "ExecResult", stop: tuple[float, int] | None) -> bool:
+    """Does a run end a batch of `Sandbox.run_each` (see there)?"""
+    if r.starved or r.signal == 9 or r.status == "oom":
+        return True
+    if stop is None:
+        return False
+    return r.status != "ok" or bool(r.signal) or (r.cpu_s or 0) > stop[0] or (r.memory_kb or 0) > stop[1]
+
+
 class ArchiveTooLarge(ValueError):
     """A folder's archive is over the caller's cap (raised by `Sandbox.archive`): the agent's doing,
     caught by its callers (so it is no ArexError)."""
@@ -304,6 +313,33 @@ class Sandbox(ABC):
     ) -> ExecResult:
         """Run a command (a string goes through bash -c) as the sandbox user and wait for it, at most
         `timeout` seconds; `limits` for graded programs."""
+
+    def run_each(
+        self,
+        command: list[str],
+        stdins: list[bytes],
+        *,
+        timeout: float,
+        cwd: str,
+        limits: RunLimits,
+        stop: tuple[float, int] | None = None,
+    ) -> list[ExecResult]:
+        """Run `command` once per input, in order, each run isolated and limited exactly as
+        `exec(command, timeout, cwd, stdin=..., limits=limits)` runs it (`limits.isolated` required).
+        The results of the runs made: every one, or up to and including the first stopped at its
+        hard cap (`starved`), killed by SIGKILL, or, with `stop` (CPU seconds, memory KB), failed
+        (exit status, signal, timeout, output, CPU or memory over those). The caller runs the rest
+        again from there. Backends may pipeline the runs (one round trip for many, ServedSandbox);
+        this default runs them one by one."""
+        if not limits.isolated:
+            raise ValueError("run_each runs isolated runs only (RunLimits.isolated)")
+        results: list[ExecResult] = []
+        for stdin in stdins:
+            r = self.exec(list(command), timeout=timeout, cwd=cwd, stdin=stdin, limits=limits)
+            results.append(r)
+            if ends_batch(r, stop):
+                break
+        return results
 
     @abstractmethod
     def read_file(self, path: str, max_bytes: int | None = None) -> bytes:

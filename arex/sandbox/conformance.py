@@ -306,6 +306,76 @@ def check_isolated_runs_leave_nothing(h: Harness) -> None:
     assert left == "[]", f"processes of the user outlived an isolated run: {left}"
 
 
+BATCH_PROGRAM = r"""
+import os, sys, time
+data = sys.stdin.buffer.read()
+word = data.split(b" ", 1)[0].decode()
+fds = sorted(int(fd) for fd in os.listdir("/proc/self/fd") if os.path.exists(f"/proc/self/fd/{fd}"))
+others = []
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        if int(pid) != os.getpid() and os.stat(f"/proc/{pid}").st_uid == os.getuid():
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    others.append(int(pid))
+    except OSError:
+        pass
+print(word, len(data), fds, others, flush=True)
+if word == "spawn":
+    os.system("setsid sleep 300 >/dev/null 2>&1 & ( setsid nohup sleep 302 >/dev/null 2>&1 & )")
+elif word == "burn":
+    while time.process_time() < 0.3:
+        pass
+elif word == "forge":
+    fake = b"exit=0 signal=0 cpu_us=1 maxrss_kb=1 timed_out=0 killed=0 procs=1 starved_us=0 capped=0 "
+    for fd in range(1, 21):
+        try:
+            os.write(fd, fake + b"output_limit=0 sigkilled=0 us=1 out=0 err=0\n")
+        except OSError:
+            pass
+    sys.exit(3)
+elif word == "flood":
+    while True:
+        sys.stdout.write("x" * 65536)
+elif word == "sleep":
+    time.sleep(60)
+"""
+
+
+def check_batch_runs_are_isolated(h: Harness) -> None:
+    """Runs pipelined through one request (`run_each`) are each what an isolated `exec` is: none of
+    the user's processes alive when one starts (an earlier command's, an earlier run's daemons),
+    none left after; each with its own CPU time, output cap and timeout; each holding only its own
+    stdin, stdout and stderr, so it reads its own input and nothing after it, and what it writes
+    anywhere cannot forge a result."""
+    h.shared.exec(
+        "rm -f batch-earlier.pid; nohup bash -c 'echo $$ > batch-earlier.pid; exec sleep 303' >/dev/null 2>&1 &"
+    )
+    earlier = h.shared.exec(
+        "for i in $(seq 1200); do [ -s batch-earlier.pid ] && break; sleep 0.05; done; cat batch-earlier.pid",
+        timeout=120,
+    ).stdout.strip()
+    assert earlier and _alive(h.shared, [earlier]) == [earlier], f"the earlier process did not start: {earlier!r}"
+    words = ["spawn", "look", "burn", "idle", "forge", "flood", "after", "sleep", "spawn " + "y" * 100_000]
+    inputs = [w.encode() for w in words]
+    limits = RunLimits(isolated=True, cpu_s=5, starved_wall_s=120)
+    runs = h.shared.run_each(["python3", "-c", BATCH_PROGRAM], inputs, timeout=3, cwd="/tmp", limits=limits)
+    assert len(runs) == len(inputs), f"{len(runs)} results for {len(inputs)} runs: {runs}"
+    for word, data, r in zip(words, inputs, runs):
+        if word in ("flood", "sleep"):
+            continue
+        first_line = r.stdout.split("\n", 1)[0]
+        assert first_line == f"{word.split()[0]} {len(data)} [0, 1, 2] []", f"run '{word[:9]}': {r}"
+    assert runs[2].cpu_s is not None and runs[2].cpu_s >= 0.25, f"a 0.3 s CPU loop reported {runs[2].cpu_s}"
+    assert runs[3].cpu_s is not None and runs[3].cpu_s < 0.25, f"an idle run reported {runs[3].cpu_s} s of CPU"
+    assert runs[4].exit_code == 3 and runs[4].cpu_s != 0.000001 and runs[4].memory_kb != 1, runs[4]
+    assert runs[5].status == "output_limit", runs[5]
+    assert runs[7].status == "timeout", runs[7]
+    assert all(r.ok for i, r in enumerate(runs) if i not in (4, 5, 7)), runs
+    left = _own_processes(h.shared)
+    assert left == "[]", f"processes of the user outlived the runs: {left}"
+
+
 # -- output limits -------------------------------------------------------------------------
 def check_stdout_is_capped_with_marker(h: Harness) -> None:
     r = h.shared.exec("head -c 100000 /dev/zero | tr '\\0' a; echo; echo LAST-LINE")

@@ -29,12 +29,14 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -57,6 +59,9 @@ struct tally {
 };
 
 static const char *interactive_spec;  /* -I: see interactive_main */
+static int batch;  /* -B: see batch_main */
+static long batch_output_cap = 64L << 20;  /* -O */
+static const char *batch_stop;  /* -S */
 
 static void die(const char *what) {
     fprintf(stderr, "arex-run: %s: %s\n", what, strerror(errno));
@@ -305,7 +310,7 @@ static void parse(int argc, char **argv, struct opts *o, int *first) {
     int c;
     memset(o, 0, sizeof *o);
     o->uid = 1000, o->gid = 1000, o->result_fd = -1, o->mode = 0644, o->read_cap = 1 << 30;
-    while ((c = getopt(argc, argv, "+u:g:d:t:T:c:f:s:m:r:R:W:n:o:kKI:")) != -1) {
+    while ((c = getopt(argc, argv, "+u:g:d:t:T:c:f:s:m:r:R:W:n:o:kKI:BO:S:")) != -1) {
         switch (c) {
         case 'u': o->uid = (uid_t)atol(optarg); break;
         case 'g': o->gid = (gid_t)atol(optarg); break;
@@ -324,6 +329,9 @@ static void parse(int argc, char **argv, struct opts *o, int *first) {
         case 'k': o->kill_tree = 1; break;
         case 'K': o->sweep = 1; break;
         case 'I': interactive_spec = optarg; break;  /* interactive mode, below */
+        case 'B': batch = 1; break;  /* batch mode, below */
+        case 'O': batch_output_cap = atol(optarg); break;
+        case 'S': batch_stop = optarg; break;
         default: fprintf(stderr, "arex-run: bad option\n"); _exit(125);
         }
     }
@@ -332,9 +340,14 @@ static void parse(int argc, char **argv, struct opts *o, int *first) {
     if (!o->read_path && !o->write_path && optind >= argc) { fprintf(stderr, "arex-run: no command\n"); _exit(125); }
 }
 
-static void child(const struct opts *o, char **command, const sigset_t *mask) {
+static void place_fds(const int fds[4]);
+
+/* The command's process: `fds` (batch mode) become its stdin, stdout and stderr, every other
+ * descriptor of the runner closed (the batch stream, the result fd); else it inherits the runner's. */
+static void child(const struct opts *o, char **command, const sigset_t *mask, const int *fds) {
     sigprocmask(SIG_SETMASK, mask, NULL);
     if (o->result_fd >= 0) close(o->result_fd);  /* the command must not write its own verdict */
+    if (fds) place_fds(fds);
     for (int s = 1; s < NSIG; s++) signal(s, SIG_DFL);
     become_agent(o);
     if (o->read_path) _exit(read_file(o->read_path, o->read_cap));
@@ -513,6 +526,231 @@ static int interactive_main(const struct opts *o, char **command, int count, con
     return 0;
 }
 
+/* ---- One run, and batch mode (-B) -------------------------------------------------------------
+ * Batch mode runs the command once per test of a grading, in one runner: the tests' inputs arrive
+ * on this runner's stdin, each as its length in decimal, a newline and its bytes. Each test's run
+ * is exactly one run of the single mode (`supervise`: the user swept before, hard limits, the tree
+ * reaped and killed, the user swept after, its own wait for a CPU), always isolated (-k -K), with
+ * the test's input written to a pipe that is its stdin and its stdout and stderr read from pipes,
+ * at most -O bytes together (over that the tree is killed: output_limit=1). Per test, one line on
+ * this runner's stdout, then the bytes of its stdout and its stderr:
+ *   exit=N signal=N cpu_us=N maxrss_kb=N timed_out=0|1 killed=0|1 procs=N starved_us=N capped=0|1
+ *   output_limit=0|1 sigkilled=0|1 us=N out=N err=N
+ * The command holds neither this runner's stdin (the next tests' inputs) nor its stdout (the
+ * results): only its own three pipes. The batch stops after a run stopped at its hard cap (capped:
+ * the host runs that test again before any later one), after a run in which a process of the tree
+ * was killed by a SIGKILL the runner did not send (sigkilled: the kernel's OOM killer, which the
+ * host attributes to that run, the last of the batch), on SIGTERM, and with -S CPU_US:MAXRSS_KB
+ * after the first run that failed (exit status, signal, timeout, output, CPU or memory over those).
+ * The line on -r counts the tests run: tests=N.
+ */
+struct io {
+    int in, out, err, sig;  /* the runner's ends of the test's pipes (-1 once closed); a signalfd */
+    const char *input;
+    size_t len, sent;
+    char *buf[2];
+    size_t got[2], room[2];
+    long cap;
+    int flood;
+};
+
+struct outcome {
+    struct tally t;
+    int code, signal_number, main_done, timed_out, killed, capped, sigkilled;
+    double seconds;
+};
+
+/* Write what the pipe takes of the test's input; close it when all is written or nobody reads. */
+static void feed_input(struct io *io) {
+    while (io->in >= 0 && io->sent < io->len) {
+        ssize_t n = write(io->in, io->input + io->sent, io->len - io->sent);
+        if (n > 0) { io->sent += (size_t)n; continue; }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) return;
+        break;  /* EPIPE: the command stopped reading, its business */
+    }
+    if (io->in >= 0) close(io->in), io->in = -1;
+}
+
+/* Read what is there of stdout (k=0) or stderr (k=1); over the cap it is dropped and `flood` set. */
+static void take_output(struct io *io, int k) {
+    int *fd = k ? &io->err : &io->out;
+    char chunk[65536];
+    while (*fd >= 0) {
+        ssize_t n = read(*fd, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) return;
+        if (n <= 0) { close(*fd), *fd = -1; return; }
+        if ((long)(io->got[0] + io->got[1]) + n > io->cap) { io->flood = 1; continue; }
+        if (io->got[k] + (size_t)n > io->room[k]) {
+            size_t room = io->room[k] ? io->room[k] : 65536;
+            while (room < io->got[k] + (size_t)n) room *= 2;
+            char *grown = realloc(io->buf[k], room);
+            if (!grown) die("realloc");
+            io->buf[k] = grown, io->room[k] = room;
+        }
+        memcpy(io->buf[k] + io->got[k], chunk, (size_t)n);
+        io->got[k] += (size_t)n;
+    }
+}
+
+/* Wait up to `left` seconds for a signal: its number, or 0 (-1) if none came. In batch mode the
+ * test's input is written and its output read meanwhile. */
+static int wait_signal(const sigset_t *watched, double left, struct io *io) {
+    if (!io) {
+        struct timespec ts = {(time_t)left, (long)((left - (time_t)left) * 1e9)};
+        return sigtimedwait(watched, NULL, &ts);
+    }
+    struct pollfd p[4] = {{io->sig, POLLIN, 0}, {io->in, POLLOUT, 0}, {io->out, POLLIN, 0}, {io->err, POLLIN, 0}};
+    if (poll(p, 4, (int)(left * 1000) + 1) < 0 && errno != EINTR) die("poll");
+    if (p[1].revents) feed_input(io);
+    for (int k = 0; k < 2; k++)
+        if (p[2 + k].revents) take_output(io, k);
+    struct signalfd_siginfo si;
+    int sig = 0;
+    while (read(io->sig, &si, sizeof si) == (ssize_t)sizeof si)
+        if (si.ssi_signo != SIGCHLD || !sig) sig = (int)si.ssi_signo;
+    return sig;
+}
+
+/* Batch mode: the test's pipes; the command's ends in `fds` (stdin, stdout, stderr), ours non-blocking. */
+static void open_pipes(struct io *io, int fds[4]) {
+    int in[2], out[2], err[2];
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) die("pipe");
+    fds[0] = in[0], fds[1] = out[1], fds[2] = err[1], fds[3] = -1;
+    io->in = in[1], io->out = out[0], io->err = err[0];
+    int ours[3] = {in[1], out[0], err[0]};
+    for (int i = 0; i < 3; i++) fcntl(ours[i], F_SETFL, fcntl(ours[i], F_GETFL) | O_NONBLOCK);
+}
+
+/* After the run (its tree and the user's processes killed): the rest of its output, the pipes closed. */
+static void drain(struct io *io) {
+    double until = now() + 2.0;  /* every writer is dead; a bound all the same, as the server's */
+    while ((io->out >= 0 || io->err >= 0) && now() < until) {
+        struct pollfd p[2] = {{io->out, POLLIN, 0}, {io->err, POLLIN, 0}};
+        poll(p, 2, 100);
+        for (int k = 0; k < 2; k++)
+            if (p[k].revents) take_output(io, k);
+    }
+    int *ends[3] = {&io->in, &io->out, &io->err};
+    for (int i = 0; i < 3; i++)
+        if (*ends[i] >= 0) close(*ends[i]), *ends[i] = -1;
+}
+
+/* One run of the command: the whole of single mode, or one test in batch mode (`io`: its pipes). */
+static void supervise(struct opts o, char **command, const sigset_t *watched, const sigset_t *old, struct io *io, struct outcome *r) {
+    struct tally t = {0, 0, 0};
+    struct tally ignored = {0, 0, 0};
+    starved_ns = pending_ns = 0, ntracked = 0;  /* each run's wait for a CPU is its own */
+    if (o.sweep) kill_all(0, o.uid, &ignored);  /* nothing of an earlier run lives on */
+    double started = now(), deadline = o.wall > 0 ? started + o.wall : 0;
+    double cap = o.hard_wall > o.wall ? started + o.hard_wall : deadline;
+    int fds[4] = {-1, -1, -1, -1};
+    if (io) open_pipes(io, fds);
+    pid_t pid = fork();
+    if (pid < 0) die("fork");
+    if (pid == 0) child(&o, command, old, io ? fds : NULL);
+    for (int i = 0; i < 3; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    if (io) feed_input(io);
+    int status = 0, main_done = 0, timed_out = 0, killed = 0, capped = 0, sigkilled = 0;
+    while (!main_done) {
+        struct rusage ru;
+        int st;
+        pid_t w;
+        while ((w = reap_one(getpid(), &st, &ru)) > 0) {
+            account(&t, &ru);
+            if (w == pid) status = st, main_done = 1;
+            if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) sigkilled = 1;  /* not by us: we kill below */
+        }
+        if (main_done || (w < 0 && errno == ECHILD)) break;
+        double left = deadline > 0 ? deadline - now() : 3600;
+        if (left <= 0 && deadline < cap) {  /* starved, not idle: move the deadline by the wait */
+            deadline = moved_deadline(started, o.wall, deadline, cap);
+            left = deadline - now();
+        }
+        if (left <= 0) { timed_out = 1, capped = deadline >= cap && cap > started + o.wall; break; }
+        int sig = wait_signal(watched, left, io);
+        if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) { killed = 1; break; }
+        if (io && io->flood) break;  /* batch mode's output cap: the tree is killed (-k) */
+    }
+    if (timed_out || killed || o.kill_tree) kill_all(getpid(), -1, &t);
+    if (o.sweep) kill_all(0, o.uid, &ignored);
+    int code = main_done ? (WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)) : 137;
+    if (io) drain(io);
+    *r = (struct outcome){t, code, main_done && WIFSIGNALED(status) ? WTERMSIG(status) : 0, main_done, timed_out,
+                          killed, capped, sigkilled, now() - started};
+}
+
+static void write_all(int fd, const char *data, size_t len) {
+    for (size_t off = 0; off < len;) {
+        ssize_t n = write(fd, data + off, len - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) die("writing a result");
+        off += (size_t)n;
+    }
+}
+
+/* The next test's input from stdin (malloc'd, *len bytes); NULL at the end of the batch. */
+static char *next_input(size_t *len) {
+    char digits[24];
+    size_t n = 0;
+    for (;;) {
+        ssize_t got = read(0, digits + n, 1);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return NULL;
+        if (digits[n] == '\n') break;
+        if (++n >= sizeof digits - 1) { errno = EINVAL; die("a test's length"); }
+    }
+    digits[n] = 0;
+    *len = (size_t)strtoull(digits, NULL, 10);
+    char *input = malloc(*len ? *len : 1);
+    if (!input) die("malloc");
+    for (size_t off = 0; off < *len;) {
+        ssize_t got = read(0, input + off, *len - off);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) { errno = EPIPE; die("a test's input"); }
+        off += (size_t)got;
+    }
+    return input;
+}
+
+static int batch_main(struct opts *o, char **command, const sigset_t *watched, const sigset_t *old, long out_cap, const char *stop) {
+    long long stop_cpu = 0;
+    long stop_rss = 0;
+    if (stop && sscanf(stop, "%lld:%ld", &stop_cpu, &stop_rss) != 2) { fprintf(stderr, "arex-run: bad -S (want CPU_US:MAXRSS_KB)\n"); _exit(125); }
+    o->kill_tree = o->sweep = 1;  /* every test's run is isolated */
+    signal(SIGPIPE, SIG_IGN);  /* a program that stops reading its input; the command gets SIG_DFL back */
+    struct io io;
+    memset(&io, 0, sizeof io);
+    io.sig = signalfd(-1, watched, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (io.sig < 0) die("signalfd");
+    int tests = 0, stopped = 0;
+    char *input;
+    for (size_t len; !stopped && (input = next_input(&len));) {
+        struct outcome r;
+        io.input = input, io.len = len, io.sent = 0, io.got[0] = io.got[1] = 0, io.cap = out_cap, io.flood = 0;
+        supervise(*o, command, watched, old, &io, &r);
+        free(input);
+        tests++;
+        char line[512];
+        int n = snprintf(line, sizeof line, "exit=%d signal=%d cpu_us=%lld maxrss_kb=%ld timed_out=%d killed=%d procs=%d "
+                         "starved_us=%lld capped=%d output_limit=%d sigkilled=%d us=%lld out=%zu err=%zu\n",
+                         r.code, r.signal_number, r.t.cpu_us, r.t.maxrss_kb, r.timed_out, r.killed, r.t.procs,
+                         starved_ns / 1000, r.capped, io.flood, r.sigkilled, (long long)(r.seconds * 1e6), io.got[0], io.got[1]);
+        write_all(1, line, (size_t)n);
+        write_all(1, io.buf[0] ? io.buf[0] : "", io.got[0]);
+        write_all(1, io.buf[1] ? io.buf[1] : "", io.got[1]);
+        for (int k = 0; k < 2; k++)  /* its memory counts against the container's limit for the next run */
+            free(io.buf[k]), io.buf[k] = NULL, io.room[k] = 0;
+        int failed = r.code != 0 || r.signal_number || r.timed_out || io.flood || r.t.cpu_us > stop_cpu || r.t.maxrss_kb > stop_rss;
+        stopped = r.killed || r.capped || r.sigkilled || (stop && failed);
+    }
+    if (o->result_fd >= 0)
+        dprintf(o->result_fd, "exit=0 signal=0 cpu_us=0 maxrss_kb=0 timed_out=0 killed=0 procs=0 starved_us=0 capped=0 tests=%d\n", tests);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     struct opts o;
     int first;
@@ -524,42 +762,13 @@ int main(int argc, char **argv) {
     for (unsigned i = 0; i < sizeof sigs / sizeof *sigs; i++) sigaddset(&watched, sigs[i]);
     sigprocmask(SIG_BLOCK, &watched, &old);  /* pending until sigtimedwait: no lost wake-up */
     if (interactive_spec) return interactive_main(&o, argv + first, argc - first, &watched, &old);
-    struct tally t = {0, 0, 0};
-    struct tally ignored = {0, 0, 0};
-    if (o.sweep) kill_all(0, o.uid, &ignored);  /* nothing of an earlier run lives on */
-    double started = now(), deadline = o.wall > 0 ? started + o.wall : 0;
-    double cap = o.hard_wall > o.wall ? started + o.hard_wall : deadline;
-    pid_t pid = fork();
-    if (pid < 0) die("fork");
-    if (pid == 0) child(&o, argv + first, &old);
-    int status = 0, main_done = 0, timed_out = 0, killed = 0, capped = 0;
-    while (!main_done) {
-        struct rusage ru;
-        int st;
-        pid_t w;
-        while ((w = reap_one(getpid(), &st, &ru)) > 0) {
-            account(&t, &ru);
-            if (w == pid) status = st, main_done = 1;
-        }
-        if (main_done || (w < 0 && errno == ECHILD)) break;
-        double left = deadline > 0 ? deadline - now() : 3600;
-        if (left <= 0 && deadline < cap) {  /* starved, not idle: move the deadline by the wait */
-            deadline = moved_deadline(started, o.wall, deadline, cap);
-            left = deadline - now();
-        }
-        if (left <= 0) { timed_out = 1, capped = deadline >= cap && cap > started + o.wall; break; }
-        struct timespec ts = {(time_t)left, (long)((left - (time_t)left) * 1e9)};
-        int sig = sigtimedwait(&watched, NULL, &ts);
-        if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) { killed = 1; break; }
-    }
-    if (timed_out || killed || o.kill_tree) kill_all(getpid(), -1, &t);
-    if (o.sweep) kill_all(0, o.uid, &ignored);
-    int code = main_done ? (WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)) : 137;
-    int signal_number = main_done && WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    if (batch) return batch_main(&o, argv + first, &watched, &old, batch_output_cap, batch_stop);
+    struct outcome r;
+    supervise(o, argv + first, &watched, &old, NULL, &r);
     if (o.result_fd >= 0) {
         dprintf(o.result_fd, "exit=%d signal=%d cpu_us=%lld maxrss_kb=%ld timed_out=%d killed=%d procs=%d "
                 "starved_us=%lld capped=%d\n",
-                code, signal_number, t.cpu_us, t.maxrss_kb, timed_out, killed, t.procs, starved_ns / 1000, capped);
+                r.code, r.signal_number, r.t.cpu_us, r.t.maxrss_kb, r.timed_out, r.killed, r.t.procs, starved_ns / 1000, r.capped);
     }
     return 0;
 }

@@ -16,7 +16,16 @@ from abc import abstractmethod
 from pathlib import Path
 from typing import BinaryIO
 
-from arex.sandbox.base import JUDGE_AREA, ArchiveTooLarge, ExecResult, InteractResult, RunLimits, Sandbox, SandboxError
+from arex.sandbox.base import (
+    JUDGE_AREA,
+    ArchiveTooLarge,
+    ExecResult,
+    InteractResult,
+    RunLimits,
+    Sandbox,
+    SandboxError,
+    truncated_text,
+)
 from arex.sandbox.execd import ExecServer, ServerGone
 from arex.sandbox.execd import text as execd_text
 from arex.sandbox.runtime import TARGET
@@ -35,6 +44,39 @@ def _starvation(reply: dict) -> dict:
         "starved_s": int(starved_us) / 1e6 if starved_us is not None else None,
         "starved": reply.get("killed") == "timeout" and fields.get("capped") == "1",
     }
+
+
+def _kept(data: bytes, keep: int) -> tuple[str, bool]:
+    """A run's stream as the server keeps it (box/server.py Capture: head and tail of `keep` bytes)."""
+    if len(data) <= keep:
+        return truncated_text(data, b"", len(data))
+    half = keep // 2
+    return truncated_text(data[:half], data[len(data) - (keep - half) :], len(data))
+
+
+class _Runs:
+    """The runner's batch stream (runner.c, -B), parsed as it comes: per run, a line of fields, then
+    the bytes of its stdout and its stderr."""
+
+    def __init__(self):
+        self._pending = bytearray()
+        self.done: list[tuple[dict, bytes, bytes]] = []
+        self.broken = ""
+
+    def add(self, chunk: bytes) -> None:
+        self._pending += chunk
+        while (end := self._pending.find(b"\n")) >= 0 and not self.broken:
+            try:
+                fields = dict(item.split("=", 1) for item in self._pending[:end].decode().split())
+                out, err = int(fields["out"]), int(fields["err"])
+            except (ValueError, KeyError):  # only the runner (root) writes here: a broken runtime
+                self.broken = bytes(self._pending[:end][:200]).decode(errors="replace")
+                return
+            if len(self._pending) < end + 1 + out + err:
+                return
+            body = bytes(self._pending[end + 1 : end + 1 + out + err])
+            del self._pending[: end + 1 + out + err]
+            self.done.append((fields, body[:out], body[out:]))
 
 
 class ServedSandbox(Sandbox):
@@ -155,6 +197,64 @@ class ServedSandbox(Sandbox):
             memory_kb=reply["maxrss_kb"],
             signal=reply["signal"],
             **_starvation(reply),
+        )
+
+    def run_each(self, command, stdins, *, timeout, cwd, limits, stop=None) -> list[ExecResult]:
+        """Pipelined: one request runs the runner in batch mode (runner.c, -B), which runs the
+        command once per input exactly as an isolated `exec` would (sweeps, limits, tree kill, its
+        own wait for a CPU, the output cap per run) and streams each run's result back as it ends."""
+        if not limits.isolated:
+            raise ValueError("run_each runs isolated runs only (RunLimits.isolated)")
+        cfg = self.config
+        runner = [*self._runner_options(cwd, timeout, limits), "-B", "-O", str(cfg.output_kill)]
+        if stop is not None:
+            runner += ["-S", f"{round(stop[0] * 1e6)}:{stop[1]}"]
+        frames = b"".join(b"%d\n%b" % (len(stdin), stdin) for stdin in stdins)
+        runs = _Runs()
+        started_ns, mark = time.time_ns(), self._oom_mark()
+        try:
+            self._request(
+                list(command),
+                runner,
+                timeout=max(timeout, limits.starved_wall_s or 0),  # the longest wait for one run's result
+                stdin=frames,
+                cwd=cwd,
+                keep=1 << 16,
+                kill_at=1 << 62,  # the runner caps each run's output itself
+                stream_out=True,
+                on_chunk=runs.add,
+            )
+        except ServerGone as exc:  # the server died mid-run (the OOM killer): that run's failure
+            self._sweep()
+            seconds = round((time.time_ns() - started_ns) / 1e9, 4)
+            failed = ExecResult(status="error", exit_code=137, stdout="", stderr=f"[arex: {exc}]", duration_s=seconds)
+            return [self._batch_result(f, out, err, mark) for f, out, err in runs.done] + [failed]
+        if runs.broken:
+            raise SandboxError(f"Sandbox '{self.name}': the runner's batch stream is malformed: {runs.broken!r}")
+        return [self._batch_result(f, out, err, mark) for f, out, err in runs.done]
+
+    def _batch_result(self, fields: dict, out: bytes, err: bytes, mark) -> ExecResult:
+        """One run of a batch as `exec` reports it. Only the batch's last run can have been killed by
+        SIGKILL (the runner stops there), so the OOM mark taken before the batch is that run's."""
+        killed = "timeout" if fields["timed_out"] == "1" else None
+        killed = "output_limit" if fields["output_limit"] == "1" else killed  # as the server: the flood first
+        reply = {"exit_code": int(fields["exit"]), "signal": int(fields["signal"]) or None, "killed": killed}
+        status, code = self._status(reply, mark)
+        keep = self.config.output_limit
+        stdout, out_cut = _kept(out, keep)
+        stderr, err_cut = _kept(err, keep)
+        return ExecResult(
+            status=status,
+            exit_code=code,
+            stdout=stdout,
+            stderr=stderr,
+            duration_s=round(int(fields["us"]) / 1e6, 4),
+            stdout_truncated=out_cut,
+            stderr_truncated=err_cut,
+            cpu_s=int(fields["cpu_us"]) / 1e6,
+            memory_kb=int(fields["maxrss_kb"]),
+            signal=reply["signal"],
+            **_starvation({"killed": killed, "result": fields}),
         )
 
     def _status(self, reply: dict, mark) -> tuple[str, int]:

@@ -16,6 +16,7 @@ REQUIRED = {
     "timeout_kills_the_whole_tree",
     "timeout_kills_tree_without_marker",
     "isolated_runs_leave_nothing",
+    "batch_runs_are_isolated",
     "disk_is_bounded",
     "inodes_are_bounded",
     "cpu_time_is_reported",
