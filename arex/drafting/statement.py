@@ -145,6 +145,8 @@ def _columns(found: Survey, data: dict) -> list[str]:
         lines.append(f"| {name} | {_type(c)} | {1 - c.filled:.0%} | {examples} |")
     if len(columns) > COLUMN_ROWS:
         lines.append(f"| … {len(columns) - COLUMN_ROWS} more | | | |")
+    if found.table.column(data["id_column"]) is None:
+        lines.append(f"| `{data['id_column']}` (added by arex: the row's number) | integer | 0% | `0`, `1`, `2` |")
     return lines + [""]
 
 

@@ -56,6 +56,7 @@ def test_missing_share_and_a_moved_file_the_repository_reads(tmp_path):
     statement = draft.add[draft.spec["statement"]]
     assert statement.startswith("# Insurance\n\nPredicts medical cost.\n\n## Task")  # no image, no 'OUTPUT:'
     assert "| `age` | integer | 25% |" in statement
+    assert "| `id` (added by arex: the row's number) | integer | 0% |" in statement  # the table has no id column
     assert (
         "`cost_prediction.py` reads `data/data_insurance.csv`, which is not in the workspace "
         "(arex split the labelled table): to run it, point it at `data/train.csv` (labelled) and "
