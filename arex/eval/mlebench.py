@@ -192,26 +192,7 @@ def load_competition(folder: Path, data: Path | None = None) -> Competition:
             f"{path}: id '{comp_id}' must be lower-case letters, digits, '.', '_' or '-' "
             "(it names the env and its image)"
         )
-    root = Path(data) if data is not None else folder
-    answers = _data_file(
-        comp_id,
-        _key(raw, "dataset.answers", path, f"{comp_id}/prepared/private/test.csv"),
-        root,
-        "dataset.answers",
-        path,
-    )
-    sample = _data_file(
-        comp_id,
-        _key(raw, "dataset.sample_submission", path, f"{comp_id}/prepared/public/sample_submission.csv"),
-        root,
-        "dataset.sample_submission",
-        path,
-    )
-    if is_inside(answers, sample.parent):
-        raise CompetitionError(
-            f"{answers} (dataset.answers in {path}) is inside the public folder {sample.parent} the agent sees; "
-            "keep the answers in prepared/private/"
-        )
+    answers, sample = _data_files(raw, comp_id, Path(data) if data is not None else folder, path)
     description = folder / "description.md"
     if not description.is_file():
         raise CompetitionError(f"{folder} has no description.md; put the competition's description there")
@@ -243,6 +224,24 @@ def load_competition(folder: Path, data: Path | None = None) -> Competition:
         columns=tuple(columns),
         leaderboard=board,
     )
+
+
+def _data_files(raw: dict, comp_id: str, root: Path, config: Path) -> tuple[Path, Path]:
+    """The answers and the sample submission under `root`; the answers outside the public folder."""
+    answers = _data_file(
+        comp_id, _key(raw, "dataset.answers", config, f"{comp_id}/prepared/private/test.csv"), root,
+        "dataset.answers", config,
+    )  # fmt: skip
+    sample = _data_file(
+        comp_id, _key(raw, "dataset.sample_submission", config, f"{comp_id}/prepared/public/sample_submission.csv"),
+        root, "dataset.sample_submission", config,
+    )  # fmt: skip
+    if is_inside(answers, sample.parent):
+        raise CompetitionError(
+            f"{answers} (dataset.answers in {config}) is inside the public folder {sample.parent} the agent sees; "
+            "keep the answers in prepared/private/"
+        )
+    return answers, sample
 
 
 def _leaderboard(path: Path) -> Thresholds:
@@ -685,7 +684,7 @@ def _spec(comp: Competition, content: str) -> MLEBenchSpec:
         competition=comp.id,
         grader=grader,
         leaderboard=LeaderboardSpec(**comp.leaderboard.__dict__),
-        source_url=comp.folder.resolve().as_uri(),
+        source_url=f"mle-bench:{comp.id}",
         source_commit="worktree",
         source_hash=content,
         checksums={"answers": bytes_sha256(comp.answers.read_bytes()), "public": tree_sha256(comp.public)},
