@@ -256,3 +256,30 @@ def test_a_copy_of_the_answers_among_the_public_files_is_refused(tmp_path):
     shutil.copyfile(private, data / "toy-fares" / "prepared" / "public" / "extra" / "rides.csv")
     with pytest.raises(CompetitionError, match=r"public/extra/rides.csv in the public folder is a copy of the answers"):
         load_competition(folder, data)
+
+
+def test_the_env_is_the_same_on_a_rerun_and_new_when_the_answers_change(tmp_path):
+    """A re-run of `arex eval` keeps the built env (so its rollouts resume); new answers make a new one."""
+    from arex.eval.mlebench import _digest
+
+    folder, data = copy_competition(tmp_path, "toy-fares")
+    first = _digest(load_competition(folder, data), "arex-base:latest")
+    assert _digest(load_competition(folder, data), "arex-base:latest") == first
+    private = data / "toy-fares" / "prepared" / "private" / "test.csv"
+    private.write_text(private.read_text().replace("ride-0120,28.75", "ride-0120,29.0"))
+    assert _digest(load_competition(folder, data), "arex-base:latest") != first
+
+
+def test_the_env_folder_keeps_the_answers_out_of_the_workspace_and_statement(graders):
+    grader = graders["toy-survival"]
+    workspace = grader.dir / "workspace"
+    assert sorted(p.name for p in workspace.iterdir()) == ["data", "submission"]
+    assert (workspace / "data").is_symlink() and str((workspace / "data").readlink()) == "/home/data"
+    assert not any((workspace / "submission").iterdir())
+    statement = (grader.dir / "statement.md").read_text()
+    assert "# Toy Survival (MLE-bench)" in statement and "Submissions are scored by accuracy" in statement
+    assert (
+        "P1120,1" not in statement
+        and (grader.dir / "private" / "answers.csv").read_bytes()
+        == (DATA / "toy-survival" / "prepared" / "private" / "test.csv").read_bytes()
+    )
