@@ -3,15 +3,21 @@ probe), running `leak_scan` in the env's sandbox as the agent's user, and readin
 
 from __future__ import annotations
 
+import gzip
+import json
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
 from arex.envs import leak_scan
+from arex.envs.layout import IMAGE_WORKSPACE
 from arex.envs.leak_scan import norm
-from arex.hashing import text_sha256
-from arex.sandbox.base import Sandbox
+from arex.hashing import cache_dir, text_sha256
+from arex.sandbox import SandboxError, backend_class, make_sandbox
+from arex.sandbox.base import Sandbox, SandboxConfig
 from arex.specs import DataSpec
 
 PROBE_CAP = 5000
@@ -79,6 +85,13 @@ class LeakReport(BaseModel):
     seconds: float
     leaks: list[FoundLeak]
     unreadable: list[UnreadableFile]
+    indexed: int = 0
+    """Files of the dependency image left unread: unchanged, and its index says this probe's rows are not in them."""
+    cpu_seconds: float = 0.0
+    models: list[str] = []
+    """Pickled models read (their kept rows searched like any table): what else they were fitted on cannot be read."""
+    index: str = ""
+    """The dependency image whose index planned the scan ('' for a scan of every file)."""
 
 
 class LeakScanFailed(RuntimeError):
@@ -189,24 +202,102 @@ def _windows(row: list[str], size: int) -> list[tuple[int, tuple[str, ...]]]:
 
 
 # -- running the scanner -------------------------------------------------------------------------------
-def run_scan(box: Sandbox, probe: LeakProbe) -> LeakReport:
+SCAN_LOG: list[dict] = []
+"""Every scan this process ran: image, dependency image, files read, CPU-seconds (for benchmarks)."""
+_index_lock = threading.Lock()
+
+
+def run_scan(box: Sandbox, probe: LeakProbe, full: bool = False) -> LeakReport:
     """The scanner over the sandbox's whole filesystem, as the agent's user; its probe and report sit in
-    a folder it skips."""
+    a folder it skips. The dependency image's files are read only where its index (built once per
+    image, cached) says this probe's rows could be, or they changed; `full` reads every file."""
+    dependency = None if full else dependency_image(box.config)
+    plan = None
+    if dependency is not None:
+        index = image_index(dependency, box.config)
+        plan = {
+            "files": {path: entry[:2] for path, entry in index["files"].items()},
+            "rescan": leak_scan.plan_rescan(index, json.loads(probe.model_dump_json())),
+            "always": [IMAGE_WORKSPACE, "/workspace"],
+        }
     box.write_file(f"{SCAN_DIR}/leak_scan.py", Path(leak_scan.__file__).read_bytes())
     box.write_file(f"{SCAN_DIR}/probe.json", probe.model_dump_json())
-    result = box.exec(
-        ["python3", f"{SCAN_DIR}/leak_scan.py", f"{SCAN_DIR}/probe.json", f"{SCAN_DIR}/report.json", "/"],
-        timeout=SCAN_TIMEOUT,
-    )
+    command = ["python3", f"{SCAN_DIR}/leak_scan.py", "--progress", f"{SCAN_DIR}/progress.json"]
+    if plan is not None:
+        box.write_file(f"{SCAN_DIR}/plan.json", json.dumps(plan))
+        command += ["--plan", f"{SCAN_DIR}/plan.json"]
+    result = box.exec(command + [f"{SCAN_DIR}/probe.json", f"{SCAN_DIR}/report.json", "/"], timeout=SCAN_TIMEOUT)
     if not result.ok:
-        raise LeakScanFailed(
-            f"the leak scan did not finish ({result.status}, exit {result.exit_code}): "
-            f"{(result.stderr or result.stdout)[-600:]}"
-        )
+        raise LeakScanFailed(failure_reason(box, result))
     try:
-        return LeakReport.model_validate_json(box.read_file(f"{SCAN_DIR}/report.json"))
+        report = LeakReport.model_validate_json(box.read_file(f"{SCAN_DIR}/report.json"))
     except (FileNotFoundError, ValidationError) as exc:
         raise LeakScanFailed(f"the leak scan wrote no readable report: {str(exc)[:300]}") from None
+    report.index = dependency or ""
+    SCAN_LOG.append(
+        {
+            "image": box.config.image,
+            "index": report.index,
+            "files": report.files,
+            "indexed": report.indexed,
+            "cpu_seconds": report.cpu_seconds,
+            "seconds": report.seconds,
+        }
+    )
+    return report
+
+
+def failure_reason(box: Sandbox, result) -> str:
+    """Why the scan stopped, never empty: its status, its last output, and the file it was reading."""
+    where = ""
+    try:
+        note = json.loads(box.read_file(f"{SCAN_DIR}/progress.json"))
+        where = f"; it had read {note['files']} files and was reading {note['path']}"
+    except (FileNotFoundError, ValueError, KeyError, OSError):
+        where = "; it stopped before its first progress note"
+    output = (result.stderr or result.stdout or "").strip()[-600:] or "no output"
+    return f"the leak scan did not finish ({result.status}, exit {result.exit_code}){where}: {output}"
+
+
+def dependency_image(config: SandboxConfig) -> str | None:
+    """The id of the dependency image `config.image` was built on (shared by every env of the same
+    requirements; the docs layer above it is small), whose index a scan can
+    use; None if there is none or the backend cannot tell (the scan then reads every file)."""
+    images = backend_class(config.backend).images()
+    try:
+        return images.built_on(config.image, ("deps",)) if images is not None else None
+    except SandboxError:
+        return None
+
+
+def index_path(image_id: str) -> Path:
+    return cache_dir() / "leak-index" / f"{image_id.replace(':', '-')}-v{leak_scan.INDEX_VERSION}.json.gz"
+
+
+def image_index(image_id: str, config: SandboxConfig) -> dict:
+    """The dependency image's index: read from arex's cache, else built in a sandbox of that image as
+    the agent's user (once per image: a lock keeps parallel builds of one image to one)."""
+    path = index_path(image_id)
+    with _index_lock:
+        if not path.is_file():
+            started = time.process_time()
+            index_config = config.model_copy(update={"image": image_id, "seed": None, "mounts": ()})
+            with make_sandbox(index_config, "leak-index") as box:
+                box.write_file(f"{SCAN_DIR}/leak_scan.py", Path(leak_scan.__file__).read_bytes())
+                out = f"{SCAN_DIR}/index.json.gz"
+                result = box.exec(["python3", f"{SCAN_DIR}/leak_scan.py", "--index", out, "/"], timeout=SCAN_TIMEOUT)
+                if not result.ok:
+                    raise LeakScanFailed(
+                        f"indexing the dependency image {image_id[:19]} failed: " + failure_reason(box, result)
+                    )
+                blob = box.read_file(out)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_bytes(blob)
+            tmp.replace(path)
+            SCAN_LOG.append({"index_built": image_id, "host_cpu_seconds": time.process_time() - started})
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            return json.load(f)
 
 
 def describe(report: LeakReport, probe: LeakProbe) -> tuple[list[str], str]:
@@ -227,4 +318,11 @@ def describe(report: LeakReport, probe: LeakProbe) -> tuple[list[str], str]:
         f"in {report.seconds:.0f}s for {len(probe.rows)} held-out rows "
         f"({probe.duplicates} duplicates of training rows not probed)"
     )
+    if report.index:
+        scanned += f"; {report.indexed} files of the dependency image left unread by its index"
+    if report.models:
+        scanned += (
+            f"; {len(report.models)} pickled model(s) read, no held-out rows kept in them "
+            f"({', '.join(report.models[:3])}): what else they were fitted on cannot be read from a model"
+        )
     return problems, scanned

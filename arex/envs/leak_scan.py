@@ -503,7 +503,10 @@ def tables(name: str, data: bytes, probe: Probe, depth: int = 0) -> Iterator[tup
     elif kind == "npy":
         yield from object_tables(name, _read_npy(data), depth, probe)
     elif kind == "pickle":
-        yield from object_tables(name, _unpickle(data), depth, probe)
+        obj = _unpickle(data)
+        if callable(getattr(obj, "predict", None)):
+            MODELS.append(name)  # the scan says which models it read (rows they keep are searched like any)
+        yield from object_tables(name, obj, depth, probe)
     elif kind == "text":
         yield from text_tables(name, decode(data), probe, depth)
 
@@ -805,8 +808,8 @@ _BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4}(?:\r?\n)?){24,}(?:[A-Za-z0-9+/]{2}==|
 """Runs of base64 (wrapped or not) long enough to hold a table (72 bytes or more)."""
 
 
-def _base64_tables(name: str, text: str, probe: Probe, depth: int) -> Iterator[tuple[str, Iterable[list], list | None]]:
-    """Tables in what base64 runs of a text decode to (a whole file, or a string inside code or JSON)."""
+def _base64_blobs(text: str) -> Iterator[bytes]:
+    """What the base64 runs of a text decode to, where that is data (not an image, random bytes)."""
     for found in _BASE64.finditer(text):
         run = found.group()
         if not (re.search(r"\d", run) and re.search(r"[a-z]", run) and re.search(r"[A-Z]", run)):
@@ -816,8 +819,13 @@ def _base64_tables(name: str, text: str, probe: Probe, depth: int) -> Iterator[t
         except (binascii.Error, ValueError):
             continue
         kind = sniff(blob[:8192])
-        if kind in ("binary", "empty") or (kind == "pickle" and not _walks(blob)):
-            continue  # an image or random bytes (a pickle by its first two bytes only)
+        if kind not in ("binary", "empty") and (kind != "pickle" or _walks(blob)):
+            yield blob  # (a pickle by its first two bytes only is random bytes)
+
+
+def _base64_tables(name: str, text: str, probe: Probe, depth: int) -> Iterator[tuple[str, Iterable[list], list | None]]:
+    """Tables in what base64 runs of a text decode to (a whole file, or a string inside code or JSON)."""
+    for blob in _base64_blobs(text):
         try:
             yield from tables(f"{name}:base64", blob, probe, depth + 1)
         except _NotData:
@@ -1038,18 +1046,54 @@ def object_tables(
 
 
 # -- the scan --------------------------------------------------------------------------------------
-class Scan:
-    """Walks folders file by file, reading each as what it is, and collects leaks and unreadable files."""
+FILE_CPU = 60.0
+"""CPU-seconds reading one file may take: a file that takes longer fails the gate, named (an object
+too big to search in time says nothing of what it holds), instead of the whole scan timing out."""
+PROGRESS_EVERY = 2.0
+"""Seconds between the scan's progress notes: what it was reading, should it be stopped."""
+MODELS: list[str] = []
+"""Objects with a `predict` unpickled from the current file (models: the report names them)."""
 
-    def __init__(self, probe: Probe, skip: Iterable[str] = ()):
+
+class _TooSlow(BaseException):
+    """Raised by the CPU timer in whatever reader runs (a BaseException: readers catch Exception)."""
+
+
+def _too_slow(signum, frame):
+    raise _TooSlow()
+
+
+def _cpu_budget(seconds: float) -> None:
+    """Arm (or with 0, disarm) the per-file CPU timer, where this process can (main thread, POSIX)."""
+    import signal
+    import threading
+
+    if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
+        if seconds:
+            signal.signal(signal.SIGPROF, _too_slow)
+        signal.setitimer(signal.ITIMER_PROF, seconds)
+
+
+class Scan:
+    """Walks folders file by file, reading each as what it is, and collects leaks and unreadable files.
+    With a `plan` (from the dependency image's index) a file the image already had, unchanged, is read
+    only if the plan names it (its words could hold this probe's rows)."""
+
+    def __init__(self, probe: Probe | None, skip: Iterable[str] = (), plan: dict | None = None):
         self.probe = probe
         self.skip = {os.path.abspath(s) for s in skip}
-        self.files = self.records = self.bytes = self.denied = self.truncated = 0
+        self.files = self.records = self.bytes = self.denied = self.truncated = self.indexed = 0
         self.kinds: Counter = Counter()
         self.leaks: list[dict] = []
         self.unreadable: list[dict] = []
+        self.models: list[str] = []
+        self.plan = plan
+        self.rescan = frozenset(plan["rescan"]) if plan else frozenset()
+        self.always = tuple(a.rstrip("/") + "/" for a in plan.get("always", ())) if plan else ()
+        self.progress: str | None = None
+        self._noted = 0.0
 
-    def walk(self, roots: Iterable[str]) -> Iterator[str]:
+    def walk(self, roots: Iterable[str]) -> Iterator[tuple[str, os.stat_result]]:
         """Regular files under `roots` (each once, links not followed), outside /proc, /sys, /dev and `skip`."""
         seen: set[tuple[int, int]] = set()
         for root in roots:
@@ -1068,27 +1112,61 @@ class Scan:
                     if path in self.skip or not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) in seen:
                         continue
                     seen.add((st.st_dev, st.st_ino))
-                    yield path
+                    if self.planned_away(path, st):
+                        self.indexed += 1
+                        continue
+                    yield path, st
 
-    def file(self, path: str) -> None:
+    def planned_away(self, path: str, st: os.stat_result) -> bool:
+        """Whether the plan lets this file go unread: the dependency image's own, unchanged (size and
+        modification time), outside the env's folders, and not among the files the lookup named."""
+        if not self.plan or path in self.rescan or path.startswith(self.always):
+            return False
+        known = self.plan["files"].get(path)
+        return known is not None and known[0] == st.st_size and known[1] == st.st_mtime_ns
+
+    def note(self, path: str) -> None:
+        """Where the scan is, every PROGRESS_EVERY seconds: a scan stopped from outside still says it."""
+        now = time.monotonic()
+        if self.progress and now - self._noted >= PROGRESS_EVERY:
+            self._noted = now
+            try:
+                with open(self.progress, "w", encoding="utf-8") as f:
+                    json.dump({"files": self.files, "path": path}, f)
+            except OSError:
+                pass
+
+    def read(self, path: str) -> tuple[str, bytes, int] | None:
+        """(kind, bytes to read, size); None if the agent cannot open it either."""
         try:
             with open(path, "rb") as f:
                 head = f.read(8192)
                 kind = sniff(head)
                 data = head + f.read(FILE_CAP + 1 - len(head)) if kind not in ("binary", "empty") else head
-                size = os.fstat(f.fileno()).st_size
+                return kind, data, os.fstat(f.fileno()).st_size
         except OSError:
-            self.denied += 1  # the agent cannot open it either
+            self.denied += 1
+            return None
+
+    def file(self, path: str) -> None:
+        self.note(path)
+        found = self.read(path)
+        if found is None:
             return
+        kind, data, size = found
         self.files += 1
         self.bytes += size
         self.kinds[kind] += 1
         if kind in ("binary", "empty"):
             return
         self.truncated += len(data) > FILE_CAP
+        MODELS.clear()
+        _cpu_budget(FILE_CPU)
         try:
             for name, rows, header in tables(path, data[:FILE_CAP], self.probe):
                 self.table(name, rows, header)
+        except _TooSlow:
+            self.unreadable.append({"path": path, "reason": _slow_reason(MODELS)})
         except Unreadable as exc:
             self.unreadable.append({"path": path, "reason": str(exc)})
         except _NotData:
@@ -1097,6 +1175,9 @@ class Scan:
             self.unreadable.append(
                 {"path": path, "reason": f"the scanner could not read it ({type(exc).__name__}: {str(exc)[:200]})"}
             )
+        finally:
+            _cpu_budget(0)
+        self.models += MODELS
 
     def table(self, name: str, rows: Iterable[list], header: list | None) -> None:
         stats = TableStats(self.probe, name)
@@ -1114,42 +1195,155 @@ class Scan:
         self.records += stats.records
         self.leaks += stats.leaks()
 
-    def report(self, seconds: float) -> dict:
+    def report(self, seconds: float, cpu: float) -> dict:
         return {
             "files": self.files,
             "records": self.records,
             "bytes": self.bytes,
             "denied": self.denied,
             "truncated": self.truncated,
+            "indexed": self.indexed,
             "kinds": dict(self.kinds),
             "seconds": round(seconds, 2),
+            "cpu_seconds": round(cpu, 2),
             "leaks": self.leaks,
             "unreadable": self.unreadable,
+            "models": self.models,
         }
 
 
-def scan(probe_data: dict, roots: Iterable[str], skip: Iterable[str] = ()) -> dict:
-    """Scan `roots` for leaks of the probe's held-out labels → the report (JSON-ready)."""
-    started = time.monotonic()
-    job = Scan(Probe(probe_data), skip)
-    for path in job.walk(roots):
+def _slow_reason(models: list[str]) -> str:
+    what = "a model" if models else "an object or table"
+    return (
+        f"reading it took over {FILE_CPU:g} CPU-seconds ({what} too large to search in time, so whether it "
+        "holds held-out labels is unknown)"
+    )
+
+
+def scan(
+    probe_data: dict,
+    roots: Iterable[str],
+    skip: Iterable[str] = (),
+    plan: dict | None = None,
+    progress: str | None = None,
+) -> dict:
+    """Scan `roots` for leaks of the probe's held-out labels → the report (JSON-ready). With a `plan`
+    only the files the dependency image did not have (or changed) and those it names are read."""
+    started, cpu = time.monotonic(), time.process_time()
+    job = Scan(Probe(probe_data), skip, plan)
+    job.progress = progress
+    for path, _ in job.walk(roots):
         job.file(path)
-    return job.report(time.monotonic() - started)
+    return job.report(time.monotonic() - started, time.process_time() - cpu)
+
+
+# -- the dependency image's index ------------------------------------------------------------------
+INDEX_VERSION = 1
+STRUCTURED = frozenset(("gzip", "bz2", "xz", "lzma", "zlib", "zip", "parquet", "arrow", "feather1", "npy", "pickle"))
+"""Kinds read in full whatever the probe (what they hold is not words; few of them in an image)."""
+
+
+def index_entry(path: str, st: os.stat_result, found: tuple[str, bytes, int] | None) -> list:
+    """[size, mtime_ns, what]: what is "skip" (nothing to read: binary, empty, denied), "read" (read
+    it for every probe: a structured file, a notebook, a text with base64 that decodes to data) or
+    the text's word statistics, from which `plan_rescan` tells whether a probe's rows can be in it."""
+    head = [st.st_size, st.st_mtime_ns]
+    if found is None or found[0] in ("binary", "empty"):
+        return head + ["skip"]
+    kind, data, _ = found
+    if kind != "text":
+        return head + ["read" if kind in STRUCTURED else "skip"]
+    text = decode(data[:FILE_CAP])
+    if is_notebook(text) or any(True for _ in _base64_blobs(text)):
+        return head + ["read"]
+    return head + [
+        {"len": len(text), "items": line_counts(text), "t": _words(_TOKEN, text), "n": _words(_NUMBER, text)}
+    ]
+
+
+def _words(regex: re.Pattern, text: str) -> list:
+    """[word count, word characters, hashes, counts, lengths] of a text's normalised words (base64 arrays)."""
+    import array
+
+    counts = Counter(regex.findall(text))
+    merged: dict[int, list[int]] = {}
+    for word, n in counts.items():
+        value = norm_str(word)
+        entry = merged.setdefault(word_hash(value), [0, min(len(value), 255)])
+        entry[0] += n
+    hashes = array.array("I", merged.keys())
+    numbers = array.array("I", (v[0] for v in merged.values()))
+    sizes = bytes(v[1] for v in merged.values())
+    chars = sum(len(w) * n for w, n in counts.items())
+    return [sum(counts.values()), chars] + [
+        base64.b64encode(b).decode() for b in (hashes.tobytes(), numbers.tobytes(), sizes)
+    ]
+
+
+def build_index(roots: Iterable[str], skip: Iterable[str] = ()) -> dict:
+    """Every regular file of an image with what a later scan needs to know of it (`index_entry`)."""
+    started = time.process_time()
+    job = Scan(None, skip)
+    files = {path: index_entry(path, st, job.read(path)) for path, st in job.walk(roots)}
+    return {"version": INDEX_VERSION, "files": files, "cpu_seconds": round(time.process_time() - started, 2)}
+
+
+def plan_rescan(index: dict, probe_data: dict) -> list[str]:
+    """The image's files a scan for this probe must read: those read for every probe, and texts whose
+    words could hold enough of its rows (the same test `text_relevant` makes on the text itself)."""
+    import array
+
+    probe = Probe(probe_data)
+    hashed = probe.hashed()
+    mode = "n" if probe.words is _NUMBER else "t"
+    out = []
+    for path, (_, _, what) in index["files"].items():
+        if what == "skip":
+            continue
+        if what == "read" or probe.many_items(*what["items"]):
+            out.append(path)
+            continue
+        total, chars, hashes, counts, sizes = what[mode]
+        words = zip(
+            array.array("I", base64.b64decode(hashes)),
+            array.array("I", base64.b64decode(counts)),
+            base64.b64decode(sizes),
+        )
+        if probe.relevant(words, total, chars, what["len"], *hashed):
+            out.append(path)
+    return out
 
 
 def main(argv: list[str]) -> int:
+    """`leak_scan.py [--plan PLAN.json] [--progress FILE] PROBE.json REPORT.json [ROOT ...]`, or
+    `leak_scan.py --index INDEX.json.gz [ROOT ...]` (the dependency image's index)."""
     import warnings
 
     warnings.simplefilter("ignore")  # libraries warn about old formats while the scan reads them
     sys.path.append(os.getcwd())  # the agent works from its workspace: its modules import there
-    probe_path, report_path, *roots = argv
     here = os.path.dirname(os.path.abspath(__file__))
+    if argv[:1] == ["--index"]:
+        out, *roots = argv[1:]
+        index = build_index(roots or ["/"], skip=[here, os.path.dirname(os.path.abspath(out))])
+        with gzip.open(out, "wt", encoding="utf-8") as f:
+            json.dump(index, f)
+        return 0
+    options: dict[str, str] = {}
+    while argv[:1] and argv[0].startswith("--"):
+        options[argv[0]], argv = argv[1], argv[2:]
+    probe_path, report_path, *roots = argv
     with open(probe_path, encoding="utf-8") as f:
         probe = json.load(f)
+    plan = None
+    if "--plan" in options:
+        with open(options["--plan"], encoding="utf-8") as f:
+            plan = json.load(f)
     report = scan(
         probe,
         roots or ["/"],
         skip=[here, os.path.dirname(os.path.abspath(probe_path)), os.path.dirname(os.path.abspath(report_path))],
+        plan=plan,
+        progress=options.get("--progress"),
     )
     with open(report_path, "w", encoding="utf-8") as f:
         json.dump(report, f)

@@ -50,6 +50,12 @@ class Images(ABC):
         ({absolute path: bytes}) put there first: (exit code, stdout, stderr). The instance is always
         removed; a run over `timeout` seconds raises TimeoutError."""
 
+    def built_on(self, name: str, kinds: tuple[str, ...]) -> str | None:
+        """The id of the arex image of one of `kinds` (its `arex.kind` label) that `name` was built on:
+        the one with the most layers that start `name`'s own. None if there is none or the backend
+        cannot tell (then a caller does without: the ML leak scan reads every file, unindexed)."""
+        return None
+
     @abstractmethod
     def save(self, name: str, dest: BinaryIO) -> None:
         """Write the image (with its name) to `dest`, for `load` on another machine."""

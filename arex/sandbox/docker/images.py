@@ -25,6 +25,20 @@ class DockerImages(Images):
     def user(self, name: str) -> str:
         return docker_client().images.get(name).attrs.get("Config", {}).get("User") or ""
 
+    def built_on(self, name: str, kinds: tuple[str, ...]) -> str | None:
+        client = docker_client()
+        try:
+            layers = client.images.get(name).attrs["RootFS"]["Layers"]
+        except (docker.errors.ImageNotFound, KeyError):
+            return None
+        best: tuple[int, str] | None = None
+        for image in client.images.list(filters={"label": "arex.managed=1"}):
+            own = image.attrs.get("RootFS", {}).get("Layers", [])
+            if image.labels.get("arex.kind") in kinds and len(own) < len(layers) and layers[: len(own)] == own:
+                if best is None or len(own) > best[0]:
+                    best = (len(own), image.id)
+        return best[1] if best else None
+
     def build(
         self, context: Path, tag: str, *, network: bool, labels: dict[str, str], buildargs: dict[str, str] | None = None
     ) -> None:
