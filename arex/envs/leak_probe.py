@@ -212,7 +212,7 @@ def run_scan(box: Sandbox, probe: LeakProbe, full: bool = False) -> LeakReport:
     a folder it skips. The dependency image's files are read only where its index (built once per
     image, cached) says this probe's rows could be, or they changed; `full` reads every file."""
     dependency = None if full else dependency_image(box.config)
-    plan = None
+    plan, planning = None, time.process_time()
     if dependency is not None:
         index = image_index(dependency, box.config)
         plan = {
@@ -220,6 +220,7 @@ def run_scan(box: Sandbox, probe: LeakProbe, full: bool = False) -> LeakReport:
             "rescan": leak_scan.plan_rescan(index, json.loads(probe.model_dump_json())),
             "always": [IMAGE_WORKSPACE, "/workspace"],
         }
+    planning = time.process_time() - planning
     box.write_file(f"{SCAN_DIR}/leak_scan.py", Path(leak_scan.__file__).read_bytes())
     box.write_file(f"{SCAN_DIR}/probe.json", probe.model_dump_json())
     command = ["python3", f"{SCAN_DIR}/leak_scan.py", "--progress", f"{SCAN_DIR}/progress.json"]
@@ -240,8 +241,10 @@ def run_scan(box: Sandbox, probe: LeakProbe, full: bool = False) -> LeakReport:
             "index": report.index,
             "files": report.files,
             "indexed": report.indexed,
-            "cpu_seconds": report.cpu_seconds,
+            "cpu_seconds": report.cpu_seconds + planning,
             "seconds": report.seconds,
+            "config": box.config,
+            "probe": probe,
         }
     )
     return report
