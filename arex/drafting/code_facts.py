@@ -23,6 +23,7 @@ MODEL_LIBS = ("sklearn", "xgboost", "lightgbm", "catboost")
 METRIC_CALLS = {
     "accuracy_score": "accuracy",
     "f1_score": "f1",
+    "fbeta_score": "f1",  # the repository's F-beta: macro F1 is the closest built-in
     "roc_auc_score": "roc_auc",
     "log_loss": "log_loss",
     "mean_squared_error": "rmse",  # the same order as RMSE: arex scores the root
@@ -198,6 +199,9 @@ def _call(node: ast.Call, names: dict[str, str], facts: CodeFacts, imported: dic
     if metric:
         _add(facts.metrics, metric)
     for keyword in node.keywords:
+        if keyword.arg and LABEL_CONSTANT.match(keyword.arg):  # process_data(df, label="salary")
+            for label in _strings(keyword.value, names)[:1]:
+                _add(facts.label_refs, label)
         if keyword.arg == "scoring":
             for scoring in _strings(keyword.value, names):
                 _add(facts.metrics, SCORING.get(scoring))

@@ -28,6 +28,8 @@ _EXPLICIT = re.compile(
     r"\s*(?:is|:|=|will be|here is)\s",
     re.I,
 )
+_CODE_BLOCK = re.compile(r"```.*?(```|$)|~~~.*?(~~~|$)", re.S)
+_COMMAND_LINE = re.compile(r"^(\s{4,}|\t|\s*[$>#]\s|\s*(curl|wget|http|python|pip|docker|heroku)\b)", re.I)
 _PREDICT = re.compile(
     r"\b(?:predict(?:s|ing|ed|ion of)?|forecast(?:s|ing)?|classify(?:ing)?|estimat(?:e|es|ing))\s", re.I
 )
@@ -118,15 +120,23 @@ def sample_target(layout: Layout, tables: list[TableInfo], table: TableInfo) -> 
 
 
 def prose_targets(text: str, columns: list[str]) -> list[tuple[str, float, str]]:
-    """Columns the prose names after 'the target variable is' (weight 3) or 'predict' (weight 2)."""
+    """Columns the prose names after 'the target variable is' (weight 3) or 'predict' (weight 2),
+    each once; code blocks and command lines (`curl .../predict -d '{"Age": 22}'`) are not prose."""
     out: list[tuple[str, float, str]] = []
+    text = _CODE_BLOCK.sub("", text)
+    text = "\n".join(line for line in text.splitlines() if not _COMMAND_LINE.match(line))
     for pattern, weight, what in ((_EXPLICIT, 3.0, "names it the target"), (_PREDICT, 2.0, "says it predicts it")):
+        seen = set()
         for match in pattern.finditer(text):
+            before, after = text[max(0, match.start() - 1) : match.start()], text[match.end() : match.end() + 1]
+            if before in ("/", "_", ".") or after in ("-", "/", "(", "{"):  # a URL, a function, an option
+                continue
             window = re.split(
                 r"[.;\n]|\b(?:using|from|with|based on|given|by|in terms of)\b", text[match.end() : match.end() + 100]
             )[0]
             column = _column_in(window, columns)
-            if column:
+            if column and column not in seen:
+                seen.add(column)
                 quote = " ".join((match.group(0) + window).split())[:80]
                 out.append((column, weight, f"{what} ({quote!r})"))
     return out

@@ -221,3 +221,52 @@ def test_code_forms_a_label_takes():
     assert code.label_refs == ["Transported"] and code.fit_refs == ["Transported"]
     assert code.dropped == ["Transported", "PassengerId"] and code.metrics == ["roc_auc"]
     assert code.models == [["xgboost", "XGBClassifier", "XGBClassifier(n_estimators=300, max_depth=-1)"]]
+
+
+def test_a_served_model_readme_and_a_notebook_that_trains_it(tmp_path):
+    """Found on a real model-deployment repository: the README's curl example posts to /predict
+    with an Age field (not prose about the task), and the notebook trains with
+    `X_train, y_train = df.drop('Survived', axis=1), df.Survived`: the label is Survived, binary."""
+    rng = random.Random(12)
+    rows = "".join(f"{i},{rng.randint(1, 80)},{rng.uniform(5, 300):.2f},{rng.randint(0, 1)}\n" for i in range(100))
+    code = (
+        "import pandas as pd\nfrom sklearn.linear_model import LogisticRegression\n"
+        "df = pd.read_csv('data/titanic.csv')\nX_train, y_train = df.drop('Survived', axis=1), df.Survived\n"
+        "pipeline = LogisticRegression()\npipeline.fit(X_train, y_train)\n"
+    )
+    readme = (
+        "# Deploy a model\n\nServe it:\n\n```\ncurl -X POST http://localhost:5000/predict -d '{\"Age\": 22}'\n```\n\n"
+        "    curl http://localhost:5000/predict -d '{\"Age\": 30}'\n\nThen call /predict -d '{\"Age\": 40}' again.\n"
+    )
+    repo = write_repo(tmp_path / "deploy", {
+        "data/titanic.csv": "PassengerId,Age,Fare,Survived\n" + rows,
+        "Step 1 - Train and Serialize.ipynb": notebook(("code", code)),
+        "README.md": readme,
+    })  # fmt: skip
+    draft = HeuristicDrafter(pin=False).draft(repo, [])
+    guesses = {g.field: g for g in draft.guesses}
+    assert draft.spec["data"]["target"] == "Survived" and "Age" not in guesses["data.target"].why
+    assert "Step 1 - Train and Serialize.ipynb uses 'Survived' as its label" in guesses["data.target"].why
+    assert draft.spec["metric"]["name"] in ("accuracy", "roc_auc")
+
+
+def test_a_label_keyword_and_an_fbeta_score(tmp_path):
+    """Found on a real course repository: the label is given as process_data(..., label="salary")
+    and the model is scored with fbeta_score (macro F1 is the closest built-in)."""
+    rng = random.Random(13)
+    rows = "".join(
+        f"{rng.randint(17, 90)},{rng.choice(['a', 'b', 'c'])},{rng.choice(['<=50K', '>50K'])}\n" for _ in range(90)
+    )
+    code = (
+        "from sklearn.metrics import fbeta_score, precision_score\nfrom ml.data import process_data\n"
+        "import pandas as pd\ndata = pd.read_csv('data/census.csv')\n"
+        "X, y, enc, lb = process_data(data, categorical_features=['workclass'], label='salary', training=True)\n"
+        "def compute_model_metrics(y, preds):\n    return fbeta_score(y, preds, beta=1, zero_division=1)\n"
+    )
+    repo = write_repo(tmp_path / "census", {"data/census.csv": "age,workclass,salary\n" + rows, "train_model.py": code})
+    draft = HeuristicDrafter(pin=False).draft(repo, [])
+    guesses = {g.field: g for g in draft.guesses}
+    assert draft.spec["data"]["target"] == "salary"
+    assert "train_model.py uses 'salary' as its label" in guesses["data.target"].why
+    assert draft.spec["metric"] == {"name": "f1", "direction": "maximize"}
+    assert "train_model.py scores its model with it" in guesses["metric.name"].why
