@@ -213,8 +213,14 @@ def run_scan(box: Sandbox, probe: LeakProbe, full: bool = False) -> LeakReport:
     image, cached) says this probe's rows could be, or they changed; `full` reads every file."""
     dependency = None if full else dependency_image(box.config)
     plan, planning = None, time.process_time()
+    index = None
     if dependency is not None:
-        index = image_index(dependency, box.config)
+        try:
+            index = image_index(dependency, box.config)
+        except LeakScanFailed as exc:  # no index: this scan reads every file, as before, and says so
+            SCAN_LOG.append({"index_failed": dependency, "reason": str(exc)})
+            dependency = None
+    if index is not None:
         plan = {
             "files": {path: entry[:2] for path, entry in index["files"].items()},
             "rescan": leak_scan.plan_rescan(index, json.loads(probe.model_dump_json())),
@@ -288,7 +294,8 @@ def image_index(image_id: str, config: SandboxConfig) -> dict:
             with make_sandbox(index_config, "leak-index") as box:
                 box.write_file(f"{SCAN_DIR}/leak_scan.py", Path(leak_scan.__file__).read_bytes())
                 out = f"{SCAN_DIR}/index.json.gz"
-                result = box.exec(["python3", f"{SCAN_DIR}/leak_scan.py", "--index", out, "/"], timeout=SCAN_TIMEOUT)
+                command = ["python3", f"{SCAN_DIR}/leak_scan.py", "--index", out, "/"]
+                result = box.exec(command, timeout=2 * SCAN_TIMEOUT)  # once per image: a busy machine's time
                 if not result.ok:
                     raise LeakScanFailed(
                         f"indexing the dependency image {image_id[:19]} failed: " + failure_reason(box, result)

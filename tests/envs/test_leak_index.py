@@ -13,6 +13,7 @@ import signal
 
 import pandas as pd
 import pytest
+from repo_paths import REPO
 from test_leak_forms import FORMS, small_int_table
 from test_leak_scan import WRITERS, Split, lookup_table_text, make_table
 
@@ -177,3 +178,38 @@ def test_a_stopped_scan_says_where_it_was(monkeypatch):
             leak_probe.run_scan(box, split.probe)
     reason = str(failed.value)
     assert "did not finish (timeout" in reason and "was reading /" in reason, reason
+
+
+@pytest.mark.docker
+def test_the_library_copy_of_the_dataset_is_found_through_the_index(tmp_path):
+    """An env image over scikit-learn, its dataset the library's digits: the scan planned by the
+    dependency image's index (built once, kept in arex's cache) reads a few hundred files, not the
+    image's 25,000, and still finds the library's own copy of the table."""
+    import yaml
+
+    from arex.envs import leak_probe
+    from arex.envs.leak_probe import build_probe, run_scan
+    from arex.envs.ml_data import split_table
+    from arex.envs.ml_images import deps_image, env_image
+    from arex.sandbox import SandboxConfig, make_sandbox
+    from arex.specs import MLSpec
+
+    spec = MLSpec.model_validate(
+        {**yaml.safe_load((REPO / "envs" / "ml-digits" / "arex.yaml").read_text()), "scrub": []}
+    )
+    deps = deps_image(spec, tmp_path, SandboxConfig().image)
+    with make_sandbox(SandboxConfig(image=deps), "leak-digits") as box:
+        box.write_file("make_data.py", (REPO / "envs" / "ml-digits" / "make_data.py").read_bytes())
+        assert box.exec("python3 make_data.py", timeout=300).ok
+        text = box.read_file("data/full.csv").decode()
+    columns, train, public, private = split_table(spec, text)
+    probe = build_probe(spec.data, columns, train, public + private)
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "workspace" / "README.md").write_text("Classify the digits.\n")
+    image = env_image(spec, deps, tmp_path / "workspace", "leak-index-test")
+    with make_sandbox(SandboxConfig(image=image, memory=2 << 30), "leak-digits") as box:
+        report = run_scan(box, probe)
+    assert report.index == leak_probe.dependency_image(SandboxConfig(image=image)) != ""
+    assert report.indexed > 10 * report.files, (report.indexed, report.files)
+    library = [leak for leak in report.leaks if leak.path.endswith("sklearn/datasets/data/digits.csv.gz")]
+    assert [leak.recovered for leak in library] == [len(probe.rows)], report.leaks
