@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from arex.drafting.base import Guess
 from arex.drafting.code_facts import CLASSIFIER
 from arex.drafting.compose import WRAPPER, module_name, wrapper_text
-from arex.drafting.survey import Survey
+from arex.drafting.survey import Survey, reads_table
 from arex.drafting.target import CLASSIFICATION
 
 
@@ -72,6 +72,10 @@ def wrapper_paths(found: Survey) -> tuple[str, str]:
     if found.layout.test and found.table.path != found.layout.test:
         return found.table.path, found.layout.test
     files = found.facts.files
+    if found.table_add is not None and found.run_script is None and reads_table(found.facts, found.table.path):
+        # the repository's code reads the table: arex's training rows take its place, so that code runs
+        test = Path(found.table.path).with_name("test.csv").as_posix()
+        return found.table.path, test if test not in files else "arex_data/test.csv"
     train, test = "data/train.csv", "data/test.csv"
     if (train in files and train != found.table_path) or (test in files and test != found.table_path):
         return "arex_data/train.csv", "arex_data/test.csv"

@@ -88,6 +88,8 @@ def survey(repo: Path, sandbox: SandboxConfig, pinned, package_sources: bool = F
         clash = Path(table.path).name in {"labels.csv", "train.csv", "test.csv"} | {
             Path(p).name for p in (train, test) if p
         }
+        # no run script, but code reading the table: the training rows go where it reads (baseline.wrapper_paths)
+        clash = clash or (run is None and reads_table(facts, table.path))
         if not table.plain_csv or clash:
             _convert(found, repo, clash)
     else:
@@ -259,3 +261,11 @@ def _duplicates(other: TableInfo, found: Survey) -> bool:
         return False  # written by the build at that path anyway
     shared = set(other.names) & set(found.table.names)
     return len(shared) >= max(2, len(found.table.names) // 2) and found.targets[0][0] in shared
+
+
+def reads_table(facts: RepoFacts, path: str) -> bool:
+    """A script or notebook of the repository reads the file at `path` (by its name)."""
+    name = Path(path).name
+    return any(
+        Path(lit).name == name for s in facts.scripts + facts.notebooks for lit in s.literals if lit not in s.written
+    )

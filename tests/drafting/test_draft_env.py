@@ -281,7 +281,8 @@ def test_spreadsheet_export_with_unnamed_columns_and_free_text(tmp_path):
         'import pandas as pd\ndf = pd.read_csv("dataset/spam.csv")\npd.DataFrame().to_csv("results/summary.csv")\n'
     )
     draft = HeuristicDrafter(pin=False).draft(repo, [])
-    assert draft.spec["data"]["table"].endswith("spam.csv")  # read by a script; the bigger results table is its output
+    # read by a script (so converted: the training rows take its place); the bigger results table is its output
+    assert draft.spec["data"]["table"].endswith(("/spam.csv", "/spam_table.csv"))
     assert draft.spec["data"]["target"] == "v1" and draft.spec["metric"]["name"] == "accuracy"
     assert "TfidfVectorizer" in draft.add["arex_train.py"]
 

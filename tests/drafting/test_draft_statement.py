@@ -32,10 +32,10 @@ def test_kaggle_statement_columns_files_and_graded_file(kaggle):  # noqa: F811
     )
 
 
-def test_missing_share_and_a_moved_file_the_repository_reads(tmp_path):
-    """A script reads the labelled table arex splits (it is not in the workspace): the statement
-    says which script, which file, and what to point it at. A column missing in a quarter of the
-    rows says 25%."""
+def test_missing_share_and_a_script_reading_the_table(tmp_path):
+    """A script reads the labelled table arex splits: the training rows are written at the table's
+    path (the table itself converted under another name), so the script still runs. A column missing
+    in a quarter of the rows says 25%."""
     rng = random.Random(2)
     rows = "".join(
         f"{'' if i % 4 == 0 else rng.randint(18, 64)},{rng.choice(['yes', 'no'])},{rng.uniform(1e3, 5e4):.2f}\n"
@@ -57,11 +57,13 @@ def test_missing_share_and_a_moved_file_the_repository_reads(tmp_path):
     assert statement.startswith("# Insurance\n\nPredicts medical cost.\n\n## Task")  # no image, no 'OUTPUT:'
     assert "| `age` | integer | 25% |" in statement
     assert "| `id` (added by arex: the row's number) | integer | 0% |" in statement  # the table has no id column
-    assert (
-        "`cost_prediction.py` reads `data/data_insurance.csv`, which is not in the workspace "
-        "(arex split the labelled table): to run it, point it at `data/train.csv` (labelled) and "
-        "`data/test.csv` (to predict)."
-    ) in statement
+    # the script reads the table: arex's training rows are written where it reads them, so it still runs
+    assert (draft.spec["data"]["train_file"], draft.spec["data"]["test_file"]) == (
+        "data/data_insurance.csv",
+        "data/test.csv",
+    )
+    assert "data/data_insurance.csv" in draft.remove and draft.spec["data"]["table"] != "data/data_insurance.csv"
+    assert "`data/data_insurance.csv` has these columns" in statement and "not in the workspace" not in statement
 
 
 def test_a_notebook_reading_the_competition_mount_is_told_where_the_files_are(tmp_path):
