@@ -165,7 +165,7 @@ def preflight_change(reason: str, relax: bool, loosen: list[str], dropped: list[
     req, parent = match["req"], match["parent"]
     name = _canonical(req)
     if not relax and "requirements_relax: true" in reason and not parent:
-        return "relax", "", f"{req} has no wheel for the image's Python: the nearest version that installs"
+        return "relax", "", f"{req} has no wheel for the image's Python: exact pins move to the nearest with one"
     if parent:
         parent_name = _canonical(parent)
         if _PINNED.search(parent) and parent_name not in loosen and parent_name not in dropped:
