@@ -102,36 +102,16 @@ def vocabulary_hash(tokenizer) -> str:
 
 
 def _gguf_tokenizer(path: Path, auto):
-    """A `.gguf` file's tokenizer. Converting one takes seconds (transformers reads the whole file's
-    metadata) and every export and train-check would pay it again, so the converted tokenizer is kept
-    in arex's cache folder, keyed by the file's path, size and modification time and the transformers
-    version; a copy that no longer loads is converted again. The cache is a convenience: a folder
-    arex cannot write only costs the conversion."""
-    import hashlib
-    import os
-    import shutil
+    """A `.gguf` file's tokenizer, converted once (arex.dataset.converted)."""
+    from arex.dataset.converted import converted
 
-    import transformers
-
-    from arex.hashing import cache_dir
-
-    stat = path.stat()
-    stamp = f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\0{transformers.__version__}"
-    folder = cache_dir() / "tokenizers" / hashlib.sha256(stamp.encode()).hexdigest()[:16]
-    if (folder / "tokenizer.json").is_file():
-        try:
-            return auto.from_pretrained(str(folder), local_files_only=True)
-        except (OSError, ValueError, KeyError):
-            pass
-    tokenizer = auto.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
-    staging = folder.with_name(f"{folder.name}.{os.getpid()}.tmp")
-    try:
-        tokenizer.save_pretrained(str(staging))
-        shutil.rmtree(folder, ignore_errors=True)  # a copy that did not load
-        os.replace(staging, folder)
-    except OSError:
-        shutil.rmtree(staging, ignore_errors=True)  # another process put its copy there first, or no room
-    return tokenizer
+    return converted(
+        "tokenizers",
+        path,
+        "tokenizer.json",
+        lambda: auto.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True),
+        lambda folder: auto.from_pretrained(folder, local_files_only=True),
+    )
 
 
 def _load_tokenizer(path: Path, key: str):

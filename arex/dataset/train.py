@@ -19,7 +19,8 @@ The loss is sum(weight × token loss) / (number of trained tokens), TRL's own no
 weights give exactly the stock loss.
 
 `load_model` loads a local folder or `.gguf` file (never a download); a GGUF model is dequantized
-on load, and the Trainer's "purely quantized" refusal is lifted (see there). `load_tokenizer` loads its
+once, kept in arex's cache folder (arex.dataset.converted), and the Trainer's "purely quantized"
+refusal is lifted (see there). `load_tokenizer` loads its
 tokenizer, optionally under another chat template (a tool-aware one for tool-call rows), and
 `require_tool_calls` refuses a template that would drop tool calls.
 """
@@ -69,22 +70,41 @@ def load_model(path: str | Path | None = None, dtype: torch.dtype = torch.float3
         )
     try:
         if path.is_file():
-            model = AutoModelForCausalLM.from_pretrained(
-                str(path.parent), gguf_file=path.name, local_files_only=True, dtype=dtype
-            )
-        else:
-            model = AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True, dtype=dtype)
+            return _gguf_model(path, dtype)
+        return AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True, dtype=dtype)
     except (OSError, ValueError) as exc:
         raise UserInputError(
             f"could not load a causal LM from {path} ({str(exc).splitlines()[0]}); give a model folder or a .gguf file"
         ) from None
-    quantizer = getattr(model, "hf_quantizer", None)
-    if quantizer is not None and getattr(quantizer.quantization_config, "quant_method", None) == "gguf":
-        model.hf_quantizer = None
-        model.is_quantized = False
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-    return model
+
+
+def _gguf_model(path: Path, dtype: torch.dtype):
+    """A `.gguf` file's model, dequantized once in float32 and kept (arex.dataset.converted), then
+    cast to `dtype`."""
+    from transformers import AutoModelForCausalLM
+
+    from arex.dataset.converted import converted
+
+    def dequantized():
+        model = AutoModelForCausalLM.from_pretrained(
+            str(path.parent), gguf_file=path.name, local_files_only=True, dtype=torch.float32
+        )
+        quantizer = getattr(model, "hf_quantizer", None)
+        if quantizer is not None and getattr(quantizer.quantization_config, "quant_method", None) == "gguf":
+            model.hf_quantizer = None
+            model.is_quantized = False
+            if hasattr(model.config, "quantization_config"):
+                del model.config.quantization_config
+        return model
+
+    model = converted(
+        "models",
+        path,
+        "model.safetensors",
+        dequantized,
+        lambda folder: AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=torch.float32),
+    )
+    return model.to(dtype)
 
 
 def load_tokenizer(path: str | Path | None = None, chat_template: str | None = None):
