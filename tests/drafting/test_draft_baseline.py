@@ -64,6 +64,7 @@ def test_a_script_model_with_variable_arguments_is_not_copied_and_the_template_s
 
 
 @pytest.mark.docker
+@pytest.mark.timeout(1800)  # one build; its leak scan of the whole image takes minutes on a loaded two-core host
 def test_draft_baseline_builds(tmp_path):
     """End to end on a notebook-only Kaggle layout: drafted, built and accepted in one attempt; the
     env grades the repository's target with the competition's metric, its workspace holds arex's
