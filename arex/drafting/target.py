@@ -144,14 +144,16 @@ def prose_targets(text: str, columns: list[str]) -> list[tuple[str, float, str]]
 
 def _column_in(window: str, columns: list[str]) -> str | None:
     """The first column named in the window: a word or up to three adjacent words, compared without
-    case, spaces or underscores ('sale price' is SalePrice)."""
+    case, spaces or underscores, singular or plural ('sale prices' is SalePrice)."""
     exact = {norm(c): c for c in columns}
     words = re.findall(r"[A-Za-z0-9_]+", window)
     for i in range(len(words)):
         for n in (3, 2, 1):
             key = norm("".join(words[i : i + n]))
-            if len(key) >= 2 and key in exact and i + n <= len(words):
-                return exact[key]
+            if len(key) < 2 or i + n > len(words):
+                continue
+            if key in exact or (key.endswith("s") and key[:-1] in exact):  # 'house prices' is the price
+                return exact.get(key) or exact[key[:-1]]
     return None
 
 

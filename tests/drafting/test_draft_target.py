@@ -61,7 +61,7 @@ def houses(n: int, seed: int, labelled: bool = True, start: int = 1) -> str:
 
 
 KAGGLE_NOTEBOOK = notebook(
-    ("markdown", "# House prices\nWe predict the sale price of each house."),
+    ("markdown", "# House prices\nWe predict the sale prices of the houses."),
     (
         "code",
         "!pip install lightgbm\nimport numpy as np\nimport pandas as pd\n"
@@ -99,6 +99,7 @@ def test_kaggle_layout_target_and_competition_metric(kaggle):
     assert spec["data"]["target"] == "SalePrice" and guesses["data.target"].confidence == "high"
     why = guesses["data.target"].why
     assert "test.csv has every column but 'SalePrice'" in why and "house_prices.ipynb uses 'SalePrice'" in why
+    assert "house_prices.ipynb says it predicts it ('predict the sale prices of the houses')" in why
     assert "sample_submission.csv asks for 'SalePrice'" in why
     assert spec["metric"] == {"name": "rmse_log", "direction": "minimize"}
     assert guesses["metric.name"].confidence == "high" and "House Prices" in guesses["metric.name"].why
