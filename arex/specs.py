@@ -554,6 +554,8 @@ KINDS: dict[str, Kind] = {
         env_id="arex.envs.ml_build:env_id",
         facts="arex.envs.ml.facts:facts",
     ),
+    # an MLE-bench competition (arex eval): an ML env whose feedback is the submission's format only
+    "mlebench": Kind(env="arex.eval.mlebench:MLEBenchEnv"),
 }
 """Env kinds by the name a task.yaml's `kind` takes. A row may also be a bare Env subclass: a kind
 with that class only (its spec model the class's `spec_model`), as tests register one."""

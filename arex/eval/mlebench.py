@@ -58,7 +58,7 @@ from arex.record.trajectory import RoundEnd
 from arex.sandbox import SandboxConfig, SandboxError, make_sandbox
 from arex.sandbox.base import Sandbox
 from arex.sandbox.images import ImageBuildFailed
-from arex.specs import KINDS, DataSpec, GradeResult, Kind, MLSpec, SpecError, _Frozen, is_inside
+from arex.specs import DataSpec, GradeResult, MLSpec, SpecError, _Frozen, is_inside
 
 BUILDER_VERSION = "mlebench-1"
 DATA_DIR = "/home/data"
@@ -911,8 +911,3 @@ def final_rank(env, rounds: list[RoundEnd]) -> Rank:
         return rank(None, limits)
     value = rounds[-1].grade.details.get("score")
     return rank(value if isinstance(value, (int, float)) else None, limits)
-
-
-# The env kind of a built competition (its task.yaml's `kind`), so `load_env` gives MLEBenchEnv once
-# this adapter is loaded (arex eval loads it by its short name before it loads any env).
-KINDS.setdefault("mlebench", Kind(env=MLEBenchEnv))
