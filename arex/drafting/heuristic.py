@@ -17,8 +17,8 @@ from pydantic import BaseModel, Field
 
 from arex.drafting.base import Attempt, Draft, DraftError, Guess, clip
 from arex.drafting.baseline import wrapper_run
-from arex.drafting.compose import WRAPPER, statement_path
-from arex.drafting.inspect import IMPORT_TO_PYPI
+from arex.drafting.compose import WRAPPER, module_name, statement_path
+from arex.drafting.inspect import IMPORT_TO_PYPI, local_modules, pypi_names, scan_script
 from arex.drafting.requirements import WRAPPER_PACKAGES, Requirements, drafted_requirements, preflight_change
 from arex.drafting.statement import write_statement
 from arex.drafting.survey import Survey, survey
@@ -178,7 +178,7 @@ def compose(found: Survey, plan: Plan, pinned: Pinner, package_sources: bool = F
         run, files, g = wrapper_run(found, id_column, target, metric, add)
     guesses += g
     train, test, sub, sub_columns = files
-    needs = _requirements(found, plan, use_run, pinned, package_sources)
+    needs = _requirements(found, plan, use_run, pinned, package_sources, add)
     data: dict = {
         "table": found.table_path,
         "target": target,
@@ -236,20 +236,22 @@ def compose(found: Survey, plan: Plan, pinned: Pinner, package_sources: bool = F
     return Draft(spec=spec, add=add, remove=tuple(remove), guesses=tuple(guesses))
 
 
-def _requirements(found: Survey, plan: Plan, use_run: bool, pinned: Pinner, package_sources: bool) -> Requirements:
+def _requirements(
+    found: Survey, plan: Plan, use_run: bool, pinned: Pinner, package_sources: bool, add: dict[str, str]
+) -> Requirements:
     """The repository's requirements file as the run needs it, and the packages the draft adds
     (the wrapper's, those a revision found missing), never a second pin of one the file pins."""
-    own = found.requirements + (WRAPPER_PACKAGES if not use_run else []) + plan.requirements
-    if use_run and found.run_script is not None:
-        imports = found.run_script.imports
-    else:
-        imports = [m for s in found.facts.scripts if s.factories and not s.main_guard for m in s.imports]
+    imports = run_imports(found, None if use_run else add.get(WRAPPER))
+    # Without a requirements file: what the run imports (a web app's Flask or ORM beside it is no
+    # requirement of training), the wrapper's packages, and what a revision found missing.
+    own = pypi_names(imports, local_modules(found.facts)) + (WRAPPER_PACKAGES if not use_run else [])
+    own = list(dict.fromkeys(own + plan.requirements))
     needs = drafted_requirements(found.facts, own, imports, pinned, (plan.loosen, plan.dropped), package_sources)
     if found.facts.requirements_file:
         return needs
     names = sorted(set(own) - set(plan.dropped))
     bare = [r.split("==")[0] for r in needs.requirements]
-    source = "the third-party imports of its Python files, mapped to PyPI names" + (
+    source = "the third-party modules the run imports (its script and the repository's modules it imports)" + (
         " (and the wrapper's)" if not use_run else ""
     )
     pins = (
@@ -262,6 +264,29 @@ def _requirements(found: Survey, plan: Plan, use_run: bool, pinned: Pinner, pack
     value = ", ".join(needs.requirements) or "(none)"
     needs.guesses = [Guess(field="requirements", value=value, confidence="medium", why=f"{source}; {pins}")]
     return needs
+
+
+def run_imports(found: Survey, wrapper: str | None) -> list[str]:
+    """The modules the run imports: its script's (or the added wrapper's), the preparation
+    script's, and those of the repository's own modules they import, transitively."""
+    scripts = {module_name(s.path): s for s in found.facts.scripts}
+    scripts |= {Path(s.path).stem: s for s in found.facts.scripts if Path(s.path).stem not in scripts}
+    start = scan_script(WRAPPER, wrapper).imports if wrapper is not None else []
+    prepare = scripts.get(module_name(found.prepare_script)) if found.prepare_script else None
+    for script in (found.run_script if wrapper is None else None, prepare):
+        start += script.imports if script is not None else []
+    out: list[str] = []
+    queue, seen = list(start), set()
+    while queue:
+        module = queue.pop(0)
+        if module in out:
+            continue
+        out.append(module)
+        local = scripts.get(module) or scripts.get(module.split(".")[0])
+        if local is not None and local.path not in seen:
+            seen.add(local.path)
+            queue += local.imports
+    return out
 
 
 def _repo_run(found: Survey, plan: Plan, id_column: str) -> tuple[str, tuple[str, str, str, list[str]], list[Guess]]:

@@ -19,6 +19,15 @@ from arex.drafting.code_facts import CodeFacts, code_facts
 from arex.envs.ml_data import column_names
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".xlsx", ".parquet", ".json", ".jsonl")
+REQUIREMENTS_FILES = tuple(
+    f"{stem}{sep}{kind}.txt" if kind else f"{stem}.txt"
+    for kind in ("train", "", "base", "dev", "prod")
+    for stem, sep in (("requirements", "-"), ("requirements", "_"), ("requirements", "/"))
+    if kind or sep == "-"
+)
+"""The requirements file a training run installs, best first: one for training, the plain one, the
+base of a split set, then a development or production set (a deployment's lists, which the drafter
+filters of web-app packages)."""
 TABLE_READ_CAP = 64 << 20
 NOTEBOOK_READ_CAP = 32 << 20
 SKIP_DIRS = {
@@ -484,9 +493,7 @@ def inspect_repo(root: Path) -> RepoFacts:
         if rel.endswith(".ipynb") and (root / rel).stat().st_size <= NOTEBOOK_READ_CAP:
             code, prose = notebook_text((root / rel).read_bytes())
             notebooks.append(scan_script(rel, code).model_copy(update={"notes": prose}))
-    req = next(
-        (rel for rel in ("requirements.txt", "requirements/base.txt", "requirements-dev.txt") if rel in files), None
-    )
+    req = next((rel for rel in REQUIREMENTS_FILES if rel in files), None)
     readme_rel = next((rel for rel in files if "/" not in rel and rel.lower().startswith("readme")), None)
     facts = RepoFacts(
         root=root,

@@ -102,6 +102,38 @@ def test_a_package_the_repository_does_not_pin_is_pinned_beside_its_pins(monkeyp
     )
 
 
+APP_PY = """
+from flask import Flask
+from peewee import Model, SqliteDatabase
+from playhouse.shortcuts import model_to_dict
+app = Flask(__name__)
+"""
+TRAIN_MODEL_PY = """
+import joblib
+import pandas as pd
+from sklearn.linear_model import LogisticRegression
+df = pd.read_csv("patients.csv")
+joblib.dump(LogisticRegression().fit(df[["age", "pressure"]], df["outcome"]), "model.joblib")
+"""
+
+
+def test_a_deployment_repository_gets_the_training_runs_requirements_only(tmp_path):
+    """Found on a model-deployment repository (E's trial): the draft required the web app's Flask,
+    peewee and playhouse (peewee's own module) from every script's imports, and did not see its
+    requirements_dev.txt / requirements_prod.txt."""
+    files = {"patients.csv": patients(80), "app.py": APP_PY, "train_model.py": TRAIN_MODEL_PY}
+    repo = write_repo(tmp_path / "deploy", files)
+    draft = HeuristicDrafter(pin=False).draft(repo, [])
+    assert draft.spec["requirements"] == ["pandas", "scikit-learn"] and "requirements_file" not in draft.spec
+    files |= {"requirements_dev.txt": "pandas==2.2.3\nscikit-learn==1.6.1\njupyter\n"}
+    files |= {"requirements_prod.txt": "flask\n"}
+    with_files = write_repo(tmp_path / "deploy2", files)
+    draft = HeuristicDrafter(pin=False).draft(with_files, [])
+    assert draft.spec["requirements_file"] == "arex_requirements.txt" and draft.spec["requirements"] == []
+    assert draft.add["arex_requirements.txt"].startswith("# requirements_dev.txt as")
+    assert draft.add["arex_requirements.txt"].splitlines()[1:] == ["pandas==2.2.3", "scikit-learn==1.6.1"]
+
+
 # -- revising after requirements rejections ------------------------------------------------------------
 def test_every_requirements_rejection_is_revised(tmp_path):
     """Before: 'the heuristic drafter has no rule to revise after: Requirements preflight ...'.
@@ -263,6 +295,7 @@ def test_a_table_over_the_read_cap_is_sampled_and_said(monkeypatch, tmp_path):
 
 # -- a real build ---------------------------------------------------------------------------------------------
 @pytest.mark.docker
+@pytest.mark.timeout(1800)  # one build; its leak scan of the whole image takes minutes on a loaded two-core host
 def test_a_repository_pinning_pandas_and_flask_drafts_in_one_attempt(tmp_path):
     """Before: rejected by the requirements preflight (the draft's pandas/scikit-learn pins beside the
     repository's), then no revision. The pins are the bundled envs', so their dependency image serves."""
