@@ -18,7 +18,9 @@ from pydantic import BaseModel, Field
 from arex.drafting.code_facts import CodeFacts, code_facts
 from arex.envs.ml_data import column_names
 
-TABLE_SUFFIXES = (".csv", ".tsv", ".xlsx", ".parquet", ".json", ".jsonl")
+TABLE_SUFFIXES = (".csv", ".tsv", ".xlsx", ".parquet", ".json", ".jsonl", ".data")
+_TEXT_TABLES = (".csv", ".tsv", ".data")
+"""Delimited text; `.data` is the UCI repository's headerless comma-separated form (adult.data)."""
 REQUIREMENTS_FILES = tuple(
     f"{stem}{sep}{kind}.txt" if kind else f"{stem}.txt"
     for kind in ("train", "", "base", "dev", "prod")
@@ -102,6 +104,9 @@ class TableInfo(BaseModel):
     """Why it could not be read (then `columns` is empty)."""
     sampled: str = ""
     """Set for a file over the read cap: which part of it the guesses were made from."""
+    header_from: str = ""
+    """Set for a file without a header row: where its column names come from (a script's list of
+    names, or none found); the build needs a header, so the draft adds the table with one."""
 
     @property
     def names(self) -> list[str]:
@@ -110,7 +115,7 @@ class TableInfo(BaseModel):
     @property
     def plain_csv(self) -> bool:
         """The build reads it as it is: comma-separated (the build detects its encoding)."""
-        return self.format == "csv" and self.delimiter == ","
+        return self.format == "csv" and self.delimiter == "," and not self.header_from
 
     def column(self, name: str) -> Column | None:
         return next((c for c in self.columns if c.name == name), None)
@@ -135,6 +140,8 @@ class ScriptInfo(BaseModel):
     """A notebook's markdown cells (its prose, read like a README)."""
     uses_proba: bool = False
     factories: list[str] = Field(default_factory=list)
+    name_lists: list[list[str]] = Field(default_factory=list)
+    """Literal lists of three or more strings (column names for a headerless table, e.g. `names=[...]`)."""
     """Top-level functions without required arguments named like a model factory."""
     main_guard: bool = False
 
@@ -220,14 +227,19 @@ def _is_number(value: str) -> bool:
     return value.lower() not in ("nan", "inf", "-inf", "infinity")
 
 
-def read_table(rel: str, blob: bytes) -> TableInfo:
-    """A table's facts from its bytes; `note` says why when it cannot be read."""
+def read_table(rel: str, blob: bytes, name_lists: list[tuple[str, list[str]]] = ()) -> TableInfo:  # type: ignore[assignment]
+    """A table's facts from its bytes; `note` says why when it cannot be read. A delimited table
+    whose first row is data takes its column names from `name_lists` ((script, names) found in
+    the repository's code), else numbered names."""
     suffix = Path(rel).suffix.lower()
     try:
-        if suffix in (".csv", ".tsv"):
+        if suffix in _TEXT_TABLES:
             text, encoding = decode(blob)
             delimiter = sniff_delimiter(text, suffix)
             header, rows = _split_rows(list(csv.reader(io.StringIO(text), delimiter=delimiter)))
+            header_from = ""
+            if _headerless(header, rows):
+                rows, (header_from, header) = [header] + rows, _names_for(rel, len(header), name_lists)
             fmt = "csv" if delimiter == "," else "tsv" if delimiter == "\t" else "csv"
             return TableInfo(
                 path=rel,
@@ -236,6 +248,7 @@ def read_table(rel: str, blob: bytes) -> TableInfo:
                 encoding=encoding,
                 rows=len(rows),
                 columns=column_stats(header, rows),
+                header_from=header_from,
             )
         header, rows = records_table(rel, blob)
         return TableInfo(path=rel, format=suffix.lstrip("."), rows=len(rows), columns=column_stats(header, rows))
@@ -243,24 +256,55 @@ def read_table(rel: str, blob: bytes) -> TableInfo:
         return TableInfo(path=rel, format=suffix.lstrip("."), note=f"{type(exc).__name__}: {str(exc)[:160]}")
 
 
-def read_capped(root: Path, rel: str) -> TableInfo:
+def read_capped(root: Path, rel: str, name_lists: list[tuple[str, list[str]]] = ()) -> TableInfo:  # type: ignore[assignment]
     """A table read whole up to TABLE_READ_CAP; a bigger text table (csv, tsv, jsonl) is sampled
     from its first TABLE_READ_CAP bytes (whole lines) and says so; a bigger binary one is noted."""
     size = (root / rel).stat().st_size
     if size <= TABLE_READ_CAP:
-        return read_table(rel, (root / rel).read_bytes())
+        return read_table(rel, (root / rel).read_bytes(), name_lists)
     whole, cap = _size(size), _size(TABLE_READ_CAP)
-    if not rel.lower().endswith((".csv", ".tsv", ".jsonl")):
+    if not rel.lower().endswith(_TEXT_TABLES + (".jsonl",)):
         note = f"{whole}, over the drafter's {cap} read cap, and not a text table it can sample"
         return TableInfo(path=rel, format=Path(rel).suffix.lstrip(".").lower(), note=note)
     with (root / rel).open("rb") as handle:
         blob = handle.read(TABLE_READ_CAP)
-    table = read_table(rel, blob[: blob.rfind(b"\n") + 1] or blob)
+    table = read_table(rel, blob[: blob.rfind(b"\n") + 1] or blob, name_lists)
     return table.model_copy(update={"sampled": f"guessed from its first {table.rows} rows ({cap} of {whole})"})
 
 
 def _size(n: int) -> str:
     return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
+
+
+def _headerless(first: list[str], rows: list[list[str]]) -> bool:
+    """The first row is data, not names: most of the columns that are numeric below it hold a
+    number in it too (a header names a numeric column with a word)."""
+    sample = rows[:500]
+    numeric = [
+        i
+        for i in range(len(first))
+        if any(i < len(r) and r[i].strip() for r in sample)
+        and all(_is_number(r[i].strip()) for r in sample if i < len(r) and r[i].strip())
+    ]
+    hits = [i for i in numeric if _is_number(first[i].strip())]
+    counted = [first[i].strip() for i in range(len(first)) if _is_number(first[i].strip())]
+    # `pd.DataFrame(X).to_csv()` names its columns 0, 1, 2, ...: a header of counted names
+    if (
+        len(counted) >= 3
+        and all(v.isdigit() for v in counted)
+        and [int(v) for v in counted] == list(range(int(counted[0]), int(counted[0]) + len(counted)))
+    ):
+        return False
+    return bool(hits) and 2 * len(hits) >= len(numeric)
+
+
+def _names_for(rel: str, count: int, name_lists: list[tuple[str, list[str]]]) -> tuple[str, list[str]]:
+    """(where the names come from, the names) for a headerless table of `count` columns."""
+    fitting = [(script, names) for script, names in name_lists if len(names) == count == len(set(names))]
+    if fitting:
+        script, names = fitting[0]
+        return f"the list of {count} names in {script}", [n.strip() for n in names]
+    return f"no list of {count} names in the code: numbered", [f"column_{i + 1}" for i in range(count)]
 
 
 def _split_rows(rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
@@ -299,12 +343,15 @@ def _cell(value) -> str:
     return str(value)
 
 
-def csv_text(rel: str, blob: bytes) -> str:
-    """The table rewritten as UTF-8, comma-separated CSV (what the build reads)."""
+def csv_text(rel: str, blob: bytes, names: list[str] | None = None) -> str:
+    """The table rewritten as UTF-8, comma-separated CSV (what the build reads); with `names`, the
+    file has no header row and these are its columns."""
     suffix = Path(rel).suffix.lower()
-    if suffix in (".csv", ".tsv"):
+    if suffix in _TEXT_TABLES:
         text, _ = decode(blob)
         header, rows = _split_rows(list(csv.reader(io.StringIO(text), delimiter=sniff_delimiter(text, suffix))))
+        if names is not None:
+            header, rows = names, [header] + rows
     else:
         header, rows = records_table(rel, blob)
     out = io.StringIO()
@@ -326,6 +373,10 @@ def scan_script(rel: str, text: str) -> ScriptInfo:
     except (SyntaxError, ValueError):
         return info
     for node in ast.walk(tree):
+        if isinstance(node, ast.List) and len(node.elts) >= 3:
+            names = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+            if len(names) == len(node.elts):
+                info.name_lists.append(names)
         if isinstance(node, ast.Import):
             info.imports += [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
@@ -480,9 +531,6 @@ def readme_parts(text: str) -> tuple[str, str]:
 def inspect_repo(root: Path) -> RepoFacts:
     """Every fact the heuristics use, from the files alone."""
     files = list_files(root)
-    tables = [read_capped(root, rel) for rel in files if rel.lower().endswith(TABLE_SUFFIXES)]
-    # a config file or a tiny sample is no dataset
-    tables = [t for t in tables if t.note or len(t.columns) >= 2 and t.rows >= 10]
     scripts = [
         scan_script(rel, (root / rel).read_text(encoding="utf-8", errors="replace"))
         for rel in files
@@ -493,6 +541,11 @@ def inspect_repo(root: Path) -> RepoFacts:
         if rel.endswith(".ipynb") and (root / rel).stat().st_size <= NOTEBOOK_READ_CAP:
             code, prose = notebook_text((root / rel).read_bytes())
             notebooks.append(scan_script(rel, code).model_copy(update={"notes": prose}))
+    # column names for a headerless table: literal lists in the code (`names=[...]`, `df.columns = [...]`)
+    name_lists = [(s.path, names) for s in scripts + notebooks for names in s.name_lists]
+    tables = [read_capped(root, rel, name_lists) for rel in files if rel.lower().endswith(TABLE_SUFFIXES)]
+    # a config file or a tiny sample is no dataset
+    tables = [t for t in tables if t.note or len(t.columns) >= 2 and t.rows >= 10]
     req = next((rel for rel in REQUIREMENTS_FILES if rel in files), None)
     readme_rel = next((rel for rel in files if "/" not in rel and rel.lower().startswith("readme")), None)
     facts = RepoFacts(

@@ -145,7 +145,8 @@ def _convert(found: Survey, repo: Path, clash: bool) -> None:
     of the workspace (train.csv: the leak gate flags any file named like the table), becomes an
     added CSV under another name; the original is removed so it does not reach the workspace."""
     original = found.table
-    found.table_add = csv_text(original.path, (repo / original.path).read_bytes())
+    names = original.names if original.header_from else None  # a headerless table gets its header
+    found.table_add = csv_text(original.path, (repo / original.path).read_bytes(), names)
     found.table_path = f"arex_data/{Path(original.path).stem}_table.csv"
     found.remove.append(original.path)
     found.guesses = [g for g in found.guesses if g.field != "data.table"]
@@ -153,7 +154,7 @@ def _convert(found: Survey, repo: Path, clash: bool) -> None:
         f"{original.path} is named like a file of the agent's workspace"
         if clash
         else f"{original.path} is {original.format} (delimiter {original.delimiter!r})"
-    )
+    ) + (f", without a header row (column names: {original.header_from})" if original.header_from else "")
     found.guesses.append(
         Guess(
             field="data.table",

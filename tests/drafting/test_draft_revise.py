@@ -293,6 +293,34 @@ def test_a_table_over_the_read_cap_is_sampled_and_said(monkeypatch, tmp_path):
         HeuristicDrafter(pin=False).draft(big, [])
 
 
+def test_a_headerless_uci_table_gets_its_names_from_the_code(tmp_path):
+    """Found on a census-income repository (E's trial): adult.data (UCI's headerless comma-separated
+    form) was not seen as a table: 'the repository ships no table'."""
+    rng = random.Random(5)
+    rows = []
+    for _ in range(120):
+        age, hours, work = rng.randint(18, 80), rng.randint(10, 70), rng.choice(["Private", "State-gov", "Self-emp"])
+        income = ">50K" if age / 80 + hours / 70 + rng.gauss(0, 0.3) > 1.1 else "<=50K"
+        rows.append(f"{age}, {work}, {hours}, {income}")
+    main = (
+        "import pandas as pd\n"
+        "df = pd.read_csv('census_income/adult.data', header=None)\n"
+        "df.columns = ['age', 'workclass', 'hours-per-week', 'income']\n"
+        "y = df['income']\n"
+    )
+    repo = write_repo(tmp_path / "census", {"census_income/adult.data": "\n".join(rows) + "\n", "main.py": main})
+    draft = HeuristicDrafter(pin=False).draft(repo, [])
+    table = draft.spec["data"]["table"]
+    assert table == "arex_data/adult_table.csv" and "census_income/adult.data" in draft.remove
+    assert (
+        draft.add[table].startswith("age,workclass,hours-per-week,income\n")
+        and len(draft.add[table].splitlines()) == 121
+    )
+    assert draft.spec["data"]["target"] == "income"
+    why = {g.field: g.why for g in draft.guesses}["data.table"]
+    assert "without a header row (column names: the list of 4 names in main.py)" in why
+
+
 # -- a real build ---------------------------------------------------------------------------------------------
 @pytest.mark.docker
 @pytest.mark.timeout(1800)  # one build; its leak scan of the whole image takes minutes on a loaded two-core host
