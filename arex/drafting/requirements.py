@@ -101,6 +101,19 @@ def drafted_requirements(
     return Requirements(requirements, DRAFTED_FILE, "\n".join([header, *lines]) + "\n", guesses)
 
 
+def preparation_requirements(
+    facts: RepoFacts, own: list[str], pinned: Pinner, package_sources: bool = False
+) -> tuple[list[str], str | None]:
+    """(requirements, requirements_file) of the image a preparation script runs in before the first
+    draft: the repository's file as a draft would take it (web-app and other-OS lines left out,
+    as requirement lines when anything was), else `own` pinned."""
+    needs = drafted_requirements(facts, own, [], pinned, ([], []), package_sources)
+    if needs.added is None:
+        return needs.requirements, needs.requirements_file
+    lines = [line for line in needs.added.splitlines() if line and not line.startswith("#")]
+    return needs.requirements + lines, None
+
+
 def _own_only(own: list[str], pinned: Pinner, file: str, dropped: list[str]) -> Requirements:
     names = sorted(n for n in dict.fromkeys(own) if _canonical(n) not in dropped)
     return Requirements(pinned(names) if names else [], file)
@@ -177,4 +190,3 @@ def preflight_change(reason: str, relax: bool, loosen: list[str], dropped: list[
     if name not in dropped:
         return "drop", name, f"pip cannot install {name} on the image: left out"
     return None
-

@@ -22,6 +22,7 @@ from arex.drafting.inspect import (
     read_table,
 )
 from arex.drafting.prepare import PACKAGED_DATA, deps_spec, existing_scrub, prepare_candidates, run_prepare
+from arex.drafting.requirements import preparation_requirements
 from arex.drafting.target import (
     TARGET_NAMES,
     Layout,
@@ -185,7 +186,8 @@ def _prepared(
             "and has no script that looks like it writes one (make_data.py, prepare.py, ...)"
             + "".join(f"; {t.path} could not be read: {t.note}" for t in facts.tables if t.note)
         )
-    deps = deps_image(deps_spec(pinned(requirements), facts.requirements_file), repo, sandbox.image, package_sources)
+    needs = preparation_requirements(facts, requirements, pinned, package_sources)  # C1's: web-app lines left out
+    deps = deps_image(deps_spec(*needs), repo, sandbox.image, package_sources)
     errors = []
     for script in candidates[:3]:
         prepared = run_prepare(repo, script.path, deps, sandbox)

@@ -134,6 +134,22 @@ def test_a_deployment_repository_gets_the_training_runs_requirements_only(tmp_pa
     assert draft.add["arex_requirements.txt"].splitlines()[1:] == ["pandas==2.2.3", "scikit-learn==1.6.1"]
 
 
+def test_a_preparation_script_runs_on_the_filtered_requirements(tmp_path):
+    """Before the first draft a preparation script runs in a dependency image: the repository's
+    requirements as a draft takes them (pywin32 and Flask left out), not its file as it is."""
+    from arex.drafting.inspect import inspect_repo
+    from arex.drafting.requirements import preparation_requirements
+
+    repo = write_repo(tmp_path / "prep", {"make_data.py": "import pandas\n", "requirements.txt": REQUIREMENTS})
+    lines, file = preparation_requirements(inspect_repo(repo), [], lambda names, context=(): list(names))
+    assert (lines, file) == (["pandas==2.2.3", "scikit-learn==1.6.1"], None)
+    plain = write_repo(tmp_path / "plain", {"make_data.py": "import pandas\n", "requirements.txt": "pandas==2.2.3\n"})
+    assert preparation_requirements(inspect_repo(plain), [], lambda names, context=(): list(names)) == (
+        [],
+        "requirements.txt",
+    )
+
+
 # -- revising after requirements rejections ------------------------------------------------------------
 def test_every_requirements_rejection_is_revised(tmp_path):
     """Before: 'the heuristic drafter has no rule to revise after: Requirements preflight ...'.
