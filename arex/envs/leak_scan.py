@@ -783,6 +783,18 @@ def text_tables(
             return
     if "<td" in text or "<TD" in text:
         yield from _html_tables(name, text)
+    layout = text_layout(text)
+    if layout not in ("columns", ""):
+        yield name, _csv_rows(text, layout), None
+    elif layout == "columns":
+        yield name, (line.split() for line in text.splitlines() if line.strip()), None
+    elif relevant:
+        yield name, (_LOOSE.split(line.strip()) + [line] for line in text.splitlines() if line.strip()), None
+
+
+def text_layout(text: str) -> str:
+    """How a text lines up, found by parsing a sample: its delimiter, "columns" (the same number of
+    words on most lines), or "" (loose text: read only if its words could hold a probe's rows)."""
     sample = text[:65536].rsplit("\n", 1)[0] if len(text) > 65536 else text
     best: tuple[float, int, str] = (0.0, 0, "")
     for delimiter in (",", "\t", ";", "|"):
@@ -794,14 +806,17 @@ def text_tables(
         if width >= 2 and share >= 0.8:
             best = max(best, (share, width, delimiter))
     if best[2]:
-        yield name, _csv_rows(text, best[2]), None
-        return
+        return best[2]
     lines = [line for line in sample.splitlines() if line.strip()][:200]
     width, share = _modal([len(line.split()) for line in lines])
-    if share >= 0.8 and width >= 1:
-        yield name, (line.split() for line in text.splitlines() if line.strip()), None
-    elif relevant:
-        yield name, (_LOOSE.split(line.strip()) + [line] for line in text.splitlines() if line.strip()), None
+    return "columns" if share >= 0.8 and width >= 1 else ""
+
+
+def shaped(text: str) -> bool:
+    """Whether a text yields a table whatever the probe (JSON, a printed list, HTML, delimited text or
+    columns): only such a text can list the table's rows in order without holding their values."""
+    start = text.lstrip()[:1]
+    return start in ("[", "{") or "<td" in text or "<TD" in text or text_layout(text) != ""
 
 
 _BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4}(?:\r?\n)?){24,}(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
@@ -1256,9 +1271,9 @@ def index_entry(path: str, st: os.stat_result, found: tuple[str, bytes, int] | N
     text = decode(data[:FILE_CAP])
     if is_notebook(text) or any(True for _ in _base64_blobs(text)):
         return head + ["read"]
-    return head + [
-        {"len": len(text), "items": line_counts(text), "t": _words(_TOKEN, text), "n": _words(_NUMBER, text)}
-    ]
+    # A list as long as a table is read for a probe with positions only if it lines up as a table.
+    items = line_counts(text) if shaped(text) else (0, 0, 0)
+    return head + [{"len": len(text), "items": items, "t": _words(_TOKEN, text), "n": _words(_NUMBER, text)}]
 
 
 def _words(regex: re.Pattern, text: str) -> list:
