@@ -23,12 +23,13 @@ submission scores 0. A round whose grading failed for the infrastructure is not 
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from arex.envs.judge_build import write_env
 from arex.envs.runtime import Env
-from arex.envs.sources.common import SourceError
+from arex.envs.sources.common import Problem, SourceError
 from arex.envs.sources.frontier import load_frontier
 from arex.errors import UserInputError
 from arex.eval.base import Benchmark, Item, Score, Source
@@ -58,6 +59,7 @@ class FrontierCS(Benchmark):
                 source.notify(f"problem {folder.name} is not evaluated: {exc}")
                 items.append(Item(folder.name, None, str(exc)))
                 continue
+            problem = judged_as_shipped(problem)
             dest = source.envs / problem.spec.id
             write_env(problem, dest)  # the same problem writes the same folder: a re-run resumes
             items.append(Item(folder.name, dest))
@@ -72,6 +74,50 @@ class FrontierCS(Benchmark):
         best = max(graded, key=lambda g: g[1])  # the first of equals
         chosen = final if final[1] >= best[1] else best
         return Score(chosen[1], {"unbounded": chosen[2], "final": final[1], "round": chosen[0]})
+
+
+SHIM = "arex_eval_checker.cc"
+_SHIM = """// arex eval: the problem's checker (or interactor) as Frontier-CS's judge scores it: a case the
+// checker does not accept or award points (exit 0 or 7) scores 0, its FAIL (exit 3) included: the
+// checker runs in a child process, and any other ending becomes a wrong answer (exit 1).
+#include <cstdio>
+#include <cstdlib>
+#include <type_traits>
+#include <sys/wait.h>
+#include <unistd.h>
+#define main arex_shipped_main
+#include "{name}"
+#undef main
+
+template <class F> static int arex_call(F f, int argc, char **argv) {{
+    if constexpr (std::is_invocable_v<F, int, char **>) return f(argc, argv); else return f();
+}}
+
+int main(int argc, char **argv) {{
+    fflush(nullptr);
+    pid_t child = fork();
+    if (child < 0) _exit(3);  // no child: the judge's failure, never the submission's
+    if (child == 0) exit(arex_call(arex_shipped_main, argc, argv));
+    int status = 0;
+    if (waitpid(child, &status, 0) < 0) _exit(3);
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    _exit(code == 0 || code == 7 ? code : 1);  // _exit: no static destructor here (testlib's checks it registered)
+}}
+"""
+
+
+def judged_as_shipped(problem: Problem) -> Problem:
+    """The problem with its checker (or interactor) wrapped so that a checker FAIL on a submission's
+    output is that case's 0, as the benchmark's judge scores it, not a broken env (arex's rule for
+    training envs, whose rollouts end on it). A checker that runs out of time is still the judge's."""
+    checker = problem.spec.checker
+    if checker.source is None:
+        return problem
+    name = PurePosixPath(checker.source).name
+    folder = PurePosixPath(checker.source).parent
+    files = {**problem.files, f"private/{folder}/{SHIM}": _SHIM.format(name=name).encode()}
+    spec = problem.spec.model_copy(update={"checker": checker.model_copy(update={"source": f"{folder}/{SHIM}"})})
+    return dataclasses.replace(problem, spec=spec, files=files)
 
 
 def case_scores(grade: GradeResult, n: int) -> tuple[float, float]:

@@ -166,7 +166,9 @@ def _write(path: Path, text: str) -> None:
 
 
 def _num(value) -> str:
-    return f"{value:.4g}" if isinstance(value, (int, float)) else ("-" if value is None else str(value))
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)  # tokens: every digit
+    return f"{value:.4g}" if isinstance(value, float) else ("-" if value is None else str(value))
 
 
 def render(result: dict) -> str:

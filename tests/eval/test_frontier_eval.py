@@ -16,7 +16,7 @@ from arex.cli import app
 from arex.errors import UserInputError
 from arex.eval import make_benchmark
 from arex.eval.base import Source
-from arex.eval.frontier import case_scores, problems_folder
+from arex.eval.frontier import SHIM, case_scores, problems_folder
 from arex.eval.run import prepare
 from arex.specs import GradeResult
 from arex.teacher.scripted import RoundScript, ScriptedServer
@@ -83,6 +83,17 @@ def test_problems_as_shipped_absent_data_listed(tmp_path):
         prepare(bench, Source(CORPUS / "kattis-2023", tmp_path / "envs"))
 
 
+def test_checker_fail_on_a_submission_is_its_zero_not_a_broken_env(tmp_path):
+    # The benchmark's judge scores a case 0 whatever way its checker does not accept, FAIL included; arex's
+    # judge takes a FAIL for a broken env (a training rollout ends on it). The eval's env wraps the checker.
+    items, envs = prepare(make_benchmark("frontier-cs"), Source(TRACK, tmp_path / "envs", only=("9",)))
+    checker = envs[0].spec.checker
+    assert checker.source == f"checker/{SHIM}"
+    shim = (envs[0].dir / "private" / checker.source).read_text()
+    assert '#include "chk.cc"' in shim and "code == 0 || code == 7 ? code : 1" in shim
+    assert (envs[0].dir / "private" / "checker" / "chk.cc").read_bytes() == (PROBLEMS / "9" / "chk.cc").read_bytes()
+
+
 # -- the whole run, in Docker -------------------------------------------------------------------
 def _digits(rule: str) -> str:
     """A C++ program printing n copies of the digit `rule` (an expression of n)."""
@@ -101,6 +112,7 @@ SUBMITTED = {
     "1": [(_digits("'9'"), lambda n: 9 * n), ("#include <cstdio>\nint main() { puts(\"1\"); }\n", lambda n: 1)],
     "2": [("int main( {\n", "compile error"), (_digits("'8'"), lambda n: 8 * n)],
     **{str(k): [(_digits("'5'"), lambda n: 5 * n), (_digits("'9'"), lambda n: 9 * n)] for k in range(3, 9)},
+    # Round 2 prints nothing: problem 9's checker FAILs on it (exit 3), which the benchmark scores 0.
     "9": [(ECHO_SUM, "right"), ("int main() { return 0; }\n", "wrong")],
 }  # fmt: skip
 
