@@ -551,17 +551,19 @@ def eval_command(
             raise UserInputError(f"{name} expects an integer of at least 1, got {value}")
     cfg = load_config(config or [], options=[("rollout.rounds", rounds, "--rounds")] if rounds is not None else [])
     runner, bench = make_executor(executor, address), make_benchmark(benchmark)
+    if variants is not None and not runner.runs_variants:
+        raise UserInputError(f"--executor {executor} does not run --variants yet; use --executor local")
     plan = load_variants(variants, config or [], rounds) if variants is not None else None
-    if plan is not None and any(v.name == "envs" for v in plan):
-        raise UserInputError(f"{variants}: the variant name 'envs' is the eval's envs folder; choose another")
+    if plan is not None and any(v.name == ENVS for v in plan):
+        raise UserInputError(f"{variants}: the variant name '{ENVS}' is the eval's envs folder; choose another")
     if not folder.is_dir():
         raise UserInputError(f"the benchmark folder {folder} does not exist or is not a folder")
-    notify = lambda line: err.print(f"arex: {line}", soft_wrap=True, markup=False)  # noqa: E731
-    only = tuple(p.strip() for p in (problems or "").split(",") if p.strip())
-    items, found = prepare(bench, Source(folder, out / ENVS, data, only, cfg.sandbox, notify))
     guard_store(out, plan is not None)
     if plan is not None:
         check_unchanged(out, plan, variants)
+    notify = lambda line: err.print(f"arex: {line}", soft_wrap=True, markup=False)  # noqa: E731
+    only = tuple(p.strip() for p in (problems or "").split(",") if p.strip())
+    items, found = prepare(bench, Source(folder, out / ENVS, data, only, cfg.sandbox, notify))
     shown = err if as_json else console
     started = time.monotonic()
     batches = _run_batches(found, cfg, plan, variants, out, samples, concurrency, runner, shown)

@@ -33,16 +33,33 @@ from arex.record.usage import Usage, usage_of
 EVAL_JSON, EVAL_MD = "eval.json", "eval.md"
 ENVS = "envs"
 """The folder of `<out>` the adapter writes its envs into."""
+MARK = ".arex-eval"
+"""The file that marks `<out>/envs` as made by arex eval."""
 
 
 def prepare(benchmark: Benchmark, source: Source) -> tuple[list[Item], list[Env]]:
     """The benchmark's problems and the envs of those that can be evaluated; UserInputError if none can."""
+    _claim(source.envs)
     items = benchmark.problems(source)
     envs = [load_env(item.env) for item in items if item.env is not None]
     if not envs:
         why = next((f" (first: problem {i.id}: {i.absent})" for i in items if i.absent), "")
         raise UserInputError(f"no problem of {source.folder} can be evaluated{why}")
     return items, envs
+
+
+def _claim(envs: Path) -> None:
+    """Make `envs` the eval's own folder (marked), or refuse one arex eval did not make: an adapter
+    writes env folders into it, and must never write over what it did not make."""
+    if envs.exists() and not (envs / MARK).is_file():
+        raise UserInputError(
+            f"{envs} exists and was not made by arex eval (it has no {MARK}); give --out a folder of its own"
+        )
+    try:
+        envs.mkdir(parents=True, exist_ok=True)
+        (envs / MARK).write_text("env folders written by arex eval\n", encoding="utf-8")
+    except OSError as exc:
+        raise write_error(exc, envs) from None
 
 
 def evaluate(benchmark: Benchmark, items: list[Item], envs: list[Env], batches: dict, out: Path, folder: Path) -> dict:

@@ -163,4 +163,10 @@ def test_eval_refuses_what_it_cannot_run(bench, tmp_path):
     assert unknown.exit_code != 0 and "choose one of: " in unknown.output and "frontier-cs" in unknown.output
     missing = runner.invoke(app, ["eval", "tally-bench", str(tmp_path / "nowhere")])
     assert missing.exit_code != 0 and "does not exist" in missing.output
-    assert "Traceback" not in unknown.output + missing.output
+    # An envs/ folder arex eval did not make is never written into.
+    (tmp_path / "mine" / "envs").mkdir(parents=True)
+    (tmp_path / "mine" / "envs" / "notes.txt").write_text("my own\n")
+    taken = runner.invoke(app, ["eval", "tally-bench", str(tmp_path), "--out", str(tmp_path / "mine")])
+    assert taken.exit_code == 2 and "was not made by arex eval" in taken.output
+    assert sorted(p.name for p in (tmp_path / "mine" / "envs").iterdir()) == ["notes.txt"]
+    assert "Traceback" not in unknown.output + missing.output + taken.output
