@@ -1253,7 +1253,8 @@ def scan(
 
 
 # -- the dependency image's index ------------------------------------------------------------------
-INDEX_VERSION = 1
+INDEX_VERSION = 2
+"""Bumped when what an index records changes: an index of another version is built again."""
 STRUCTURED = frozenset(("gzip", "bz2", "xz", "lzma", "zlib", "zip", "parquet", "arrow", "feather1", "npy", "pickle"))
 """Kinds read in full whatever the probe (what they hold is not words; few of them in an image)."""
 
