@@ -42,10 +42,10 @@ def repo_model(found: Survey, target: str, task: str) -> Model:
     scripts = found.facts.scripts + found.facts.notebooks
     fitting = [s for s in scripts if target in s.code.fit_refs + s.label_refs]
     for s in fitting + [s for s in scripts if s not in fitting]:
-        for module, name, source in s.code.models:
+        for imports, name, source in reversed(s.code.models):  # the last one built: the tuned, final model
             if ("classification" if CLASSIFIER.search(name) else "regression") == task:
                 return Model(
-                    imports=f"from {module} import {name}",
+                    imports=imports,
                     expression=source,
                     origin=f"the repository's {source} (as {s.path} builds it)",
                     own=True,

@@ -60,7 +60,7 @@ class CodeFacts(BaseModel):
     estimators: list[str] = Field(default_factory=list)
     """Estimator classes it builds (RandomForestRegressor, LogisticRegression, ...)."""
     models: list[list[str]] = Field(default_factory=list)
-    """[module, class, call source] of each estimator imported from an ML library and built from
+    """[import lines, class, call source] of each estimator imported from an ML library and built from
     constant arguments only: the repository's model, reusable as it is in a generated baseline."""
     metrics: list[str] = Field(default_factory=list)
     """arex metric names of the scores it computes (mean_squared_error → rmse, scoring='roc_auc', ...)."""
@@ -80,13 +80,32 @@ def code_facts(tree: ast.Module, text: str) -> CodeFacts:
 
 
 def _imported_from(tree: ast.Module) -> dict[str, str]:
-    """Local name → the module it was imported from (`from sklearn.ensemble import RandomForestRegressor`)."""
+    """Local name → the import line that binds it (`from sklearn.ensemble import RandomForestRegressor`,
+    `import xgboost`, `import lightgbm as lgb`)."""
     out = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and not node.level:
             for alias in node.names:
-                out[alias.asname or alias.name] = node.module
+                line = f"from {node.module} import {alias.name}"
+                out[alias.asname or alias.name] = line + (f" as {alias.asname}" if alias.asname else "")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    out[alias.asname] = f"import {alias.name} as {alias.asname}"
+                else:
+                    out[alias.name.split(".")[0]] = f"import {alias.name.split('.')[0]}"
     return out
+
+
+def _model_import(node: ast.Call, imported: dict[str, str]) -> str:
+    """The import line an estimator's call needs (`RandomForestRegressor(...)`, `xgboost.XGBRegressor(...)`,
+    `lgb.LGBMRegressor(...)`), when it comes from an ML library; else ''."""
+    func = node.func
+    local = func.id if isinstance(func, ast.Name) else func.value.id if (
+        isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)) else ""  # fmt: skip
+    line = imported.get(local, "")
+    module = line.split()[1] if line else ""
+    return line if module.split(".")[0] in MODEL_LIBS else ""
 
 
 def _add(items: list[str], value: str | None) -> None:
@@ -190,11 +209,15 @@ def _call(node: ast.Call, names: dict[str, str], facts: CodeFacts, imported: dic
         _add(facts.fit_refs, column_of(labels, names, facts))
     if ESTIMATOR.search(name):
         _add(facts.estimators, name)
-        module = imported.get(name, "")
-        if isinstance(node.func, ast.Name) and module.split(".")[0] in MODEL_LIBS and _constant_args(node):
-            source = ast.get_source_segment(text, node)
-            if source and [module, name, source] not in facts.models:
-                facts.models.append([module, name, " ".join(source.split())])
+        line = _model_import(node, imported)
+        source = ast.get_source_segment(text, node) if line and _constant_args(node) else None
+        if source:
+            source = " ".join(source.split())
+            for numpy in ("np", "numpy"):  # missing=np.nan
+                if f"{numpy}." in source:
+                    line += f"\nimport numpy as {numpy}" if numpy == "np" else "\nimport numpy"
+            if [line, name, source] not in facts.models:
+                facts.models.append([line, name, source])
     metric = METRIC_CALLS.get(name)
     if metric:
         _add(facts.metrics, metric)
@@ -213,6 +236,8 @@ def _constant_args(node: ast.Call) -> bool:
     def constant(value: ast.AST) -> bool:
         if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub):
             value = value.operand
+        if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name):
+            return value.value.id in ("np", "numpy") and value.attr in ("nan", "inf")
         if isinstance(value, (ast.List, ast.Tuple)):
             return all(constant(e) for e in value.elts)
         return isinstance(value, ast.Constant)

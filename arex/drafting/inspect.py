@@ -192,11 +192,16 @@ def sniff_delimiter(text: str, suffix: str) -> str:
         return "\t" if suffix == ".tsv" else ","
 
 
+NA_VALUES = {"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>",
+             "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"}  # fmt: skip
+"""What pandas reads as missing by default (a Kaggle table's 'NA' is no text value)."""
+
+
 def column_stats(header: list[str], rows: list[list[str]]) -> list[Column]:
     columns = []
     for i, name in enumerate(header):
         values = [r[i].strip() if i < len(r) else "" for r in rows]
-        present = [v for v in values if v != ""]
+        present = [v for v in values if v not in NA_VALUES]
         distinct = set(present)
         numeric = bool(present) and all(_is_number(v) for v in distinct)
         integer = numeric and all(float(v).is_integer() for v in distinct)

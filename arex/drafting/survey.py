@@ -72,7 +72,8 @@ def survey(repo: Path, sandbox: SandboxConfig, pinned, package_sources: bool = F
         if facts.requirements_file
         else pypi_names(
             # and the library of a notebook's model, which the generated baseline may build
-            [m for s in facts.scripts for m in s.imports] + [m[0] for nb in facts.notebooks for m in nb.code.models],
+            [m for s in facts.scripts for m in s.imports]
+            + [ln.split()[1] for nb in facts.notebooks for m in nb.code.models for ln in m[0].splitlines()],
             local_modules(facts),
         )
     )

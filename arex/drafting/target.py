@@ -53,7 +53,12 @@ _README_METRICS = (
 )
 COMPETITIONS = (
     (
-        re.compile(r"house-prices-advanced-regression-techniques|house prices:? advanced regression", re.I),
+        re.compile(
+            r"house-prices-advanced-regression-techniques|house prices:? advanced regression"
+            r"|kaggle[^\n]{0,80}house pric|house pric[^\n]{0,80}kaggle"
+            r"|\bcolumns:[^\n]*\bMSSubClass\b[^\n]*\bSalePrice\b",  # the competition's own table
+            re.I,
+        ),
         "rmse_log",
         "Kaggle's House Prices competition scores the RMSE between the logarithms of predicted and observed prices",
     ),
@@ -259,7 +264,9 @@ def task_hints(facts: RepoFacts, target: str) -> TaskHints:
             if metric == "rmse" and s.code.log_label and target in s.code.fit_refs + s.label_refs:
                 metric = "rmsle" if s.code.log_label == "log1p" else "rmse_log"
             hints.metrics.append((metric, f"{s.path} scores its model with it"))
-    corpus = "\n".join([facts.readme_text] + [nb.notes for nb in facts.notebooks] + facts.files)
+    # the README, the notebooks' prose, the file names and the tables' columns (a competition's data is its signature)
+    columns = ["columns: " + " ".join(t.names) for t in facts.tables]
+    corpus = "\n".join([facts.readme_text] + [nb.notes for nb in facts.notebooks] + facts.files + columns)
     for pattern, metric in _README_METRICS:
         match = pattern.search(facts.readme_text)
         if match:

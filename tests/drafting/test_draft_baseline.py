@@ -108,3 +108,29 @@ def test_a_notebook_model_from_another_library_brings_its_requirement(tmp_path):
     draft = HeuristicDrafter(pin=False).draft(repo, [])
     assert "model = make_pipeline(prep, XGBRegressor(n_estimators=200))" in draft.add["arex_train.py"]
     assert "xgboost" in draft.spec["requirements"]
+
+
+def test_a_module_qualified_model_the_notebook_tunes_last(tmp_path):
+    """Found on a real house-prices repository: `import xgboost`, a plain XGBRegressor(), then the
+    tuned one with missing=np.nan; the tuned (last) one is the baseline's model, its imports with it.
+    The competition is known by its table's columns and the README's words, not its URL."""
+    from test_draft_target import notebook
+
+    code = (
+        "import numpy as np\nimport pandas as pd\nimport xgboost\ntrain = pd.read_csv('train.csv')\n"
+        "regressor = xgboost.XGBRegressor()\n"
+        "regressor = xgboost.XGBRegressor(n_estimators=90, max_depth=2,\n    missing=np.nan)\n"
+        "regressor.fit(train.drop('SalePrice', axis=1), train['SalePrice'])\n"
+    )
+    lines = houses(60, 3).splitlines()  # with the competition's MSSubClass column
+    table = "\n".join([lines[0].replace("Id,", "Id,MSSubClass,")] + [ln.replace(",", ",20,", 1) for ln in lines[1:]])
+    repo = write_repo(tmp_path / "pricing", {
+        "train.csv": table + "\n",
+        "House Pricing.ipynb": notebook(("code", code)),
+        "README.md": "## House Pricing Kaggle Competition\nKaggle competition\n",
+    })  # fmt: skip
+    draft = HeuristicDrafter(pin=False).draft(repo, [])
+    wrapper = draft.add["arex_train.py"]
+    assert "import xgboost\nimport numpy as np\n" in wrapper
+    assert "make_pipeline(prep, xgboost.XGBRegressor(n_estimators=90, max_depth=2, missing=np.nan))" in wrapper
+    assert "xgboost" in draft.spec["requirements"] and draft.spec["metric"]["name"] == "rmse_log"

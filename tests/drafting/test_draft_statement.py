@@ -38,8 +38,8 @@ def test_missing_share_and_a_script_reading_the_table(tmp_path):
     in a quarter of the rows says 25%."""
     rng = random.Random(2)
     rows = "".join(
-        f"{'' if i % 4 == 0 else rng.randint(18, 64)},{rng.choice(['yes', 'no'])},{rng.uniform(1e3, 5e4):.2f}\n"
-        for i in range(80)
+        f"{age},{rng.choice(['yes', 'no'])},{rng.uniform(1e3, 5e4):.2f}\n"
+        for i, age in enumerate(("", "NA")[i % 8 == 0] if i % 4 == 0 else rng.randint(18, 64) for i in range(80))
     )
     script = (
         "import pandas as pd\nfrom sklearn.linear_model import LinearRegression\n"
@@ -55,7 +55,7 @@ def test_missing_share_and_a_script_reading_the_table(tmp_path):
     draft = HeuristicDrafter(pin=False).draft(repo, [])
     statement = draft.add[draft.spec["statement"]]
     assert statement.startswith("# Insurance\n\nPredicts medical cost.\n\n## Task")  # no image, no 'OUTPUT:'
-    assert "| `age` | integer | 25% |" in statement
+    assert "| `age` | integer | 25% |" in statement  # empty or 'NA' (pandas reads both as missing)
     assert "| `id` (added by arex: the row's number) | integer | 0% |" in statement  # the table has no id column
     # the script reads the table: arex's training rows are written where it reads them, so it still runs
     assert (draft.spec["data"]["train_file"], draft.spec["data"]["test_file"]) == (

@@ -221,7 +221,9 @@ def test_code_forms_a_label_takes():
     ).code
     assert code.label_refs == ["Transported"] and code.fit_refs == ["Transported"]
     assert code.dropped == ["Transported", "PassengerId"] and code.metrics == ["roc_auc"]
-    assert code.models == [["xgboost", "XGBClassifier", "XGBClassifier(n_estimators=300, max_depth=-1)"]]
+    assert code.models == [
+        ["from xgboost import XGBClassifier", "XGBClassifier", "XGBClassifier(n_estimators=300, max_depth=-1)"]
+    ]
 
 
 def test_a_served_model_readme_and_a_notebook_that_trains_it(tmp_path):
