@@ -325,7 +325,7 @@ def describe(report: LeakReport, probe: LeakProbe) -> tuple[list[str], str]:
     ]
     scanned = (
         f"scanned {report.files} files ({report.records} records, {report.bytes / 1e6:.0f} MB) "
-        f"in {report.seconds:.0f}s for {len(probe.rows)} held-out rows "
+        f"in {report.seconds:.0f}s ({report.cpu_seconds:.1f} CPU-seconds) for {len(probe.rows)} held-out rows "
         f"({probe.duplicates} duplicates of training rows not probed)"
     )
     if report.index:

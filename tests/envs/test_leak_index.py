@@ -149,6 +149,7 @@ def test_a_model_fitted_on_held_out_rows(tmp_path):
     clean = LeakReport.model_validate(split.scan(tmp_path))
     problems, scanned = describe(clean, split.probe)
     assert problems == [] and "1 pickled model(s) read" in scanned and "linear.pkl" in scanned
+    assert f"({clean.cpu_seconds:.1f} CPU-seconds)" in scanned  # the build report says what the scan cost
 
 
 def test_a_file_too_slow_to_read_fails_the_gate_with_its_reason(tmp_path, monkeypatch):
