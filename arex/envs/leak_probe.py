@@ -3,6 +3,7 @@ probe), running `leak_scan` in the env's sandbox as the agent's user, and readin
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import json
 import threading
@@ -285,9 +286,11 @@ def index_path(image_id: str) -> Path:
 
 def image_index(image_id: str, config: SandboxConfig) -> dict:
     """The dependency image's index: read from arex's cache, else built in a sandbox of that image as
-    the agent's user (once per image: a lock keeps parallel builds of one image to one)."""
+    the agent's user (once per image: locks keep parallel builds, in threads or processes, to one)."""
     path = index_path(image_id)
-    with _index_lock:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _index_lock, open(path.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another arex process building this index: wait for it, then read it
         if not path.is_file():
             started = time.process_time()
             index_config = config.model_copy(update={"image": image_id, "seed": None, "mounts": ()})
