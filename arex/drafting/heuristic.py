@@ -63,11 +63,16 @@ class HeuristicDrafter:
         self.package_sources = package_sources
         """The user's `build.package_sources`: the repository's requirement lines may choose an index or URL."""
         self._surveys: dict[Path, Survey] = {}
+        self.progress: Callable[[str], None] = lambda line: None
+        """Told each slow step as it starts (`arex draft-env` prints it)."""
         self._pins: dict[tuple[str, ...], list[str]] = {}
 
     def draft(self, repo: Path, attempts: list[Attempt]) -> Draft:
         repo = repo.resolve()
         if repo not in self._surveys:
+            self.progress(
+                "reading the repository (tables, scripts, notebooks; a preparation script runs if no table ships)"
+            )
             self._surveys[repo] = survey(repo, self.sandbox, self.pinned, self.package_sources)
         found = self._surveys[repo]
         plan = Plan()
@@ -78,6 +83,8 @@ class HeuristicDrafter:
         # The build's requirements preflight, run first: what it would reject is revised here,
         # without spending a build of the budget (pip dry runs: seconds, cached on disk).
         for _ in range(PREFLIGHT_REVISIONS if self.pin else 0):
+            if draft.spec.get("requirements_file"):
+                self.progress(f"requirements preflight of the draft ({draft.spec['requirements_file']}, pip dry run)")
             reason = preflight_draft(draft, repo, self.sandbox.image, self.package_sources)
             revised = None if reason is None else _requirements_rejected(found, plan, reason)
             revised = revised or (None if reason is None else _no_distribution(found, plan, reason))
@@ -92,6 +99,8 @@ class HeuristicDrafter:
         (the repository's own requirements), when arex can resolve pins."""
         key = (tuple(names), tuple(context))
         if key not in self._pins:
+            if self.pin and names:
+                self.progress(f"resolving versions of {', '.join(names)} (pip dry run)")
             self._pins[key] = pin_requirements(names, self.sandbox.image, list(context)) if self.pin else list(names)
         return self._pins[key]
 

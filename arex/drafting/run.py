@@ -153,6 +153,8 @@ def draft_env(
         for number in range(1, max(1, budget) + 1):
             after = clip(attempts[-1].reason, 160) if attempts else ""
             say(f"attempt {number}: " + (f"revising after: {after}" if attempts else "drafting"))
+            if hasattr(drafter, "progress"):  # a drafter's own slow steps (reading, pinning, a preflight)
+                drafter.progress = lambda line, number=number: say(f"attempt {number}: {line}")  # type: ignore[attr-defined]
             try:
                 draft = drafter.draft(where.folder, attempts)
             except DraftError as exc:

@@ -94,7 +94,14 @@ def test_a_package_the_repository_does_not_pin_is_pinned_beside_its_pins(monkeyp
     checked = []
     monkeypatch.setattr(ml_images, "settle", lambda lines, *a, **k: checked.append(lines) or ml_images.Settled(lines))
     repo = write_repo(tmp_path / "clinic", {"patients.csv": patients(80), "requirements.txt": "pandas==1.5.3\n"})
-    draft = HeuristicDrafter().draft(repo, [])
+    drafter, said = HeuristicDrafter(), []
+    drafter.progress = said.append  # what `arex draft-env` prints as each slow step starts
+    draft = drafter.draft(repo, [])
+    assert [line.split(" (")[0] for line in said] == [
+        "reading the repository",
+        "resolving versions of scikit-learn",
+        "requirements preflight of the draft",
+    ]
     assert asked == [["scikit-learn", "pandas==1.5.3"]]
     assert checked == [["pandas==1.5.3", "scikit-learn==1.2.2"]]  # the build's preflight, before the build
     assert (
