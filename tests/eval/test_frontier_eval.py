@@ -134,16 +134,20 @@ def _expected(problem: str, output) -> tuple[float, float]:
 
 
 class TrackScript:
-    """Writes the known file for the problem in the request (from its statement's title), then submits."""
+    """Writes the known file for the problem in the request (from its statement's title), then submits.
+    One RoundScript per problem: the server answers rollouts in parallel threads, so no state is shared."""
 
     def __init__(self):
-        self.problem = "0"
-        self.rounds = RoundScript(lambda n: [f"cat > solution.cpp <<'EOF'\n{SUBMITTED[self.problem][n - 1][0]}EOF"])
+        self.scripts = {problem: self._script(problem) for problem in SUBMITTED}
+
+    @staticmethod
+    def _script(problem: str) -> RoundScript:
+        return RoundScript(lambda n: [f"cat > solution.cpp <<'EOF'\n{SUBMITTED[problem][n - 1][0]}EOF"])
 
     def __call__(self, request: dict, index: int):
         text = json.dumps(request.get("messages", []))
-        self.problem = "9" if "Echo Sum" in text else next(str(k) for k in range(9) if f"Digit Budget {k}\\n" in text)
-        return self.rounds(request, index)
+        problem = "9" if "Echo Sum" in text else next(str(k) for k in range(9) if f"Digit Budget {k}\\n" in text)
+        return self.scripts[problem](request, index)
 
 
 @pytest.fixture(scope="module")
