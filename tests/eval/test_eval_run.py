@@ -122,24 +122,20 @@ def test_eval_table_spread_curve_cost_and_resume(bench, tmp_path):
     md = (out / "eval.md").read_text()
     assert f"**points: {v['score']:.2f}**" in md and "| c | not evaluated |" in md and "its test data is absent" in md
 
-    # A re-run resumes: every rollout is finished, no call is made, the same numbers come out.
-    with ScriptedServer(PlanScript(), model="scripted-teacher") as server:
-        again = _eval(tmp_path, out, server.base_url, "--samples", "2", "--rounds", "2")
-        assert again.exit_code == 0, again.output
-        assert server.stats["requests"] == 0
-    assert json.loads((out / "eval.json").read_text())["variants"] == found["variants"]
-
-    # A record that cannot be read is left as it is, listed, and counts 0 for its problem and sample.
+    # A re-run resumes: every rollout is finished, no call is made. A record that cannot be read is left as it
+    # is, listed, and counts 0 for its problem and sample (the command exits 2); the others score as before.
     results = json.loads((out / "summary.json").read_text())["results"]
     [line] = [r for r in results if (r["env"], r["sample"]) == ("a", 0)]
     Path(line["path"]).write_bytes(b"\xff not a record\n")
     with ScriptedServer(PlanScript(), model="scripted-teacher") as server:
-        damaged = _eval(tmp_path, out, server.base_url, "--samples", "2", "--rounds", "2")
-    assert damaged.exit_code == 2 and "could not be read" in damaged.output
-    [v] = json.loads((out / "eval.json").read_text())["variants"]
-    assert [(u["env"], u["sample"]) for u in v["unreadable"]] == [("a", 0)]
-    a = next(p for p in v["problems"] if p["problem"] == "a")
+        again = _eval(tmp_path, out, server.base_url, "--samples", "2", "--rounds", "2")
+        assert server.stats["requests"] == 0
+    assert again.exit_code == 2 and "could not be read" in again.output
+    [after] = json.loads((out / "eval.json").read_text())["variants"]
+    assert [(u["env"], u["sample"]) for u in after["unreadable"]] == [("a", 0)]
+    a, b = (next(p for p in after["problems"] if p["problem"] == name) for name in "ab")
     assert (a["value"], a["min"], a["rollouts"]) == (pytest.approx(best[("a", 1)] / 2), 0.0, 1)
+    assert b == by_problem["b"]
 
 
 def test_eval_variants_each_scored(bench, tmp_path):
