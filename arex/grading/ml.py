@@ -96,13 +96,22 @@ def _sum_of_squares(d: list[float]) -> float:
 
 
 def rmsle(y: list, p: list) -> float:
-    """RMSE of log(1 + value) (Kaggle's RMSLE); a value at or below -1 is an invalid submission."""
-    return _root_mean_square([math.log1p(float(a)) - math.log1p(float(b)) for a, b in zip(y, p)])
+    """RMSE of log(1 + value) (Kaggle's RMSLE); NaN (an invalid submission) if a value is at or below -1."""
+    return _log_rms([_log(float(a), 1.0) - _log(float(b), 1.0) for a, b in zip(y, p)])
 
 
 def rmse_log(y: list, p: list) -> float:
-    """RMSE of log(value), as house-price competitions score; a value at or below 0 is an invalid submission."""
-    return _root_mean_square([math.log(float(a)) - math.log(float(b)) for a, b in zip(y, p)])
+    """RMSE of log(value), as house prices are scored; NaN (an invalid submission) if a value is at or below 0."""
+    return _log_rms([_log(float(a), 0.0) - _log(float(b), 0.0) for a, b in zip(y, p)])
+
+
+def _log_rms(d: list[float]) -> float:
+    return math.nan if any(math.isnan(x) for x in d) else _root_mean_square(d)
+
+
+def _log(value: float, shift: float) -> float:
+    """log(shift + value), NaN outside the logarithm's domain (the grader calls a NaN score invalid)."""
+    return (math.log1p(value) if shift else math.log(value)) if value + shift > 0 else math.nan
 
 
 def mae(y: list, p: list) -> float:
