@@ -168,6 +168,9 @@ def draft_env(
                 on_attempt(number, attempt, report)
             if attempt.reason is None:
                 break
+            if report.status == "error":  # the machine's failure (Docker, memory), not the draft's
+                stopped = f"the build failed outside the draft (no revision would help); build again: {attempt.reason}"
+                break
     finally:
         close = getattr(drafter, "close", None)
         if callable(close):

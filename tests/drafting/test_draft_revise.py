@@ -301,6 +301,23 @@ def test_reasons_are_never_cut_mid_word(tmp_path):
     assert end.startswith("… word") and end[2:].split()[0] in reason.split() and end.endswith("word149")
 
 
+def test_a_build_that_fails_outside_the_draft_is_not_revised(monkeypatch, tmp_path):
+    """Seen in this file's Docker test on a host out of memory: the Docker engine went away, and the
+    drafter 'revised' after it twice (ending on another target). The build is the edge faked here."""
+    from arex.drafting.run import draft_env
+    from arex.envs import build
+    from arex.envs.report import EnvReport
+
+    down = "SandboxError: Docker engine is not reachable (DockerException); start it with: bash scripts/setup.sh"
+    monkeypatch.setattr(build, "build_envs", lambda paths, *a, **k: [EnvReport(str(paths[0]), "clinic", "error", down)])
+    repo = write_repo(tmp_path / "clinic", {"patients.csv": patients(80)})
+    said: list[str] = []
+    result = draft_env(str(repo), tmp_path / "d", tmp_path / "e", HeuristicDrafter(pin=False), 3, progress=said.append)
+    assert len(result.attempts) == 1 and not result.accepted
+    assert result.stopped.startswith("the build failed outside the draft") and "Docker engine" in result.stopped
+    assert said[:2] == [f"reading {repo}", "attempt 1: drafting"]
+
+
 def test_a_table_over_the_read_cap_is_sampled_and_said(monkeypatch, tmp_path):
     """Before: a table over the cap was skipped and the draft said 'the repository ships no table'."""
     from arex.drafting import inspect
