@@ -373,23 +373,11 @@ def rollout(
     as_json: bool = JsonOpt,
 ) -> None:
     """Run the teacher for many rounds against each env; resumable (re-run to continue)."""
-    from arex.config import load_config
     from arex.record.url_store import is_url
-    from arex.rollout.executors import make_executor
     from arex.summary import rollout_summary
-    from arex.variants import check_unchanged, guard_store, load_variants
+    from arex.variants import check_unchanged, guard_store
 
-    for name, value in (("--samples", samples), ("--concurrency", concurrency)):
-        if value < 1:
-            raise UserInputError(f"{name} expects an integer of at least 1, got {value}")
-    cfg = load_config(config or [], options=[("rollout.rounds", rounds, "--rounds")] if rounds is not None else [])
-    runner = make_executor(executor, address)
-    if variants is not None and not runner.runs_variants:
-        raise UserInputError(
-            f"--executor {executor} does not run --variants yet; run each variant as its own `arex rollout`, "
-            "or use --executor local"
-        )
-    plan = load_variants(variants, config or [], rounds) if variants is not None else None
+    cfg, runner, plan = _batch_options(samples, concurrency, rounds, config, executor, address, variants)
     found = _built_envs(envs)
     if plan is not None and is_url(out):
         raise UserInputError(
@@ -404,6 +392,26 @@ def rollout(
     started = time.monotonic()
     batches = _run_batches(found, cfg, plan, variants, out, samples, concurrency, runner, shown)
     _print_rollout(rollout_summary(batches, out, time.monotonic() - started), as_json)
+
+
+def _batch_options(samples: int, concurrency: int, rounds, config, executor: str, address, variants):
+    """The options `arex rollout` and `arex eval` share, checked: the config, the executor, the variants."""
+    from arex.config import load_config
+    from arex.rollout.executors import make_executor
+    from arex.variants import load_variants
+
+    for name, value in (("--samples", samples), ("--concurrency", concurrency)):
+        if value < 1:
+            raise UserInputError(f"{name} expects an integer of at least 1, got {value}")
+    cfg = load_config(config or [], options=[("rollout.rounds", rounds, "--rounds")] if rounds is not None else [])
+    runner = make_executor(executor, address)
+    if variants is not None and not runner.runs_variants:
+        raise UserInputError(
+            f"--executor {executor} does not run --variants yet; run each variant as its own command, "
+            "or use --executor local"
+        )
+    plan = load_variants(variants, config or [], rounds) if variants is not None else None
+    return cfg, runner, plan
 
 
 def _run_batches(found, cfg, plan, variants, out: Path, samples: int, concurrency: int, runner, shown) -> dict:
@@ -538,22 +546,14 @@ def eval_command(
     as_json: bool = JsonOpt,
 ) -> None:
     """Run a model on a benchmark under its own protocol and report its score; resumable (re-run to continue)."""
-    from arex.config import load_config
     from arex.eval import make_benchmark
     from arex.eval.base import Source
     from arex.eval.run import ENVS, evaluate, prepare, show
-    from arex.rollout.executors import make_executor
     from arex.summary import rollout_summary
-    from arex.variants import check_unchanged, guard_store, load_variants
+    from arex.variants import check_unchanged, guard_store
 
-    for name, value in (("--samples", samples), ("--concurrency", concurrency)):
-        if value < 1:
-            raise UserInputError(f"{name} expects an integer of at least 1, got {value}")
-    cfg = load_config(config or [], options=[("rollout.rounds", rounds, "--rounds")] if rounds is not None else [])
-    runner, bench = make_executor(executor, address), make_benchmark(benchmark)
-    if variants is not None and not runner.runs_variants:
-        raise UserInputError(f"--executor {executor} does not run --variants yet; use --executor local")
-    plan = load_variants(variants, config or [], rounds) if variants is not None else None
+    cfg, runner, plan = _batch_options(samples, concurrency, rounds, config, executor, address, variants)
+    bench = make_benchmark(benchmark)
     if plan is not None and any(v.name == ENVS for v in plan):
         raise UserInputError(f"{variants}: the variant name '{ENVS}' is the eval's envs folder; choose another")
     if not folder.is_dir():
