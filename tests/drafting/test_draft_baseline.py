@@ -83,7 +83,8 @@ def test_draft_baseline_builds(tmp_path):
     assert result.accepted, [a.reason for a in result.attempts]
     env = tmp_path / "envs" / "house-prices"
     task = yaml.safe_load((env / "task.yaml").read_text())
-    assert task["data"]["target"] == "SalePrice" and task["metric"] == {"name": "rmse_log", "direction": "minimize"}
+    assert task["data"]["target"] == "SalePrice"
+    assert (task["metric"]["name"], task["metric"]["direction"]) == ("rmse_log", "minimize")
     assert task["baseline_score"] is not None and task["baseline_score"] > 0
     workspace = env / "workspace"
     assert not (workspace / "sample_submission.csv").exists()

@@ -205,6 +205,7 @@ def test_failing_repositories_are_rejected_with_their_reason(tmp_path, monkeypat
     assert {g.name for g in good.gates} == {
         "baseline runs",
         "baseline deterministic",
+        "baseline leaves headroom",
         "no-op clearly worse",
         "mutation changes the score",
         "private labels unreachable",

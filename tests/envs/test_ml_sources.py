@@ -74,19 +74,22 @@ def cache(tmp_path, monkeypatch):
 
 # -- 1, 2: encodings, and a batch that an unforeseen failure does not stop ------------------------
 def sms_table() -> bytes:
-    """A small SMS spam table as such tables are often shipped: latin-1, with £ and accents."""
+    """A small SMS spam table as such tables are often shipped: latin-1, with £ and accents, and some
+    labels wrong (as in real ones), so that no model scores a perfect 1.0 (the headroom gate)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(["text", "label"])
     names = ["Zoë", "José", "Chloé", "Jürgen", "Åsa", "Noël"]
+    flip = {"spam": "ham", "ham": "spam"}
     for n in range(150):
         name = names[n % len(names)]
         if n % 3 == 0:
-            writer.writerow([f"WIN £{(n + 1) * 10} cash prize! Text CLAIM{n} to 8{n:03d}, free entry", "spam"])
+            text, label = f"WIN £{(n + 1) * 10} cash prize! Text CLAIM{n} to 8{n:03d}, free entry", "spam"
         elif n % 3 == 1:
-            writer.writerow([f"Café at {n % 12 + 1}? {name} says the crème brûlée is très bon", "ham"])
+            text, label = f"Café at {n % 12 + 1}? {name} says the crème brûlée is très bon", "ham"
         else:
-            writer.writerow([f"{name}, the meeting moved to Zürich room {n}, see you déjà", "ham"])
+            text, label = f"{name}, the meeting moved to Zürich room {n}, see you déjà", "ham"
+        writer.writerow([text, flip[label] if n % 7 == 3 else label])
     return out.getvalue().encode("latin-1")
 
 
