@@ -100,6 +100,9 @@ def _config(items: Optional[List[str]]) -> ArexConfig:
 def _main() -> None:
     # SIGTERM runs the same cleanup as Ctrl-C: `finally` blocks remove sandboxes.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # A signal mask is inherited across exec: a parent that had SIGINT or SIGTERM blocked (seen under the
+    # parallel test suite) would leave arex deaf to Ctrl-C and to its own stop; arex must always hear both.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
 @config_app.command("show")

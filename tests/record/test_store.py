@@ -62,6 +62,7 @@ from arex.sandbox.base import BACKENDS
 runtime.KINDS["tally"] = TallyEnv
 BACKENDS["process"] = "process_sandbox:ProcessSandbox"
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})  # as arex's CLI does
 backend, env_dir, store, url, rounds = sys.argv[2:7]
 env = runtime.load_env(Path(env_dir))
 asyncio.run(run_batch([env], TEACHER, RolloutConfig(rounds=int(rounds)), SandboxConfig(backend=backend), Path(store), 1, 1, url))
